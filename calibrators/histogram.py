@@ -1,0 +1,53 @@
+"""A streaming histogram of |x| in TensorRT's layout: the first batch sets the bin width, later
+batches that reach further add bins of the same width, so memory never grows with the samples."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+DEFAULT_BINS = 2048
+
+
+class StreamingHistogram:
+    """Counts of |x| in bins of one width from 0, and the exact max, updated batch by batch."""
+
+    def __init__(self, bins: int = DEFAULT_BINS):
+        self.initial_bins = bins
+        self.counts: np.ndarray | None = None
+        self.width: float | None = None
+        self.max = 0.0
+        self.total = 0
+        self._zeros_before_width = 0
+
+    @property
+    def edges(self) -> np.ndarray:
+        """Bin edges: len(counts) + 1 values from 0."""
+        return np.arange(len(self.counts) + 1, dtype=np.float64) * self.width
+
+    def update(self, x: np.ndarray) -> None:
+        magnitudes = np.abs(np.asarray(x, dtype=np.float32).ravel())
+        if magnitudes.size == 0:
+            return
+        if not np.isfinite(magnitudes).all():
+            raise ValueError("the tensor holds NaN or infinity")
+        batch_max = float(magnitudes.max())
+        self.total += magnitudes.size
+        self.max = max(self.max, batch_max)
+        if self.width is None:
+            if batch_max == 0.0:
+                self._zeros_before_width += magnitudes.size  # no width can be set from zeros
+                return
+            self.width = batch_max / self.initial_bins
+            self.counts = np.zeros(self.initial_bins, dtype=np.int64)
+            self.counts[0] += self._zeros_before_width
+        needed = math.ceil(batch_max / self.width)
+        if needed > len(self.counts):
+            self.counts = np.concatenate([self.counts, np.zeros(needed - len(self.counts), np.int64)])
+        index = np.minimum((magnitudes / np.float32(self.width)).astype(np.int64), len(self.counts) - 1)
+        self.counts += np.bincount(index, minlength=len(self.counts))
+
+    @property
+    def empty(self) -> bool:
+        return self.counts is None

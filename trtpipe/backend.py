@@ -1,0 +1,137 @@
+"""TensorRT 10, TensorRT 11 and TensorRT-RTX behind one small interface.
+
+Their differences are feature flags on `Backend`, read once here, so the rest of the code asks
+`backend.implicit_int8` instead of comparing version strings.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from types import ModuleType
+
+from trtpipe.errors import TrtpipeError, require
+from trtpipe.targets import Precision, Target
+
+BACKEND_NAMES = ("auto", "tensorrt", "tensorrt-rtx")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """What is known of a backend without importing it."""
+
+    name: str
+    module: str
+    extra: str
+    builds_without_gpu: bool
+    # None: any capability from `min_capability` up; else exactly these.
+    runnable: tuple[tuple[int, int], ...] | None
+    min_capability: tuple[int, int]
+    # Lowest capability at which the backend itself runs each narrow precision.
+    precision_minimum: dict[Precision, tuple[int, int]]
+
+    def runs_on(self, target: Target) -> bool:
+        if self.runnable is not None:
+            return target.capability in self.runnable
+        return target.capability >= self.min_capability
+
+    def runnable_text(self) -> str:
+        if self.runnable is not None:
+            return ", ".join(f"{a}.{b}" for a, b in self.runnable)
+        return f"{self.min_capability[0]}.{self.min_capability[1]} and newer"
+
+    def installed(self) -> bool:
+        return importlib.util.find_spec(self.module) is not None
+
+    def supports(self, target: Target, precision: Precision) -> tuple[bool, str]:
+        """Return whether this backend runs `precision` on `target`, and why not."""
+        if not self.runs_on(target):
+            return False, f"{self.name} does not run on compute capability {target.major}.{target.minor} (it runs {self.runnable_text()})"
+        if not target.hardware_supports(precision):
+            from trtpipe.targets import HARDWARE_MINIMUM
+
+            need = HARDWARE_MINIMUM[precision]
+            return False, f"{precision} needs compute capability {need[0]}.{need[1]} or newer"
+        need = self.precision_minimum.get(precision)
+        if need is not None and target.capability < need:
+            return False, f"{self.name} runs {precision} from compute capability {need[0]}.{need[1]}"
+        return True, ""
+
+
+TENSORRT = BackendSpec(
+    name="tensorrt", module="tensorrt", extra="tensorrt", builds_without_gpu=False,
+    runnable=None, min_capability=(7, 5), precision_minimum={},
+)
+TENSORRT_RTX = BackendSpec(
+    name="tensorrt-rtx", module="tensorrt_rtx", extra="rtx", builds_without_gpu=True,
+    runnable=((8, 0), (8, 6), (8, 9), (12, 0), (12, 1)), min_capability=(8, 0),
+    precision_minimum={Precision.FP4: (12, 0)},
+)
+SPECS = {spec.name: spec for spec in (TENSORRT, TENSORRT_RTX)}
+
+
+def choose_spec(name: str, target: Target) -> BackendSpec:
+    """Return the backend `name` names; for 'auto', an installed one that runs `target`.
+
+    'auto' prefers full TensorRT (it runs every capability from 7.5), then TensorRT-RTX; when
+    neither is installed it still answers, so `plan` works on a machine without backends.
+    """
+    if name != "auto":
+        if name not in SPECS:
+            raise TrtpipeError(f"--backend {name}: unknown backend; use one of {', '.join(BACKEND_NAMES)}")
+        return SPECS[name]
+    candidates = [spec for spec in SPECS.values() if spec.runs_on(target)]
+    for spec in candidates:
+        if spec.installed():
+            return spec
+    return candidates[0] if candidates else TENSORRT
+
+
+@dataclass
+class Backend:
+    """A loaded backend: the module, its version, and the feature flags the pipeline branches on."""
+
+    spec: BackendSpec
+    trt: ModuleType
+    version: str
+    strongly_typed_only: bool
+    implicit_int8: bool
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def builds_without_gpu(self) -> bool:
+        return self.spec.builds_without_gpu
+
+    def logger(self, verbose: bool = False):
+        trt = self.trt
+        return trt.Logger(trt.Logger.VERBOSE if verbose else trt.Logger.ERROR)
+
+    def strongly_typed_flags(self) -> int:
+        flag = getattr(self.trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
+        return 0 if flag is None else 1 << int(flag)
+
+    def compute_capability_enum(self, target: Target):
+        """Return TensorRT-RTX's ComputeCapability member for `target`, or raise."""
+        member = getattr(self.trt.ComputeCapability, f"SM{target.major}{target.minor}", None)
+        if member is None:
+            raise TrtpipeError(
+                f"--target {target.sm}: {self.name} {self.version} cannot build for compute capability "
+                f"{target.major}.{target.minor}; choose one of {self.spec.runnable_text()}"
+            )
+        return member
+
+
+def load(spec: BackendSpec) -> Backend:
+    """Import the backend's module and read its feature flags."""
+    trt = require(spec.module, spec.extra, f"the {spec.name} backend")
+    version = getattr(trt, "__version__", "0")
+    major = int(version.split(".")[0])
+    if spec is TENSORRT_RTX:
+        return Backend(spec, trt, version, strongly_typed_only=True, implicit_int8=False)
+    # TensorRT 10 still has BuilderFlag.INT8 and the calibrator classes; 11 dropped both.
+    has_calibrator = hasattr(trt, "IInt8EntropyCalibrator2") and hasattr(trt.BuilderFlag, "INT8")
+    return Backend(spec, trt, version, strongly_typed_only=major >= 11 or not has_calibrator,
+                   implicit_int8=has_calibrator)

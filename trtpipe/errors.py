@@ -1,0 +1,26 @@
+"""The one error type users see: a single line that names the file or flag and the fix."""
+
+
+class TrtpipeError(Exception):
+    """Bad input or an unmet requirement; the CLI prints it as one line and exits with code 2."""
+
+
+class MissingDependency(TrtpipeError):
+    """An optional package is not installed."""
+
+    def __init__(self, module: str, extra: str, purpose: str):
+        super().__init__(
+            f"{purpose} needs the Python package '{module}': pip install 'trtpipe[{extra}]'"
+        )
+
+
+def require(module: str, extra: str, purpose: str):
+    """Return the imported module, or raise MissingDependency naming the extra to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if exc.name is not None and not module.startswith(exc.name):
+            raise  # the module exists but one of its own imports is broken: show that
+        raise MissingDependency(module, extra, purpose) from None

@@ -1,0 +1,94 @@
+"""Loading and saving ONNX with one-line errors, and the graph facts the typed passes share."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from trtpipe.errors import TrtpipeError, require
+from trtpipe.files import atomic_path
+
+# ONNX Runtime 1.31 reads IR version 13 at most and TensorRT parsers lag further; IR 10 carries
+# every type we write (float8 needs 9) and is read by all of them.
+IR_VERSION = 10
+
+
+def _onnx():
+    return require("onnx", "onnx", "reading ONNX models")
+
+
+def load(path: str | os.PathLike, flag: str = "MODEL"):
+    """Return the ModelProto at `path`, or raise a one-line error naming the file."""
+    onnx = _onnx()
+    path = Path(path)
+    if not path.is_file():
+        raise TrtpipeError(f"{path}: no such file; pass the path of an .onnx model")
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:  # protobuf raises DecodeError, RuntimeError or ValueError
+        raise TrtpipeError(
+            f"{path}: not a readable ONNX model ({type(exc).__name__}); re-export it, the file may be truncated"
+        ) from None
+    if not model.graph.node or not model.opset_import:
+        raise TrtpipeError(f"{path}: not an ONNX model (no graph nodes or opset); pass an exported .onnx file")
+    return model
+
+
+def save(model, path: str | os.PathLike, flag: str = "-o") -> Path:
+    """Write `model` atomically at IR_VERSION, checked, and return the path."""
+    onnx = _onnx()
+    model.ir_version = min(model.ir_version or IR_VERSION, IR_VERSION)
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise TrtpipeError(f"{path}: the rewritten model is not valid ONNX ({first}); please report this") from None
+    with atomic_path(path, flag) as tmp:
+        onnx.save(model, str(tmp))
+    return Path(path)
+
+
+def opset(model) -> int:
+    """Return the default-domain opset version of `model`."""
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return entry.version
+    return 1
+
+
+def with_opset(model, minimum: int):
+    """Return `model` converted to at least opset `minimum` (Q/DQ per axis needs 13, float8 needs 19)."""
+    if opset(model) >= minimum:
+        return model
+    _onnx()
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, minimum)
+    except Exception as exc:
+        raise TrtpipeError(
+            f"cannot raise the model's opset from {opset(model)} to {minimum} ({exc}); "
+            f"re-export with opset {minimum} or newer"
+        ) from None
+
+
+def tensor_types(model) -> dict[str, int]:
+    """Return the element type of every tensor whose type ONNX shape inference can tell."""
+    onnx = _onnx()
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:
+        inferred = model
+    graph = inferred.graph
+    types: dict[str, int] = {}
+    for value in list(graph.input) + list(graph.value_info) + list(graph.output):
+        if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
+            types[value.name] = value.type.tensor_type.elem_type
+    for init in graph.initializer:
+        types[init.name] = init.data_type
+    for node in graph.node:
+        if node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.name == "value":
+                    types[node.output[0]] = attr.t.data_type
+    return types
