@@ -45,7 +45,9 @@ class StreamingHistogram:
         needed = math.ceil(batch_max / self.width)
         if needed > len(self.counts):
             self.counts = np.concatenate([self.counts, np.zeros(needed - len(self.counts), np.int64)])
-        index = np.minimum((magnitudes / np.float32(self.width)).astype(np.int64), len(self.counts) - 1)
+        # Bins are closed on the right, (a, b], so each batch's max lands in a bin of its own
+        # and streaming gives exactly the one-shot counts; zero goes to bin 0.
+        index = np.clip(np.ceil(magnitudes / np.float32(self.width)).astype(np.int64) - 1, 0, len(self.counts) - 1)
         self.counts += np.bincount(index, minlength=len(self.counts))
 
     @property

@@ -80,7 +80,7 @@ def test_streamed_histogram_equals_one_shot():
     for part in np.array_split(rest, 7):
         hist.update(part)
     magnitudes = np.abs(samples).astype(np.float32)
-    index = np.minimum((magnitudes / np.float32(hist.width)).astype(np.int64), len(hist.counts) - 1)
+    index = np.maximum(np.ceil(magnitudes / np.float32(hist.width)).astype(np.int64) - 1, 0)
     one_shot = np.bincount(index, minlength=len(hist.counts))
     numpy_hist, _ = np.histogram(magnitudes, bins=hist.edges)
     assert hist.width == pytest.approx(np.abs(first).max() / 2048)
