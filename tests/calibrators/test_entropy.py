@@ -87,5 +87,5 @@ def test_streamed_histogram_equals_one_shot():
     assert len(hist.counts) > 2048  # later batches reached further and added bins
     np.testing.assert_array_equal(hist.counts, one_shot)
     # Against float64 edges only values on a bin boundary may land one bin over.
-    assert np.abs(hist.counts - numpy_hist).sum() <= 10
+    assert np.abs(hist.counts - numpy_hist).sum() <= samples.size * 1e-4
     assert hist.total == samples.size
