@@ -1,0 +1,101 @@
+# trtpipe: `make demo` runs the whole pipeline on the shipped models; `make test` runs the tests.
+# Both create or refresh .venv and install what they need.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+TRTPIPE := $(VENV)/bin/trtpipe
+MODELS ?= digits efficientnet-lite0 minilm
+PRECISIONS ?= fp16 int8 fp8
+BUILD := build
+export TRTPIPE_NO_PROGRESS ?=
+
+# With a GPU and full TensorRT, engines are built for this GPU and measured; otherwise
+# TensorRT-RTX builds real engines for TARGET on the CPU and validation simulates the typed ONNX.
+HAVE_TRT := $(shell nvidia-smi -L >/dev/null 2>&1 && $(PY) -c 'import tensorrt, pycuda' >/dev/null 2>&1 && echo yes)
+ifeq ($(HAVE_TRT),yes)
+TARGET ?= auto
+BACKEND ?= tensorrt
+SM ?= $(shell $(TRTPIPE) plan --target auto --json | $(PY) -c 'import json,sys; print(json.load(sys.stdin)["target"])')
+CANDIDATE = engine
+else
+TARGET ?= sm_89
+BACKEND ?= tensorrt-rtx
+SM ?= $(subst _,,$(TARGET))
+CANDIDATE = onnx
+endif
+
+.PHONY: all demo test lint engines validate clean bench-calibrate wheelhouse venv
+all: demo
+
+$(VENV)/.created:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	touch $@
+
+$(VENV)/.test: pyproject.toml $(VENV)/.created
+	$(PY) -m pip install -q -e '.[rtx,test]'
+	touch $@
+
+$(VENV)/.demo: pyproject.toml $(VENV)/.test
+	$(PY) -m pip install -q -e '.[rtx,export,test]'
+	touch $@
+
+venv: $(VENV)/.demo
+
+test: $(VENV)/.test
+	$(PY) -m pytest -q
+
+lint: $(VENV)/.test
+	$(VENV)/bin/ruff check trtpipe calibrators models tests scripts
+
+# ---- the pipeline, per model and precision -------------------------------------------------
+# build/M/M.onnx -> build/M/M.cache -> build/M/M.P.onnx + M.P.SM.engine -> build/M/reports/M.P.json
+
+define MODEL_RULES
+$(BUILD)/$(1)/$(1).onnx: models/$(1)/export.py models/$(1)/model.toml $(VENV)/.demo
+	$(PY) models/$(1)/export.py -o $$@
+
+$(BUILD)/$(1)/$(1).cache: $(BUILD)/$(1)/$(1).onnx models/$(1)/model.toml
+	$(TRTPIPE) calibrate $$< --spec models/$(1)/model.toml -o $$@
+endef
+
+define ENGINE_RULES
+$(BUILD)/$(1)/$(1).$(2).$(SM).engine: $(BUILD)/$(1)/$(1).onnx $(BUILD)/$(1)/$(1).cache
+	$(TRTPIPE) build $$< --precision $(2) --target $(TARGET) --backend $(BACKEND) --spec models/$(1)/model.toml \
+		--cache $(BUILD)/$(1)/$(1).cache -o $(BUILD)/$(1)
+
+$(BUILD)/$(1)/reports/$(1).$(2).json: $(BUILD)/$(1)/$(1).$(2).$(SM).engine
+	$(TRTPIPE) validate $(BUILD)/$(1)/$(1).$(2).$(if $(filter engine,$(CANDIDATE)),$(SM).engine,onnx) \
+		--baseline $(BUILD)/$(1)/$(1).onnx --spec models/$(1)/model.toml --report $(BUILD)/$(1)/reports --json \
+		> $$@.tmp || [ $$$$? -eq 1 ]
+	mv $$@.tmp $$@
+endef
+
+$(foreach m,$(MODELS),$(eval $(call MODEL_RULES,$(m))))
+$(foreach m,$(MODELS),$(foreach p,$(PRECISIONS),$(eval $(call ENGINE_RULES,$(m),$(p)))))
+
+ENGINES := $(foreach m,$(MODELS),$(foreach p,$(PRECISIONS),$(BUILD)/$(m)/$(m).$(p).$(SM).engine))
+REPORTS := $(foreach m,$(MODELS),$(foreach p,$(PRECISIONS),$(BUILD)/$(m)/reports/$(m).$(p).json))
+
+engines: $(ENGINES)
+
+# The table of every model and precision; fails (exit 1) when any report failed.
+validate: $(REPORTS)
+	$(TRTPIPE) summary $(REPORTS)
+
+demo: $(REPORTS)
+	@$(TRTPIPE) summary --no-fail $(REPORTS)
+
+bench-calibrate: $(VENV)/.demo $(BUILD)/efficientnet-lite0/efficientnet-lite0.onnx
+	$(PY) scripts/bench_calibrate.py --model $(BUILD)/efficientnet-lite0/efficientnet-lite0.onnx \
+		--spec models/efficientnet-lite0/model.toml
+
+# Wheels and sdists to install trtpipe[gpu] on an air-gapped GPU host: PYVER=3.12 PLATFORM=manylinux_2_28_x86_64
+PYVER ?= 3.12
+PLATFORM ?= manylinux_2_28_x86_64
+wheelhouse: $(VENV)/.test
+	$(PY) scripts/wheelhouse.py --python-version $(PYVER) --platform $(PLATFORM) -o wheelhouse
+
+clean:
+	rm -rf $(BUILD)

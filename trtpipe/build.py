@@ -1,0 +1,273 @@
+"""Typed ONNX to engine: one strongly typed build per precision, with its sidecar.
+
+    write_typed_onnx(model, precision, cache) -> DIR/<model>.<precision>.onnx
+    build_engine(typed onnx, target, backend) -> DIR/<model>.<precision>.<sm>.engine + .json
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from calibrators.cache import read_cache
+from trtpipe import backend as backends
+from trtpipe import data, onnxio
+from trtpipe.config import ModelSpec, spec_from_onnx
+from trtpipe.errors import TrtpipeError
+from trtpipe.files import ensure_dir, sha256, write_bytes, write_json
+from trtpipe.half import to_half
+from trtpipe.qdq import insert_qdq
+from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, sidecar_path
+from trtpipe.targets import Precision, Target, local_target
+
+# Precisions `--precision auto` considers. FP4 needs block-scaled weights, which we do not write yet.
+AUTO_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.BF16, Precision.INT8, Precision.FP8)
+
+Shape = tuple[int, ...]
+
+
+@dataclass
+class BuildOptions:
+    """Everything that decides an engine besides the ONNX; recorded in the sidecar."""
+
+    target: Target
+    backend: str = "auto"
+    cache: Path | None = None
+    shapes: dict[str, tuple[Shape, Shape, Shape]] = field(default_factory=dict)
+    timing_cache: Path | None = None
+    calibration: str = "explicit"  # explicit Q/DQ, or TensorRT 10's implicit INT8 calibrator
+    exclude: list[str] = field(default_factory=list)
+    calibration_data: Path | None = None  # implicit calibration only: TensorRT calibrates from this
+    spec: ModelSpec | None = None  # how calibration_data maps to inputs
+    batch_size: int = 8
+    verbose: bool = False
+
+    def record(self) -> dict:
+        return {
+            "target": self.target.sm, "backend": self.backend, "shapes": {k: [list(s) for s in v] for k, v in self.shapes.items()},
+            "timing_cache": str(self.timing_cache) if self.timing_cache else None,
+            "calibration": self.calibration, "exclude": list(self.exclude),
+        }
+
+
+def parse_shapes(values: Iterable[str], flag: str = "--shapes") -> dict[str, tuple[Shape, Shape, Shape]]:
+    """Return {input: (min, opt, max)} from trtexec-style `name:1x64/32x64/256x64` values."""
+    shapes = {}
+    for value in values:
+        name, sep, dims = value.rpartition(":")
+        parts = dims.split("/")
+        if not sep or not name or len(parts) != 3 or not all(re.fullmatch(r"\d+(x\d+)*", p) for p in parts):
+            raise TrtpipeError(f"{flag} {value}: write NAME:MIN/OPT/MAX with dims joined by x, e.g. x:1x64/32x64/256x64")
+        triple = tuple(tuple(int(d) for d in p.split("x")) for p in parts)
+        if len({len(s) for s in triple}) != 1 or any(a > b for lo, hi in zip(triple, triple[1:]) for a, b in zip(lo, hi)):
+            raise TrtpipeError(f"{flag} {value}: MIN, OPT and MAX need the same rank and MIN <= OPT <= MAX")
+        shapes[name] = triple
+    return shapes
+
+
+def engine_path(output_dir: Path, model_name: str, precision: Precision, target: Target) -> Path:
+    return output_dir / f"{model_name}.{precision}.{target.sm}.engine"
+
+
+def plan_precisions(requested: Sequence[str], target: Target, spec: backends.BackendSpec) -> list[Precision]:
+    """Return the precisions to build; raise naming the first the target cannot run."""
+    if list(requested) == ["auto"]:
+        return [p for p in AUTO_PRECISIONS if spec.supports(target, p)[0]]
+    precisions = [Precision.parse(p) for p in requested]
+    for precision in precisions:
+        ok, why = spec.supports(target, precision)
+        if not ok:
+            raise TrtpipeError(f"--precision {precision} --target {target.sm}: {why}; choose another precision or target")
+        if precision is Precision.FP4:
+            raise TrtpipeError("--precision fp4: block-scaled FP4 weights are not written yet; use fp8 or int8")
+    return precisions
+
+
+def write_typed_onnx(model_path: Path, precision: Precision, output: Path, cache: Path | None,
+                     exclude: Sequence[str] = (), implicit: bool = False) -> Path:
+    """Write the ONNX whose types make a strongly typed build run in `precision`; return its path."""
+    model = onnxio.load(model_path)
+    if precision in (Precision.FP32, Precision.TF32) or implicit:
+        typed = model  # implicit INT8: TensorRT quantizes the FP32 graph itself
+    elif precision in (Precision.FP16, Precision.BF16):
+        typed = to_half(model, precision, keep=exclude)
+    else:
+        if cache is None:
+            raise TrtpipeError(f"--precision {precision} needs --cache CACHE; make one with 'trtpipe calibrate'")
+        typed, _ = insert_qdq(model, _read_cache(cache), precision, exclude)
+    return onnxio.save(typed, output)
+
+
+def _read_cache(path: Path):
+    from calibrators.cache import CacheError
+
+    try:
+        return read_cache(path)
+    except CacheError as exc:
+        raise TrtpipeError(f"--cache {exc}; recalibrate with 'trtpipe calibrate'") from None
+
+
+def _numpy_dtype(backend: backends.Backend, dtype) -> str:
+    import numpy as np
+
+    try:
+        return np.dtype(backend.trt.nptype(dtype)).name
+    except (TypeError, KeyError, AttributeError):
+        return str(dtype).rsplit(".", 1)[-1].lower()
+
+
+def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: BuildOptions,
+                 backend: backends.Backend, source_onnx: Path) -> EngineInfo:
+    """Build one strongly typed engine from `typed_onnx` and write it with its sidecar."""
+    trt = backend.trt
+    target = options.target
+    if not backend.builds_without_gpu:
+        local = local_target()
+        if local.capability != target.capability:
+            raise TrtpipeError(
+                f"--target {target.sm}: {backend.name} builds only for this machine's GPU ({local}); "
+                "build on a machine with the target GPU, or use --backend tensorrt-rtx"
+            )
+    logger = backend.logger(options.verbose)
+    builder = trt.Builder(logger)
+    implicit = options.calibration == "implicit"
+    network = builder.create_network(0 if implicit else backend.strongly_typed_flags())
+    parser = trt.OnnxParser(network, logger)
+    if not parser.parse_from_file(str(typed_onnx)):
+        errors = "; ".join(str(parser.get_error(i)).strip().splitlines()[0] for i in range(parser.num_errors))
+        raise TrtpipeError(f"{typed_onnx}: {backend.name} cannot parse the model ({errors[:300]}); inspect it with 'trtpipe inspect'")
+    config = builder.create_builder_config()
+    if backend.builds_without_gpu:
+        config.num_compute_capabilities = 1
+        config.set_compute_capability(backend.compute_capability_enum(target), 0)
+    if hasattr(trt.BuilderFlag, "TF32"):
+        # TensorRT runs FP32 matrix math in TF32 unless told not to: fp32 means fp32.
+        (config.set_flag if precision is Precision.TF32 else config.clear_flag)(trt.BuilderFlag.TF32)
+
+    tensors, profile = _io_tensors(network, backend, builder, options.shapes, typed_onnx)
+    if profile is not None:
+        config.add_optimization_profile(profile)
+    if implicit:
+        _configure_implicit_int8(config, backend, options, profile, typed_onnx)
+    timing = _load_timing_cache(config, options.timing_cache)
+
+    start = time.perf_counter()
+    serialized = builder.build_serialized_network(network, config)
+    seconds = time.perf_counter() - start
+    if serialized is None:
+        raise TrtpipeError(f"{typed_onnx}: {backend.name} failed to build a {precision} engine for {target.sm}; rerun with --verbose")
+    write_bytes(engine, bytes(serialized))
+    if timing is not None:
+        write_bytes(options.timing_cache, bytes(config.get_timing_cache().serialize()), "--timing-cache")
+    info = EngineInfo(
+        engine=engine.name, backend=backend.name, backend_version=backend.version, target=target.sm,
+        compute_capability=f"{target.major}.{target.minor}", precision=str(precision), onnx=str(source_onnx),
+        onnx_sha256=sha256(source_onnx), engine_sha256=sha256(engine),
+        cache_sha256=sha256(options.cache) if options.cache and precision.quantized else None,
+        build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_onnx.name}, tensors=tensors,
+    )
+    write_json(sidecar_path(engine), info.to_json())
+    return info
+
+
+def _io_tensors(network, backend, builder, shapes, typed_onnx) -> tuple[list[TensorInfo], object]:
+    """Return the network's I/O tensors and an optimization profile for its dynamic inputs."""
+    tensors = []
+    profile = None
+    for i in range(network.num_inputs):
+        tensor = network.get_input(i)
+        shape = list(tensor.shape)
+        info = TensorInfo(tensor.name, "input", _numpy_dtype(backend, tensor.dtype), shape)
+        if any(d < 0 for d in shape):
+            if tensor.name not in shapes:
+                raise TrtpipeError(
+                    f"{typed_onnx}: input '{tensor.name}' has dynamic shape {shape}; "
+                    f"pass --shapes {tensor.name}:MIN/OPT/MAX (dims joined by x)"
+                )
+            triple = shapes[tensor.name]
+            for s in triple:
+                if len(s) != len(shape) or any(d >= 0 and d != v for d, v in zip(shape, s)):
+                    raise TrtpipeError(f"--shapes {tensor.name}: {'x'.join(map(str, s))} does not fit the input's shape {shape}")
+            profile = profile or builder.create_optimization_profile()
+            profile.set_shape(tensor.name, *triple)
+            info.profile = [list(s) for s in triple]
+        tensors.append(info)
+    unknown = set(shapes) - {t.name for t in tensors}
+    if unknown:
+        raise TrtpipeError(f"--shapes {sorted(unknown)[0]}: the model has no such input ({', '.join(t.name for t in tensors)})")
+    for i in range(network.num_outputs):
+        tensor = network.get_output(i)
+        tensors.append(TensorInfo(tensor.name, "output", _numpy_dtype(backend, tensor.dtype), list(tensor.shape)))
+    return tensors, profile
+
+
+def _load_timing_cache(config, path: Path | None):
+    if path is None:
+        return None
+    data = path.read_bytes() if path.is_file() else b""
+    cache = config.create_timing_cache(data)
+    config.set_timing_cache(cache, ignore_mismatch=False)
+    return cache
+
+
+def _configure_implicit_int8(config, backend: backends.Backend, options: BuildOptions, profile, options_onnx: Path) -> None:
+    """TensorRT 10's legacy INT8 path: BuilderFlag.INT8 and our IInt8EntropyCalibrator2.
+
+    This path cannot run on the machines trtpipe is developed on (it needs TensorRT 10 and a GPU);
+    it is written to TensorRT 10's documented Python API.
+    """
+    if not backend.implicit_int8:
+        raise TrtpipeError(
+            f"--calibration implicit: {backend.name} {backend.version} has no implicit INT8 (TensorRT 10 only); "
+            "use --calibration explicit"
+        )
+    if options.cache is None and options.calibration_data is None:
+        raise TrtpipeError("--calibration implicit needs --cache CACHE or --data DIR for TensorRT to calibrate from")
+    from calibrators.tensorrt import EntropyCalibrator
+
+    batches = []
+    if options.calibration_data is not None:
+        spec = options.spec or spec_from_onnx(onnxio.load(options_onnx), options_onnx)
+        batches = (b.arrays for b in data.iter_batches(spec, options.calibration_data, options.batch_size))
+    trt = backend.trt
+    config.set_flag(trt.BuilderFlag.INT8)
+    config.set_flag(trt.BuilderFlag.FP16)  # layers TensorRT keeps out of INT8 may still run in FP16
+    config.int8_calibrator = EntropyCalibrator(trt, options.cache, batches, options.batch_size)
+    if profile is not None:
+        config.set_calibration_profile(profile)
+
+
+@dataclass
+class BuildResult:
+    typed_onnx: Path
+    engine: Path
+    info: EngineInfo
+
+
+def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisions: Sequence[str],
+          options: BuildOptions, on_engine=None) -> list[BuildResult]:
+    """Build an engine per precision into `output_dir`; return what was written."""
+    model_path = Path(model_path)
+    onnxio.load(model_path)  # a bad model fails here, before any file is written
+    spec = backends.choose_spec(options.backend, options.target)
+    chosen = plan_precisions(precisions, options.target, spec)
+    if options.cache is not None and not Path(options.cache).is_file():
+        raise TrtpipeError(f"--cache {options.cache}: no such file; make it with 'trtpipe calibrate'")
+    backend = backends.load(spec)
+    if options.calibration == "implicit" and chosen != [Precision.INT8]:
+        raise TrtpipeError("--calibration implicit builds int8 only; pass --precision int8")
+    output_dir = ensure_dir(output_dir)
+    results = []
+    for precision in chosen:
+        typed = write_typed_onnx(model_path, precision, output_dir / f"{model_path.stem}.{precision}.onnx",
+                                 options.cache, options.exclude, implicit=options.calibration == "implicit")
+        engine = engine_path(output_dir, model_path.stem, precision, options.target)
+        info = build_engine(typed, engine, precision, options, backend, model_path)
+        results.append(BuildResult(typed, engine, info))
+        if on_engine is not None:
+            on_engine(results[-1])
+    return results

@@ -1,0 +1,99 @@
+"""Calibration from a data directory to a TensorRT calibration cache, with a freshness sidecar."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from calibrators.amax import DEFAULT_PERCENTILE, METHODS, compute_amax
+from calibrators.cache import ALGORITHMS, CalibrationTable, read_cache, render
+from calibrators.graph import quantized_activations
+from calibrators.histogram import DEFAULT_BINS
+from trtpipe import data, onnxio
+from trtpipe.config import ModelSpec, spec_from_onnx
+from trtpipe.errors import TrtpipeError
+from trtpipe.files import sha256, write_json, write_text
+from trtpipe.progress import progress_bar
+
+
+@dataclass(frozen=True)
+class CalibrationOptions:
+    """What decides the scales; a cache made with other options, model or data is stale."""
+
+    method: str = "entropy"
+    batch_size: int = 16
+    limit: int | None = None
+    shuffle: bool = False
+    seed: int = 0
+    bins: int = DEFAULT_BINS
+    percentile: float = DEFAULT_PERCENTILE
+    grid: str = "int8"  # the grid MSE measures against: int8 or fp8
+
+
+def data_fingerprint(directory: str | os.PathLike) -> str:
+    """Return a sha256 over the names and bytes of every data file, in order."""
+    digest = hashlib.sha256()
+    for path in data.list_files(directory):
+        digest.update(path.name.encode() + b"\0" + sha256(path).encode())
+    return digest.hexdigest()
+
+
+def sidecar_path(cache: str | os.PathLike) -> Path:
+    return Path(f"{cache}.json")
+
+
+def provenance(model_path, data_dir, options: CalibrationOptions) -> dict:
+    return {"onnx_sha256": sha256(model_path), "data_sha256": data_fingerprint(data_dir), "options": asdict(options)}
+
+
+def is_fresh(cache: str | os.PathLike, model_path, data_dir, options: CalibrationOptions) -> bool:
+    """Return True if `cache` was made from this model, this data and these options."""
+    side = sidecar_path(cache)
+    if not Path(cache).is_file() or not side.is_file():
+        return False
+    try:
+        recorded = json.loads(side.read_text())
+    except (OSError, ValueError):
+        return False
+    return {k: recorded.get(k) for k in ("onnx_sha256", "data_sha256", "options")} == provenance(model_path, data_dir, options)
+
+
+def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output: str | os.PathLike,
+              options: CalibrationOptions = CalibrationOptions(), spec: ModelSpec | None = None,
+              force: bool = False, show_progress: bool = True) -> tuple[CalibrationTable, bool]:
+    """Return the calibration table for the model on the data, and whether it was computed anew.
+
+    The cache at `output` is reused only when its sidecar records the same model, data and options.
+    """
+    from calibrators.collect import collect_histograms
+
+    if options.method not in METHODS:
+        raise TrtpipeError(f"--method {options.method}: unknown method; use one of {', '.join(METHODS)}")
+    model = onnxio.load(model_path)
+    tensors = quantized_activations(model)
+    if not tensors:
+        raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
+    if not force and is_fresh(output, model_path, data_dir, options):
+        return read_cache(output), False
+    spec = spec or spec_from_onnx(model, model_path)
+    batches = data.iter_batches(spec, data_dir, options.batch_size, options.limit, options.shuffle, options.seed)
+    total = data.count_samples(data_dir, options.limit)
+    with progress_bar(total, f"calibrating {Path(model_path).name}", "samples", show_progress) as bar:
+        try:
+            histograms = collect_histograms(model, tensors, (b.arrays for b in batches), options.bins,
+                                            on_batch=bar.update)
+        except TrtpipeError:
+            raise
+        except Exception as exc:  # ONNX Runtime rejects data the model cannot take
+            first = str(exc).strip().splitlines()[0][:200]
+            raise TrtpipeError(f"--data {data_dir}: the model cannot run on this data ({first}); check shapes and dtypes against the model or --spec") from None
+    table = CalibrationTable(algorithm=ALGORITHMS[options.method])
+    for name, hist in histograms.items():
+        table.amax[name] = compute_amax(hist, options.method, options.grid, options.percentile)
+    write_text(output, render(table))
+    write_json(sidecar_path(output), {**provenance(model_path, data_dir, options), "tensors": len(table.amax),
+                                      "samples": bar.n})
+    return table, True

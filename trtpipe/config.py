@@ -1,0 +1,120 @@
+"""The model spec (`model.toml`): inputs, shapes, preprocessing, data directories, labels, thresholds."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trtpipe.errors import TrtpipeError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DTYPES = ("float32", "float16", "int64", "int32", "int8", "uint8", "bool")
+
+
+@dataclass
+class InputSpec:
+    """One model input: name, shape (-1 for a dynamic dimension) and numpy dtype."""
+
+    name: str
+    shape: list[int]
+    dtype: str = "float32"
+
+
+@dataclass
+class Preprocess:
+    """How an image file becomes an input array."""
+
+    size: tuple[int, int] = (224, 224)  # height, width after resizing or cropping
+    resize: int | None = None  # shorter side before a centre crop to `size`; None resizes to `size`
+    color: str = "RGB"  # RGB, BGR or L (grayscale)
+    scale: float = 1.0 / 255.0
+    mean: list[float] = field(default_factory=lambda: [0.0])
+    std: list[float] = field(default_factory=lambda: [1.0])
+    layout: str = "NCHW"
+    dtype: str = "float32"
+
+
+@dataclass
+class ModelSpec:
+    """Everything the pipeline needs to know of a model beyond its ONNX file."""
+
+    name: str
+    root: Path
+    task: str = "generic"  # classification, embedding or generic
+    inputs: list[InputSpec] = field(default_factory=list)
+    preprocess: Preprocess | None = None
+    shapes: dict[str, str] = field(default_factory=dict)  # name -> "MIN/OPT/MAX" as trtexec writes them
+    calibration: Path | None = None
+    validation: Path | None = None
+    labels: Path | None = None
+    thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
+    sequence_inputs: list[str] = field(default_factory=list)
+
+    def input(self, name: str) -> InputSpec:
+        for spec in self.inputs:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+
+def load_spec(path: str | os.PathLike) -> ModelSpec:
+    """Return the spec in the TOML file at `path`; relative paths in it are relative to the file."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise TrtpipeError(f"--spec {path}: cannot read the spec ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TrtpipeError(f"--spec {path}: not valid TOML ({exc}); fix the file") from None
+    root = path.parent
+    try:
+        inputs = [InputSpec(name=i["name"], shape=[int(d) for d in i["shape"]], dtype=i.get("dtype", "float32"))
+                  for i in raw.get("inputs", [])]
+        for spec in inputs:
+            if spec.dtype not in DTYPES:
+                raise ValueError(f"input {spec.name}: dtype {spec.dtype} is not one of {', '.join(DTYPES)}")
+        pre = raw.get("preprocess")
+        preprocess = None
+        if pre is not None:
+            preprocess = Preprocess(
+                size=tuple(pre.get("size", (224, 224))), resize=pre.get("resize"), color=pre.get("color", "RGB"),
+                scale=float(pre.get("scale", 1.0 / 255.0)), mean=list(pre.get("mean", [0.0])),
+                std=list(pre.get("std", [1.0])), layout=pre.get("layout", "NCHW"), dtype=pre.get("dtype", "float32"),
+            )
+            if preprocess.color not in ("RGB", "BGR", "L") or preprocess.layout not in ("NCHW", "NHWC"):
+                raise ValueError("preprocess: color is RGB, BGR or L and layout is NCHW or NHWC")
+        data = raw.get("data", {})
+
+        def rel(key):
+            return (root / data[key]).resolve() if key in data else None
+
+        return ModelSpec(
+            name=raw.get("name", root.name), root=root, task=raw.get("task", "generic"), inputs=inputs,
+            preprocess=preprocess, shapes=dict(raw.get("shapes", {})), calibration=rel("calibration"),
+            validation=rel("validation"), labels=rel("labels"),
+            thresholds={k: dict(v) for k, v in raw.get("thresholds", {}).items()},
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TrtpipeError(f"--spec {path}: {exc}; see models/digits/model.toml for the format") from None
+
+
+def spec_from_onnx(model, path: str | os.PathLike) -> ModelSpec:
+    """Return a spec with just the inputs of `model`, for commands run without --spec."""
+    from onnx import helper
+
+    inputs = []
+    initializers = {init.name for init in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
+        dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+        inputs.append(InputSpec(value.name, shape, dtype))
+    return ModelSpec(name=Path(path).stem, root=Path(path).parent, inputs=inputs)

@@ -1,0 +1,173 @@
+"""Data directories to batches: .npy (a sample or a batch), .npz keyed by input name, and images."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from trtpipe.config import InputSpec, ModelSpec, Preprocess
+from trtpipe.errors import TrtpipeError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
+DATA_SUFFIXES = (".npy", ".npz") + IMAGE_SUFFIXES
+
+
+@dataclass
+class Batch:
+    """Input arrays of one batch and the ids of its samples (file names, `file[i]` inside a batch file)."""
+
+    ids: list[str]
+    arrays: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def list_files(directory: str | os.PathLike, flag: str = "--data") -> list[Path]:
+    """Return the data files in `directory`, sorted by name, or raise when there are none."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise TrtpipeError(f"{flag} {directory}: no such directory; pass a directory of .npy, .npz or image files")
+    files = sorted(p for p in directory.iterdir() if p.suffix.lower() in DATA_SUFFIXES and p.is_file())
+    if not files:
+        raise TrtpipeError(f"{flag} {directory}: no .npy, .npz or image files in it; add calibration samples")
+    return files
+
+
+def load_image(path: Path, pre: Preprocess) -> np.ndarray:
+    """Return one preprocessed image as an array in the spec's layout, without a batch axis."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            img = img.convert("L" if pre.color == "L" else "RGB")
+            height, width = pre.size
+            if pre.resize:
+                ratio = pre.resize / min(img.size)
+                img = img.resize((max(width, round(img.size[0] * ratio)), max(height, round(img.size[1] * ratio))),
+                                 Image.BILINEAR)
+                left, top = (img.size[0] - width) // 2, (img.size[1] - height) // 2
+                img = img.crop((left, top, left + width, top + height))
+            else:
+                img = img.resize((width, height), Image.BILINEAR)
+            array = np.asarray(img, dtype=np.float32)
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise TrtpipeError(f"{path}: not a readable image ({exc.__class__.__name__}); remove or replace the file") from None
+    if array.ndim == 2:
+        array = array[:, :, None]
+    if pre.color == "BGR":
+        array = array[:, :, ::-1]
+    mean = np.asarray(pre.mean, np.float32)
+    std = np.asarray(pre.std, np.float32)
+    array = (array * pre.scale - mean) / std
+    if pre.layout == "NCHW":
+        array = array.transpose(2, 0, 1)
+    return np.ascontiguousarray(array, dtype=pre.dtype)
+
+
+def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndarray:
+    """Return `array` as a batch (a leading axis added to single samples), or raise naming the file."""
+    rank = len(spec.shape)
+    if array.ndim == rank - 1:
+        array = array[None]
+    if array.ndim != rank or any(d > 0 and d != a for d, a in zip(spec.shape[1:], array.shape[1:])):
+        raise TrtpipeError(
+            f"{path}: input '{name}' has shape {list(array.shape)}, the model expects {spec.shape} "
+            "(-1 is any size); re-export the data in that shape"
+        )
+    expected = np.dtype(spec.dtype)
+    if array.dtype != expected and not np.can_cast(array.dtype, expected, casting="same_kind"):
+        raise TrtpipeError(f"{path}: input '{name}' is {array.dtype}, the model expects {expected}; convert the data")
+    return array.astype(expected, copy=False)
+
+
+def _samples(path: Path, spec: ModelSpec) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """Yield (id, {input: sample}) for every sample in one file."""
+    suffix = path.suffix.lower()
+    if suffix in IMAGE_SUFFIXES:
+        if spec.preprocess is None or len(spec.inputs) != 1:
+            raise TrtpipeError(f"{path}: images need a spec with one input and a [preprocess] table; pass --spec model.toml")
+        yield path.name, {spec.inputs[0].name: load_image(path, spec.preprocess)}
+        return
+    try:
+        if suffix == ".npy":
+            if len(spec.inputs) != 1:
+                raise TrtpipeError(f"{path}: the model has {len(spec.inputs)} inputs; store samples as .npz keyed by input name")
+            arrays = {spec.inputs[0].name: np.load(path, allow_pickle=False)}
+        else:
+            with np.load(path, allow_pickle=False) as archive:
+                missing = [i.name for i in spec.inputs if i.name not in archive.files]
+                if missing:
+                    raise TrtpipeError(f"{path}: no array for input '{missing[0]}' (it holds {', '.join(archive.files)}); add it")
+                arrays = {i.name: archive[i.name] for i in spec.inputs}
+    except (ValueError, OSError, EOFError) as exc:
+        raise TrtpipeError(f"{path}: not a readable {suffix} file ({exc.__class__.__name__}); re-save it with numpy") from None
+    batches = {name: _check(path, name, array, spec.input(name)) for name, array in arrays.items()}
+    counts = {len(a) for a in batches.values()}
+    if len(counts) != 1:
+        raise TrtpipeError(f"{path}: inputs hold different numbers of samples; give each the same leading size")
+    count = counts.pop()
+    for i in range(count):
+        yield (path.name if count == 1 else f"{path.name}[{i}]"), {n: a[i] for n, a in batches.items()}
+
+
+def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int = 16, limit: int | None = None,
+                 shuffle: bool = False, seed: int = 0, flag: str = "--data") -> Iterator[Batch]:
+    """Yield batches from `directory` in file-name order (or shuffled with `seed`), at most `limit` samples."""
+    if batch_size < 1:
+        raise TrtpipeError(f"--batch-size {batch_size}: must be at least 1")
+    files = list_files(directory, flag)
+    if shuffle:
+        random.Random(seed).shuffle(files)
+    ids: list[str] = []
+    pending: dict[str, list[np.ndarray]] = {i.name: [] for i in spec.inputs}
+    seen = 0
+    for path in files:
+        for sample_id, sample in _samples(path, spec):
+            if limit is not None and seen >= limit:
+                break
+            ids.append(sample_id)
+            for name, array in sample.items():
+                if pending[name] and pending[name][0].shape != array.shape:
+                    raise TrtpipeError(
+                        f"{path}: input '{name}' has shape {list(array.shape)} but earlier samples have "
+                        f"{list(pending[name][0].shape)}; pad samples to one shape"
+                    )
+                pending[name].append(array)
+            seen += 1
+            if len(ids) == batch_size:
+                yield Batch(ids, {n: np.stack(a) for n, a in pending.items()})
+                ids, pending = [], {i.name: [] for i in spec.inputs}
+    if ids:
+        yield Batch(ids, {n: np.stack(a) for n, a in pending.items()})
+
+
+def count_samples(directory: str | os.PathLike, limit: int | None = None) -> int | None:
+    """Return the number of samples when it is cheap to know (a directory of images), else `limit`."""
+    files = list_files(directory)
+    if any(p.suffix.lower() not in IMAGE_SUFFIXES for p in files):
+        return limit
+    return len(files) if limit is None else min(limit, len(files))
+
+
+def read_labels(path: str | os.PathLike) -> dict[str, int]:
+    """Return {sample id: class} from a file of `<sample id> <class>` lines."""
+    labels = {}
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise TrtpipeError(f"--labels {path}: cannot read it ({exc.strerror})") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.rsplit(maxsplit=1)
+        if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+            raise TrtpipeError(f"--labels {path}: line {number} is not '<sample id> <class>'; fix it")
+        labels[parts[0]] = int(parts[1])
+    return labels

@@ -1,0 +1,101 @@
+"""Accuracy metrics between a candidate's outputs and the baseline's: pure functions on arrays,
+and an accumulator that streams them over batches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+EPS = 1e-12
+
+
+def cosine_per_sample(candidate: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+    """Return the cosine similarity of each sample (first axis) with everything else flattened."""
+    a = candidate.reshape(len(candidate), -1).astype(np.float64)
+    b = baseline.reshape(len(baseline), -1).astype(np.float64)
+    dot = (a * b).sum(axis=1)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    both_zero = norms == 0
+    return np.where(both_zero, np.where((a == b).all(axis=1), 1.0, 0.0), dot / np.where(both_zero, 1.0, norms))
+
+
+def snr_db(signal_energy: float, noise_energy: float) -> float:
+    """Return 10·log10(signal / noise) in dB; infinite when the noise is zero."""
+    if noise_energy == 0:
+        return float("inf")
+    if signal_energy == 0:
+        return float("-inf")
+    return float(10.0 * np.log10(signal_energy / noise_energy))
+
+
+def topk_agreement(candidate_logits: np.ndarray, baseline_logits: np.ndarray, k: int) -> np.ndarray:
+    """Return, per sample, whether the baseline's top-1 class is among the candidate's top k."""
+    baseline_top1 = baseline_logits.argmax(axis=-1)
+    top_k = np.argsort(-candidate_logits, axis=-1, kind="stable")[..., :k]
+    return (top_k == baseline_top1[..., None]).any(axis=-1)
+
+
+@dataclass
+class OutputMetrics:
+    """Streaming metrics of one output; `summary()` gives the finished numbers."""
+
+    classifier: bool = False
+    count: int = 0
+    max_abs: float = 0.0
+    sum_abs: float = 0.0
+    elements: int = 0
+    max_rel: float = 0.0
+    signal: float = 0.0
+    noise: float = 0.0
+    cosines: list = field(default_factory=list)
+    top1: int = 0
+    top5: int = 0
+    correct_candidate: int = 0
+    correct_baseline: int = 0
+    labelled: int = 0
+    error_sample: list = field(default_factory=list)  # |error| values kept for the plot
+
+    def update(self, candidate: np.ndarray, baseline: np.ndarray, labels: np.ndarray | None = None) -> None:
+        candidate = np.asarray(candidate, np.float64)
+        baseline = np.asarray(baseline, np.float64)
+        if candidate.shape != baseline.shape:
+            raise ValueError(f"candidate shape {candidate.shape} differs from baseline {baseline.shape}")
+        error = np.abs(candidate - baseline)
+        self.count += len(candidate)
+        self.elements += error.size
+        self.max_abs = max(self.max_abs, float(error.max(initial=0.0)))
+        self.sum_abs += float(error.sum())
+        self.max_rel = max(self.max_rel, float((error / np.maximum(np.abs(baseline), 1e-6)).max(initial=0.0)))
+        self.signal += float((baseline ** 2).sum())
+        self.noise += float(((candidate - baseline) ** 2).sum())
+        self.cosines.extend(cosine_per_sample(candidate, baseline).tolist())
+        if len(self.error_sample) < 200_000:
+            self.error_sample.extend(error.ravel()[:: max(1, error.size // 20_000)].tolist())
+        if self.classifier:
+            self.top1 += int(topk_agreement(candidate, baseline, 1).sum())
+            self.top5 += int(topk_agreement(candidate, baseline, min(5, candidate.shape[-1])).sum())
+            if labels is not None:
+                known = labels >= 0
+                self.labelled += int(known.sum())
+                self.correct_candidate += int((candidate.argmax(-1) == labels)[known].sum())
+                self.correct_baseline += int((baseline.argmax(-1) == labels)[known].sum())
+
+    def summary(self) -> dict:
+        cos = np.asarray(self.cosines) if self.cosines else np.zeros(1)
+        result = {
+            "samples": self.count,
+            "max_abs_error": self.max_abs,
+            "mean_abs_error": self.sum_abs / max(self.elements, 1),
+            "max_rel_error": self.max_rel,
+            "cosine": float(cos.mean()),
+            "cosine_min": float(cos.min()),
+            "snr_db": snr_db(self.signal, self.noise),
+        }
+        if self.classifier and self.count:
+            result["top1_agreement"] = self.top1 / self.count
+            result["top5_agreement"] = self.top5 / self.count
+            if self.labelled:
+                result["accuracy"] = self.correct_candidate / self.labelled
+                result["baseline_accuracy"] = self.correct_baseline / self.labelled
+        return result

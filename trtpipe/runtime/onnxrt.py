@@ -1,0 +1,75 @@
+"""The ONNX Runtime runner: the FP32 baseline, and the simulator of a typed ONNX on a CPU."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from trtpipe.errors import TrtpipeError, require
+from trtpipe.runtime.runner import IOSpec, Runner
+
+
+def _dtype(ort_type: str) -> str:
+    name = ort_type.removeprefix("tensor(").removesuffix(")")
+    return {"float": "float32", "double": "float64"}.get(name, name)
+
+
+class OnnxRunner(Runner):
+    """Runs an ONNX model in ONNX Runtime: the CUDA provider when present, else the CPU.
+
+    A typed ONNX (FP16, BF16, Q/DQ) is a simulation of its engine (`measured` is False); an FP32
+    model is the baseline itself. BF16 graphs run through trtpipe.simulate on the CPU provider.
+    """
+
+    def __init__(self, path: str | os.PathLike, providers: list[str] | None = None, threads: int | None = None):
+        ort = require("onnxruntime", "onnx", "running ONNX models")
+        from trtpipe import onnxio, simulate
+
+        self.path = Path(path)
+        self.name = self.path.name
+        model = onnxio.load(self.path)
+        self.typed = _is_typed(model)
+        self.measured = not self.typed
+        available = ort.get_available_providers()
+        if providers is None:
+            providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+        if "CUDAExecutionProvider" not in providers:
+            model = simulate.for_cpu(model)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        if threads:
+            options.intra_op_num_threads = threads
+        # Basic optimizations only: extended fusions replace Q/DQ pairs with integer kernels that
+        # exist for int8 but not float8, and would no longer compute the graph TensorRT builds.
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        try:
+            self.session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0][:200]
+            raise TrtpipeError(f"{self.path}: ONNX Runtime cannot load the model ({first})") from None
+        self.inputs = [IOSpec(i.name, _dtype(i.type), tuple(d if isinstance(d, int) else -1 for d in i.shape))
+                       for i in self.session.get_inputs()]
+        self.outputs = [IOSpec(o.name, _dtype(o.type), tuple(d if isinstance(d, int) else -1 for d in o.shape))
+                        for o in self.session.get_outputs()]
+        self.provider = self.session.get_providers()[0]
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = [o.name for o in self.outputs]
+        values = self.session.run(names, {k: np.asarray(v) for k, v in feeds.items()})
+        return dict(zip(names, values))
+
+    def close(self) -> None:
+        self.session = None
+
+
+def _is_typed(model) -> bool:
+    from onnx import TensorProto
+
+    typed_ops = {"QuantizeLinear", "DequantizeLinear"}
+    if any(node.op_type in typed_ops for node in model.graph.node):
+        return True
+    halves = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
+    return any(init.data_type in halves for init in model.graph.initializer)
