@@ -41,6 +41,9 @@ def atomic_path(path: str | os.PathLike, flag: str = "-o") -> Iterator[Path]:
     ensure_dir(path.parent if str(path.parent) else ".", flag)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a finished file gets the usual mode
     try:
         yield Path(tmp)
         os.replace(tmp, path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -33,11 +34,10 @@ class OnnxRunner(Runner):
         model = onnxio.load(self.path)
         self.typed = _is_typed(model)
         self.measured = not self.typed
-        available = ort.get_available_providers()
+        ort.set_default_logger_severity(3)  # a CUDA provider that cannot load is not an error here
+        cuda_possible = "CUDAExecutionProvider" in ort.get_available_providers() and shutil.which("nvidia-smi")
         if providers is None:
-            providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
-        if "CUDAExecutionProvider" not in providers:
-            model = simulate.for_cpu(model)
+            providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda_possible else ["CPUExecutionProvider"]
         options = ort.SessionOptions()
         options.log_severity_level = 3
         if threads:
@@ -45,16 +45,23 @@ class OnnxRunner(Runner):
         # Basic optimizations only: extended fusions replace Q/DQ pairs with integer kernels that
         # exist for int8 but not float8, and would no longer compute the graph TensorRT builds.
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        try:
-            self.session = ort.InferenceSession(model.SerializeToString(), options, providers=providers)
-        except Exception as exc:
-            first = str(exc).strip().splitlines()[0][:200]
-            raise TrtpipeError(f"{self.path}: ONNX Runtime cannot load the model ({first})") from None
+        self.session = self._session(ort, model, options, providers)
+        if self.session.get_providers()[0] != "CUDAExecutionProvider":
+            cpu_model = simulate.for_cpu(model)
+            if cpu_model is not model:
+                self.session = self._session(ort, cpu_model, options, ["CPUExecutionProvider"])
         self.inputs = [IOSpec(i.name, _dtype(i.type), tuple(d if isinstance(d, int) else -1 for d in i.shape))
                        for i in self.session.get_inputs()]
         self.outputs = [IOSpec(o.name, _dtype(o.type), tuple(d if isinstance(d, int) else -1 for d in o.shape))
                         for o in self.session.get_outputs()]
         self.provider = self.session.get_providers()[0]
+
+    def _session(self, ort, model, options, providers):
+        try:
+            return ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0][:200]
+            raise TrtpipeError(f"{self.path}: ONNX Runtime cannot load the model ({first})") from None
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = [o.name for o in self.outputs]
