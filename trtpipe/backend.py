@@ -29,6 +29,7 @@ class BackendSpec:
     min_capability: tuple[int, int]
     # Lowest capability at which the backend itself runs each narrow precision.
     precision_minimum: dict[Precision, tuple[int, int]]
+    timing_cache: bool = True  # TensorRT-RTX does not time tactics, so it has none
 
     def runs_on(self, target: Target) -> bool:
         if self.runnable is not None:
@@ -65,7 +66,7 @@ TENSORRT = BackendSpec(
 TENSORRT_RTX = BackendSpec(
     name="tensorrt-rtx", module="tensorrt_rtx", extra="rtx", builds_without_gpu=True,
     runnable=((8, 0), (8, 6), (8, 9), (12, 0), (12, 1)), min_capability=(8, 0),
-    precision_minimum={Precision.FP4: (12, 0)},
+    precision_minimum={Precision.FP4: (12, 0)}, timing_cache=False,
 )
 SPECS = {spec.name: spec for spec in (TENSORRT, TENSORRT_RTX)}
 

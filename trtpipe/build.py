@@ -220,11 +220,6 @@ def _configure_implicit_int8(config, backend: backends.Backend, options: BuildOp
     This path cannot run on the machines trtpipe is developed on (it needs TensorRT 10 and a GPU);
     it is written to TensorRT 10's documented Python API.
     """
-    if not backend.implicit_int8:
-        raise TrtpipeError(
-            f"--calibration implicit: {backend.name} {backend.version} has no implicit INT8 (TensorRT 10 only); "
-            "use --calibration explicit"
-        )
     if options.cache is None and options.calibration_data is None:
         raise TrtpipeError("--calibration implicit needs --cache CACHE or --data DIR for TensorRT to calibrate from")
     from calibrators.tensorrt import EntropyCalibrator
@@ -257,9 +252,16 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     chosen = plan_precisions(precisions, options.target, spec)
     if options.cache is not None and not Path(options.cache).is_file():
         raise TrtpipeError(f"--cache {options.cache}: no such file; make it with 'trtpipe calibrate'")
+    if options.timing_cache is not None and not spec.timing_cache:
+        raise TrtpipeError(f"--timing-cache: {spec.name} has no timing cache (it does not time tactics); drop the flag")
     backend = backends.load(spec)
     if options.calibration == "implicit" and chosen != [Precision.INT8]:
         raise TrtpipeError("--calibration implicit builds int8 only; pass --precision int8")
+    if options.calibration == "implicit" and not backend.implicit_int8:
+        raise TrtpipeError(
+            f"--calibration implicit: {backend.name} {backend.version} has no implicit INT8 (TensorRT 10 only); "
+            "use --calibration explicit"
+        )
     output_dir = ensure_dir(output_dir)
     results = []
     for precision in chosen:

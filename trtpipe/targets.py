@@ -67,10 +67,9 @@ GPU_CAPABILITIES: dict[str, tuple[int, int]] = {
 
 
 def _normalize_name(name: str) -> str:
-    name = re.sub(r"\b(NVIDIA|GEFORCE|TESLA)\b", "", name.upper())
-    name = re.sub(r"[\s_-]+", "", name)
-    name = re.sub(r"(PCIE|SXM\d?|NVL|\d+GB|HBM\d?E?)+$", "", name)
-    return name
+    """'NVIDIA H100 80GB HBM3' -> 'H100': vendor words and memory or form-factor words dropped."""
+    noise = re.compile(r"NVIDIA|GEFORCE|TESLA|PCIE|SXM\d?|NVL|\d+GB|HBM\d?E?")
+    return "".join(t for t in re.split(r"[\s_-]+", name.upper()) if t and not noise.fullmatch(t))
 
 
 @dataclass(frozen=True)

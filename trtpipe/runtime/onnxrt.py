@@ -45,11 +45,14 @@ class OnnxRunner(Runner):
         # Basic optimizations only: extended fusions replace Q/DQ pairs with integer kernels that
         # exist for int8 but not float8, and would no longer compute the graph TensorRT builds.
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        self.session = self._session(ort, model, options, providers)
-        if self.session.get_providers()[0] != "CUDAExecutionProvider":
-            cpu_model = simulate.for_cpu(model)
-            if cpu_model is not model:
-                self.session = self._session(ort, cpu_model, options, ["CPUExecutionProvider"])
+        self.session = None
+        if "CUDAExecutionProvider" in providers:
+            try:
+                self.session = self._session(ort, model, options, providers)
+            except TrtpipeError:
+                self.session = None  # no CUDA kernel for some type: simulate on the CPU below
+        if self.session is None or self.session.get_providers()[0] != "CUDAExecutionProvider":
+            self.session = self._session(ort, simulate.for_cpu(model), options, ["CPUExecutionProvider"])
         self.inputs = [IOSpec(i.name, _dtype(i.type), tuple(d if isinstance(d, int) else -1 for d in i.shape))
                        for i in self.session.get_inputs()]
         self.outputs = [IOSpec(o.name, _dtype(o.type), tuple(d if isinstance(d, int) else -1 for d in o.shape))

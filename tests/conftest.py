@@ -1,0 +1,28 @@
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+os.environ.setdefault("TRTPIPE_NO_PROGRESS", "1")
+
+HAS_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
+needs_rtx = pytest.mark.skipif(not HAS_RTX, reason="tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """Run the trtpipe CLI in-process; return (exit code, stdout, stderr)."""
+    from click.testing import CliRunner
+
+    from trtpipe.cli import main
+
+    def run(*args):
+        result = CliRunner().invoke(main, [str(a) for a in args])
+        if result.exception and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return result.exit_code, result.stdout, result.stderr
+
+    return run

@@ -1,0 +1,88 @@
+"""Real engines, built on this CPU by TensorRT-RTX for sm_89 and sm_80, with their sidecars."""
+
+import json
+
+import numpy as np
+import pytest
+
+import models
+from calibrators.amax import compute_amax
+from calibrators.cache import CalibrationTable, render
+from calibrators.collect import collect_histograms
+from calibrators.graph import quantized_activations
+from conftest import needs_rtx
+from trtpipe.build import BuildOptions, build, parse_shapes
+from trtpipe.errors import TrtpipeError
+from trtpipe.files import sha256
+from trtpipe.targets import Target
+
+pytestmark = needs_rtx
+rng = np.random.default_rng(0)
+MODELS = {
+    "conv": (models.conv_net(batch=2), {"input": rng.random((2, 3, 16, 16), np.float32)}, []),
+    "mlp": (models.mlp(batch=4), {"x": rng.normal(size=(4, 16)).astype(np.float32)}, []),
+    "dynamic": (models.dynamic_mlp(), {"x": rng.normal(size=(8, 16)).astype(np.float32)}, ["x:1x16/8x16/64x16"]),
+}
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("build")
+    for name, (model, feeds, _) in MODELS.items():
+        models.save(model, root / f"{name}.onnx")
+        hists = collect_histograms(model, quantized_activations(model), [feeds])
+        table = CalibrationTable({k: compute_amax(h, "entropy") for k, h in hists.items()})
+        (root / f"{name}.cache").write_text(render(table))
+    return root
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("sm,precisions", [("sm_89", ["fp32", "fp16", "int8", "fp8"]), ("sm_80", ["fp32", "fp16", "int8"])])
+def test_real_engines_and_sidecars(workdir, name, sm, precisions):
+    options = BuildOptions(target=Target.parse(sm), backend="tensorrt-rtx", cache=workdir / f"{name}.cache",
+                           shapes=parse_shapes(MODELS[name][2]))
+    out = workdir / f"out-{name}-{sm}"
+    results = build(workdir / f"{name}.onnx", out, precisions, options)
+    assert [r.info.precision for r in results] == precisions
+    for result in results:
+        assert result.engine.name == f"{name}.{result.info.precision}.{sm.replace('_', '')}.engine"
+        assert result.engine.stat().st_size > 10_000
+        sidecar = json.loads((out / f"{result.engine.name}.json").read_text())
+        assert sidecar["engine_sha256"] == sha256(result.engine)
+        assert sidecar["onnx_sha256"] == sha256(workdir / f"{name}.onnx")
+        assert sidecar["cache_sha256"] == (sha256(workdir / f"{name}.cache") if result.info.precision in ("int8", "fp8") else None)
+        assert sidecar["backend"] == "tensorrt-rtx" and sidecar["compute_capability"] == sm[3] + "." + sm[4]
+        inputs = [t for t in sidecar["tensors"] if t["mode"] == "input"]
+        assert inputs[0]["dtype"] == "float32"
+        if name == "dynamic":
+            assert inputs[0]["shape"] == [-1, 16] and inputs[0]["profile"] == [[1, 16], [8, 16], [64, 16]]
+        assert (out / f"{name}.{result.info.precision}.onnx").is_file()
+
+
+def test_fp8_refused_for_sm80(workdir):
+    with pytest.raises(TrtpipeError, match="fp8 needs compute capability 8.9"):
+        build(workdir / "mlp.onnx", workdir / "x", ["fp8"], BuildOptions(target=Target(8, 0), cache=workdir / "mlp.cache"))
+    assert not (workdir / "x").exists()
+
+
+def test_dynamic_input_without_shapes_is_refused(workdir):
+    with pytest.raises(TrtpipeError, match="pass --shapes x:MIN/OPT/MAX"):
+        build(workdir / "dynamic.onnx", workdir / "y", ["fp32"], BuildOptions(target=Target(8, 9)))
+    assert not list((workdir / "y").glob("*.engine"))
+
+
+def test_auto_builds_every_precision_the_target_runs(workdir):
+    results = build(workdir / "mlp.onnx", workdir / "auto", ["auto"], BuildOptions(target=Target(8, 0), cache=workdir / "mlp.cache"))
+    assert [r.info.precision for r in results] == ["fp32", "fp16", "bf16", "int8"]
+
+
+def test_timing_cache_is_refused_where_the_backend_has_none(workdir):
+    options = BuildOptions(target=Target(8, 9), backend="tensorrt-rtx", timing_cache=workdir / "timing.cache")
+    with pytest.raises(TrtpipeError, match="--timing-cache: tensorrt-rtx has no timing cache"):
+        build(workdir / "mlp.onnx", workdir / "t1", ["fp16"], options)
+
+
+def test_implicit_calibration_needs_tensorrt_10(workdir):
+    options = BuildOptions(target=Target(8, 9), cache=workdir / "mlp.cache", calibration="implicit")
+    with pytest.raises(TrtpipeError, match="implicit INT8"):
+        build(workdir / "mlp.onnx", workdir / "imp", ["int8"], options)

@@ -1,0 +1,37 @@
+import numpy as np
+import pytest
+
+from trtpipe.metrics import OutputMetrics, cosine_per_sample, snr_db, topk_agreement
+
+
+def test_cosine_hand_computed():
+    a = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    b = np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+    np.testing.assert_allclose(cosine_per_sample(a, b), [0.0, 1 / np.sqrt(2), 1.0])
+
+
+def test_snr_hand_computed():
+    assert snr_db(100.0, 1.0) == pytest.approx(20.0)
+    assert snr_db(1.0, 0.0) == float("inf")
+
+
+def test_topk_agreement():
+    candidate = np.array([[0.1, 0.5, 0.4], [0.6, 0.3, 0.1]])
+    baseline = np.array([[0.1, 0.4, 0.5], [0.7, 0.2, 0.1]])
+    assert topk_agreement(candidate, baseline, 1).tolist() == [False, True]
+    assert topk_agreement(candidate, baseline, 2).tolist() == [True, True]
+
+
+def test_streamed_metrics_match_hand_computation():
+    baseline = np.array([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0]])
+    candidate = np.array([[2.0, 1.0, 0.0], [0.0, 2.0, 2.0]])
+    m = OutputMetrics(classifier=True)
+    m.update(candidate[:1], baseline[:1], np.array([0]))
+    m.update(candidate[1:], baseline[1:], np.array([2]))
+    s = m.summary()
+    assert s["max_abs_error"] == 1.0
+    assert s["mean_abs_error"] == pytest.approx(2 / 6)
+    assert s["max_rel_error"] == pytest.approx(1.0)  # |2-1| / |1|
+    assert s["snr_db"] == pytest.approx(10 * np.log10(15 / 2))
+    assert s["top1_agreement"] == 1.0
+    assert s["accuracy"] == 0.5 and s["baseline_accuracy"] == 0.5

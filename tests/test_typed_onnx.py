@@ -1,0 +1,109 @@
+"""Typed ONNX: every one runs in ONNX Runtime on a CPU and stays close to FP32."""
+
+import numpy as np
+import pytest
+
+import models
+from calibrators.amax import compute_amax
+from calibrators.cache import CalibrationTable
+from calibrators.collect import collect_histograms
+from calibrators.graph import quantized_activations
+from trtpipe import onnxio
+from trtpipe.half import to_half
+from trtpipe.qdq import insert_qdq
+from trtpipe.runtime.onnxrt import OnnxRunner
+from trtpipe.targets import Precision
+
+rng = np.random.default_rng(0)
+CASES = {
+    "conv_net": (models.conv_net(batch=8), {"input": rng.random((8, 3, 16, 16), np.float32)}),
+    "mlp": (models.dynamic_mlp(), {"x": rng.normal(size=(32, 16)).astype(np.float32)}),
+}
+
+
+def run(model, feeds, tmp_path, name):
+    path = tmp_path / f"{name}.onnx"
+    onnxio.save(model, path)
+    with OnnxRunner(path) as runner:
+        return next(iter(runner(feeds).values())), runner.measured
+
+
+def table_for(model, feeds, method="max"):
+    hists = collect_histograms(model, quantized_activations(model), [feeds])
+    return CalibrationTable({k: compute_amax(h, method) for k, h in hists.items()})
+
+
+def cosine(a, b):
+    return float((a * b).sum() / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("precision,minimum", [(Precision.FP16, 0.9999), (Precision.BF16, 0.999)])
+def test_half_runs_and_stays_close(case, precision, minimum, tmp_path):
+    model, feeds = CASES[case]
+    ref, _ = run(model, feeds, tmp_path, "fp32")
+    out, measured = run(to_half(model, precision), feeds, tmp_path, str(precision))
+    assert not measured  # a typed ONNX in ONNX Runtime is a simulation
+    assert cosine(out, ref) >= minimum
+
+
+def test_half_keeps_io_fp32_and_casts_everything_else():
+    from onnx import TensorProto
+
+    half = to_half(CASES["conv_net"][0], Precision.FP16)
+    assert half.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    assert half.graph.output[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    assert all(init.data_type == TensorProto.FLOAT16 for init in half.graph.initializer)
+
+
+def test_keep_runs_node_in_fp32():
+    from onnx import TensorProto
+
+    half = to_half(CASES["mlp"][0], Precision.FP16, keep=["softmax"])
+    softmax = next(n for n in half.graph.node if n.name == "softmax")
+    producer = {o: n for n in half.graph.node for o in n.output}[softmax.input[0]]
+    assert producer.op_type == "Cast" and producer.attribute[0].i == TensorProto.FLOAT
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("precision", [Precision.INT8, Precision.FP8])
+def test_qdq_runs_and_stays_close(case, precision, tmp_path):
+    model, feeds = CASES[case]
+    ref, _ = run(model, feeds, tmp_path, "fp32")
+    typed, quantized = insert_qdq(model, table_for(model, feeds), precision)
+    assert len(quantized) == (3 if case == "conv_net" else 2)
+    assert onnxio.opset(typed) >= (19 if precision is Precision.FP8 else 13)
+    out, _ = run(typed, feeds, tmp_path, str(precision))
+    assert cosine(out, ref) >= 0.995
+
+
+def test_qdq_layout_matches_tensorrt_fusion():
+    model, feeds = CASES["conv_net"]
+    typed, _ = insert_qdq(model, table_for(model, feeds), Precision.INT8)
+    nodes = {n.name: n for n in typed.graph.node}
+    inits = {i.name: i for i in typed.graph.initializer}
+    weight_dq = nodes["conv0.w/DequantizeLinear"]
+    assert next(a.i for a in weight_dq.attribute if a.name == "axis") == 0
+    assert list(inits["conv0.w__scale"].dims) == [8]  # per output channel
+    assert list(inits["input__scale"].dims) == []  # per tensor
+    assert "conv0.b" in nodes["conv0"].input  # bias stays float
+    assert next(a.i for a in nodes["fc.w/DequantizeLinear"].attribute if a.name == "axis") == 0  # Gemm transB=1
+
+
+def test_exclude_by_name_regex_and_op_type():
+    model, feeds = CASES["conv_net"]
+    table = table_for(model, feeds)
+    assert insert_qdq(model, table, Precision.INT8, exclude=["fc"])[1] == ["conv0", "conv1"]
+    assert insert_qdq(model, table, Precision.INT8, exclude=["conv[01]"])[1] == ["fc"]
+    assert insert_qdq(model, table, Precision.INT8, exclude=["Conv"])[1] == ["fc"]
+
+
+def test_opset_is_raised_for_old_models():
+    from onnx import helper
+
+    model = helper.make_model(models.conv_net(batch=8).graph, opset_imports=[helper.make_opsetid("", 11)])
+    feeds = CASES["conv_net"][1]
+    typed, _ = insert_qdq(model, table_for(model, feeds), Precision.INT8)
+    assert onnxio.opset(typed) == 13
+    typed, _ = insert_qdq(model, table_for(model, feeds), Precision.FP8)
+    assert onnxio.opset(typed) == 19
