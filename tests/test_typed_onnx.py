@@ -102,6 +102,7 @@ def test_opset_is_raised_for_old_models():
     from onnx import helper
 
     model = helper.make_model(models.conv_net(batch=8).graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = onnxio.IR_VERSION
     feeds = CASES["conv_net"][1]
     typed, _ = insert_qdq(model, table_for(model, feeds), Precision.INT8)
     assert onnxio.opset(typed) == 13

@@ -1,0 +1,118 @@
+"""Bad input: one line naming the file or flag and the fix, exit code 2, no traceback, no partial file."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import models
+from conftest import needs_rtx
+
+
+def trtpipe(*args, cwd=None):
+    result = subprocess.run([sys.executable, "-m", "trtpipe.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+    return result.returncode, result.stdout, result.stderr
+
+
+def assert_one_line_error(code, err, *needles):
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("trtpipe: error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.fixture
+def files(tmp_path):
+    good = tmp_path / "mlp.onnx"
+    models.save(models.mlp(), good)
+    dynamic = tmp_path / "dynamic.onnx"
+    models.save(models.dynamic_mlp(), dynamic)
+    text = tmp_path / "notes.onnx"
+    text.write_text("this is not a model\n")
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    return tmp_path, good, dynamic, text, truncated
+
+
+def test_not_onnx_and_truncated_onnx(files):
+    root, _, _, text, truncated = files
+    for bad in (text, truncated):
+        code, _, err = trtpipe("quantize", bad, "--precision", "fp16", "-o", root / "out.onnx")
+        assert_one_line_error(code, err, str(bad))
+    assert not (root / "out.onnx").exists()
+
+
+def test_missing_model(files):
+    root = files[0]
+    code, _, err = trtpipe("inspect", root / "nope.onnx")
+    assert_one_line_error(code, err, "nope.onnx", "no such file")
+
+
+def test_unknown_target(files):
+    root, good = files[:2]
+    code, _, err = trtpipe("build", good, "--target", "sm_xx", "-o", root / "engines")
+    assert_one_line_error(code, err, "--target sm_xx")
+    assert not (root / "engines").exists()
+
+
+@needs_rtx
+def test_precision_the_target_cannot_run(files):
+    root, good = files[:2]
+    code, _, err = trtpipe("build", good, "--precision", "fp8", "--target", "A100", "--cache", root / "c", "-o", root / "engines")
+    assert_one_line_error(code, err, "fp8", "8.9")
+    assert not (root / "engines").exists()
+
+
+@needs_rtx
+def test_dynamic_input_without_shapes(files):
+    root, _, dynamic = files[:3]
+    code, _, err = trtpipe("build", dynamic, "--precision", "fp16", "--target", "sm_89", "-o", root / "engines")
+    assert_one_line_error(code, err, "--shapes x:MIN/OPT/MAX")
+    assert not list((root / "engines").glob("*.engine"))
+
+
+def test_unwritable_output_directory(files, tmp_path):
+    root, good = files[:2]
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, _, err = trtpipe("quantize", good, "--precision", "fp16", "-o", blocker / "sub" / "out.onnx")
+    assert_one_line_error(code, err, "-o", "choose a writable path")
+
+
+def test_bad_shapes_flag(files):
+    root, _, dynamic = files[:3]
+    code, _, err = trtpipe("build", dynamic, "--target", "sm_89", "--shapes", "x:1x16/8x16", "-o", root / "e")
+    assert_one_line_error(code, err, "--shapes x:1x16/8x16")
+
+
+def test_int8_without_cache(files):
+    root, good = files[:2]
+    code, _, err = trtpipe("quantize", good, "--precision", "int8", "-o", root / "q.onnx")
+    assert_one_line_error(code, err, "--cache")
+
+
+def test_corrupt_cache(files):
+    root, good = files[:2]
+    (root / "bad.cache").write_text("garbage\n")
+    code, _, err = trtpipe("quantize", good, "--precision", "int8", "--cache", root / "bad.cache", "-o", root / "q.onnx")
+    assert_one_line_error(code, err, "bad.cache", "line 1")
+    assert not (root / "q.onnx").exists()
+
+
+def test_nothing_to_quantize(tmp_path):
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    models.save(model, tmp_path / "relu.onnx")
+    (tmp_path / "data").mkdir()
+    np.save(tmp_path / "data" / "a.npy", np.ones((2, 4), np.float32))
+    code, _, err = trtpipe("calibrate", tmp_path / "relu.onnx", "--data", tmp_path / "data", "-o", tmp_path / "c.cache")
+    assert_one_line_error(code, err, "relu.onnx", "nothing to quantize".split()[0])
+    assert not (tmp_path / "c.cache").exists()

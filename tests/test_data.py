@@ -1,0 +1,68 @@
+"""Data directories: every loader error names the file; order, shuffling, limits and batching."""
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from trtpipe.config import InputSpec, ModelSpec, Preprocess
+from trtpipe.data import iter_batches, load_image
+from trtpipe.errors import TrtpipeError
+
+SPEC = ModelSpec("m", root=".", inputs=[InputSpec("x", [-1, 4], "float32")])
+TWO = ModelSpec("m", root=".", inputs=[InputSpec("ids", [-1, 8], "int64"), InputSpec("mask", [-1, 8], "int64")])
+IMAGES = ModelSpec("m", root=".", inputs=[InputSpec("image", [-1, 3, 8, 8])],
+                   preprocess=Preprocess(size=(8, 8), mean=[0.5], std=[0.25]))
+
+
+def test_npy_samples_and_batches(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros(4, np.float32))  # one sample
+    np.save(tmp_path / "b.npy", np.ones((5, 4), np.float32))  # a batch of five
+    batches = list(iter_batches(SPEC, tmp_path, batch_size=4))
+    assert [len(b) for b in batches] == [4, 2]
+    assert batches[0].ids[:2] == ["a.npy", "b.npy[0]"]
+    assert [len(b) for b in iter_batches(SPEC, tmp_path, batch_size=4, limit=3)] == [3]
+
+
+def test_shuffle_is_seeded(tmp_path):
+    for i in range(10):
+        np.save(tmp_path / f"{i}.npy", np.full(4, i, np.float32))
+    order = lambda seed: [b.ids for b in iter_batches(SPEC, tmp_path, 10, shuffle=True, seed=seed)]  # noqa: E731
+    assert order(1) == order(1) != order(2)
+
+
+def test_npz_multi_input(tmp_path):
+    np.savez(tmp_path / "a.npz", ids=np.ones((3, 8), np.int64), mask=np.ones((3, 8), np.int64))
+    (batch,) = iter_batches(TWO, tmp_path, 8)
+    assert batch.arrays["ids"].shape == (3, 8) and batch.arrays["mask"].dtype == np.int64
+
+
+def test_images_are_preprocessed(tmp_path):
+    Image.fromarray(np.full((16, 12, 3), 255, np.uint8)).save(tmp_path / "white.png")
+    array = load_image(tmp_path / "white.png", IMAGES.preprocess)
+    assert array.shape == (3, 8, 8)
+    np.testing.assert_allclose(array, 2.0)  # (1.0 - 0.5) / 0.25
+
+
+@pytest.mark.parametrize("setup,needle", [
+    (lambda d: None, "no .npy, .npz or image files"),
+    (lambda d: (d / "x.png").write_bytes(b"not a png"), "x.png: not a readable image"),
+    (lambda d: np.save(d / "x.npy", np.zeros((2, 5), np.float32)), "x.npy: input 'x' has shape [2, 5]"),
+    (lambda d: np.save(d / "x.npy", np.array([["a"] * 4])), "x.npy: input 'x' is <U1"),
+    (lambda d: (d / "x.npy").write_bytes(b"\x93NUMPY garbage"), "x.npy: not a readable .npy file"),
+])
+def test_loader_errors_name_the_file(tmp_path, setup, needle):
+    setup(tmp_path)
+    spec = IMAGES if needle.startswith("x.png") else SPEC
+    with pytest.raises(TrtpipeError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        list(iter_batches(spec, tmp_path, 4))
+
+
+def test_npz_missing_input(tmp_path):
+    np.savez(tmp_path / "a.npz", ids=np.ones((1, 8), np.int64))
+    with pytest.raises(TrtpipeError, match="a.npz: no array for input 'mask'"):
+        list(iter_batches(TWO, tmp_path, 4))
+
+
+def test_missing_directory():
+    with pytest.raises(TrtpipeError, match="--data /nonexistent: no such directory"):
+        list(iter_batches(SPEC, "/nonexistent", 4))
