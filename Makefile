@@ -25,7 +25,7 @@ SM ?= $(subst _,,$(TARGET))
 CANDIDATE = onnx
 endif
 
-.PHONY: all demo test lint engines validate clean bench-calibrate wheelhouse venv
+.PHONY: all demo test lint engines validate clean bench-copies wheelhouse venv
 all: demo
 
 $(VENV)/.created:
@@ -66,6 +66,7 @@ $(BUILD)/$(1)/$(1).$(2).$(SM).engine: $(BUILD)/$(1)/$(1).onnx $(BUILD)/$(1)/$(1)
 		--cache $(BUILD)/$(1)/$(1).cache -o $(BUILD)/$(1)
 
 $(BUILD)/$(1)/reports/$(1).$(2).json: $(BUILD)/$(1)/$(1).$(2).$(SM).engine
+	@mkdir -p $(BUILD)/$(1)/reports
 	$(TRTPIPE) validate $(BUILD)/$(1)/$(1).$(2).$(if $(filter engine,$(CANDIDATE)),$(SM).engine,onnx) \
 		--baseline $(BUILD)/$(1)/$(1).onnx --spec models/$(1)/model.toml --report $(BUILD)/$(1)/reports --json \
 		> $$@.tmp || [ $$$$? -eq 1 ]
@@ -87,9 +88,9 @@ validate: $(REPORTS)
 demo: $(REPORTS)
 	@$(TRTPIPE) summary --no-fail $(REPORTS)
 
-bench-calibrate: $(VENV)/.demo $(BUILD)/efficientnet-lite0/efficientnet-lite0.onnx
-	$(PY) scripts/bench_calibrate.py --model $(BUILD)/efficientnet-lite0/efficientnet-lite0.onnx \
-		--spec models/efficientnet-lite0/model.toml
+# GPU host only: the runtime's copies against torch's, in one run.
+bench-copies: $(VENV)/.test
+	$(PY) scripts/bench_copies.py
 
 # Wheels and sdists to install trtpipe[gpu] on an air-gapped GPU host: PYVER=3.12 PLATFORM=manylinux_2_28_x86_64
 PYVER ?= 3.12

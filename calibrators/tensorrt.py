@@ -79,5 +79,5 @@ def make_calibrator(trt, cache: str | os.PathLike | None, batches: Iterable[Mapp
     return EntropyCalibrator()
 
 
-def EntropyCalibrator(trt, cache, batches, batch_size):  # noqa: N802 - reads like the class it makes
+def EntropyCalibrator(trt, cache, batches, batch_size):
     return make_calibrator(trt, cache, batches, batch_size)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trtpipe.files import write_bytes  # noqa: E402
-from trtpipe.onnxio import IR_VERSION  # noqa: E402
+from trtpipe.files import write_bytes
+from trtpipe.onnxio import IR_VERSION
 
 OPSET = 17
 

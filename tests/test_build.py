@@ -4,13 +4,13 @@ import json
 
 import numpy as np
 import pytest
+from conftest import needs_rtx
 
 import models
 from calibrators.amax import compute_amax
 from calibrators.cache import CalibrationTable, render
 from calibrators.collect import collect_histograms
 from calibrators.graph import quantized_activations
-from conftest import needs_rtx
 from trtpipe.build import BuildOptions, build, parse_shapes
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import sha256

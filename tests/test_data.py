@@ -26,7 +26,7 @@ def test_npy_samples_and_batches(tmp_path):
 def test_shuffle_is_seeded(tmp_path):
     for i in range(10):
         np.save(tmp_path / f"{i}.npy", np.full(4, i, np.float32))
-    order = lambda seed: [b.ids for b in iter_batches(SPEC, tmp_path, 10, shuffle=True, seed=seed)]  # noqa: E731
+    order = lambda seed: [b.ids for b in iter_batches(SPEC, tmp_path, 10, shuffle=True, seed=seed)]
     assert order(1) == order(1) != order(2)
 
 

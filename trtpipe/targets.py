@@ -26,7 +26,7 @@ class Precision(str, enum.Enum):
         return self.value
 
     @classmethod
-    def parse(cls, text: str, flag: str = "--precision") -> "Precision":
+    def parse(cls, text: str, flag: str = "--precision") -> Precision:
         try:
             return cls(text.lower())
         except ValueError:
@@ -97,7 +97,7 @@ class Target:
         return self.capability >= HARDWARE_MINIMUM[precision]
 
     @classmethod
-    def parse(cls, text: str, flag: str = "--target") -> "Target":
+    def parse(cls, text: str, flag: str = "--target") -> Target:
         """Return the target named by `sm_90`, `sm90`, `9.0`, a GPU name, or `auto` (the local GPU)."""
         spec = text.strip()
         if spec.lower() == "auto":

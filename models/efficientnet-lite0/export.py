@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import deterministic, export_onnx, parse_output, replace_dir  # noqa: E402
+from common import deterministic, export_onnx, parse_output, replace_dir
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"

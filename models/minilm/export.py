@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import deterministic, export_onnx, parse_output, replace_dir  # noqa: E402
+from common import deterministic, export_onnx, parse_output, replace_dir
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "data"
@@ -24,6 +24,7 @@ PER_FILE = 16
 def sentences() -> list[str]:
     """Return real English sentences: scikit-learn's dataset descriptions and Python's own help topics."""
     import pydoc_data.topics
+
     import sklearn.datasets
 
     texts = [p.read_text() for p in sorted((Path(sklearn.datasets.__file__).parent / "descr").glob("*.rst"))]

@@ -114,7 +114,7 @@ class ExecutionSession:
             # Copy out of the pinned buffers: the next call reuses them.
             return {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in views.items()}
 
-    def run_async(self, feeds: Mapping, out: Mapping | None = None) -> "PendingResult":
+    def run_async(self, feeds: Mapping, out: Mapping | None = None) -> PendingResult:
         self.lock.acquire()
         try:
             views = self.launch(feeds, out)

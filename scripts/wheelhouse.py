@@ -1,0 +1,63 @@
+"""Download every wheel (and pycuda's sdist) that `pip install 'trtpipe[gpu]'` needs, for a named
+Python version and platform, plus install.sh that installs them on a machine without internet."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SDIST_ONLY = ["pycuda"]  # compiled on the GPU host against its CUDA
+BUILD_TOOLS = ["setuptools", "wheel", "numpy"]  # pycuda's build needs them, offline too
+
+
+def pip_download(args: list[str], out: Path) -> None:
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "-d", str(out), *args]
+    if subprocess.run(cmd).returncode != 0:
+        raise SystemExit(f"wheelhouse: pip download failed: {' '.join(args)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--python-version", default="3.12")
+    parser.add_argument("--platform", default="manylinux_2_28_x86_64")
+    parser.add_argument("--extras", default="gpu")
+    parser.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"))
+    args = parser.parse_args()
+    out = args.output
+    out.mkdir(parents=True, exist_ok=True)
+    target = ["--python-version", args.python_version, "--implementation", "cp", "--platform", args.platform,
+              "--platform", "manylinux_2_17_x86_64" if "x86_64" in args.platform else "manylinux_2_17_aarch64",
+              "--platform", "manylinux2014_x86_64" if "x86_64" in args.platform else "manylinux2014_aarch64"]
+    # Binary wheels, with everything they need, for the requirements of trtpipe and the extras;
+    # pycuda's own needs (pytools, mako, ...) are named so they come as wheels too.
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra in filter(None, args.extras.split(",")):
+        requirements += project["optional-dependencies"][extra]
+    binary = [r for r in requirements if not any(r.startswith(name) for name in SDIST_ONLY)]
+    binary += BUILD_TOOLS + ["pytools", "platformdirs", "mako", "siphash24", "typing-extensions"]
+    pip_download(["--only-binary=:all:", *target, *binary], out)
+    pip_download(["--no-deps", *(f"--no-binary={name}" for name in SDIST_ONLY), *SDIST_ONLY], out)
+    # trtpipe itself, as a wheel built here.
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)], check=True)
+    script = out / "install.sh"
+    script.write_text(
+        "#!/usr/bin/env bash\n"
+        "# Installs trtpipe[gpu] from this directory without internet. pycuda compiles here against the local CUDA\n"
+        "# (set CUDA_ROOT if nvcc is not on PATH).\n"
+        "set -euo pipefail\nhere=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\n"
+        "python3 -m pip install --no-index --find-links \"$here\" setuptools wheel numpy\n"
+        "python3 -m pip install --no-index --find-links \"$here\" --no-build-isolation pycuda\n"
+        "python3 -m pip install --no-index --find-links \"$here\" 'trtpipe[gpu]'\n"
+    )
+    script.chmod(0o755)
+    print(f"wheelhouse: {len(list(out.iterdir()))} files in {out}; install with {script}")
+
+
+if __name__ == "__main__":
+    main()
