@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrators.cache import CacheError, parse, render
+from calibrators.cache import CacheError, parse, render, write_cache
 
 
 def tensorrt_version_number(version: str) -> int:
@@ -71,13 +71,6 @@ def make_calibrator(trt, cache: str | os.PathLike | None, batches: Iterable[Mapp
         def write_calibration_cache(self, data) -> None:
             if self.cache is None:
                 return
-            table = parse(bytes(data).decode(), "TensorRT")
-            tmp = self.cache.with_name(f".{self.cache.name}.tmp")
-            tmp.write_text(render(table))
-            os.replace(tmp, self.cache)
+            write_cache(parse(bytes(data).decode(), "TensorRT"), self.cache)
 
     return EntropyCalibrator()
-
-
-def EntropyCalibrator(trt, cache, batches, batch_size):
-    return make_calibrator(trt, cache, batches, batch_size)

@@ -23,6 +23,13 @@ def test_npy_samples_and_batches(tmp_path):
     assert [len(b) for b in iter_batches(SPEC, tmp_path, batch_size=4, limit=3)] == [3]
 
 
+def test_files_past_the_limit_are_not_opened(tmp_path):
+    for i in range(3):
+        np.save(tmp_path / f"{i}.npy", np.zeros(4, np.float32))
+    (tmp_path / "3.npy").write_bytes(b"\x93NUMPY garbage")  # would raise if it were read
+    assert [len(b) for b in iter_batches(SPEC, tmp_path, batch_size=2, limit=3)] == [2, 1]
+
+
 def test_shuffle_is_seeded(tmp_path):
     for i in range(10):
         np.save(tmp_path / f"{i}.npy", np.full(4, i, np.float32))

@@ -18,10 +18,10 @@ from trtpipe import backend as backends
 from trtpipe import data, onnxio
 from trtpipe.config import ModelSpec, spec_from_onnx
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import ensure_dir, sha256, write_bytes, write_json
+from trtpipe.files import ensure_dir, sha256, sidecar_path, write_bytes, write_json
 from trtpipe.half import to_half
 from trtpipe.qdq import insert_qdq
-from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, sidecar_path
+from trtpipe.runtime.sidecar import EngineInfo, TensorInfo
 from trtpipe.targets import Precision, Target, local_target
 
 # Precisions `--precision auto` considers. FP4 needs block-scaled weights, which we do not write yet.
@@ -222,7 +222,7 @@ def _configure_implicit_int8(config, backend: backends.Backend, options: BuildOp
     """
     if options.cache is None and options.calibration_data is None:
         raise TrtpipeError("--calibration implicit needs --cache CACHE or --data DIR for TensorRT to calibrate from")
-    from calibrators.tensorrt import EntropyCalibrator
+    from calibrators.tensorrt import make_calibrator
 
     batches = []
     if options.calibration_data is not None:
@@ -231,7 +231,7 @@ def _configure_implicit_int8(config, backend: backends.Backend, options: BuildOp
     trt = backend.trt
     config.set_flag(trt.BuilderFlag.INT8)
     config.set_flag(trt.BuilderFlag.FP16)  # layers TensorRT keeps out of INT8 may still run in FP16
-    config.int8_calibrator = EntropyCalibrator(trt, options.cache, batches, options.batch_size)
+    config.int8_calibrator = make_calibrator(trt, options.cache, batches, options.batch_size)
     if profile is not None:
         config.set_calibration_profile(profile)
 

@@ -15,7 +15,7 @@ from calibrators.histogram import DEFAULT_BINS
 from trtpipe import data, onnxio
 from trtpipe.config import ModelSpec, spec_from_onnx
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import sha256, write_json, write_text
+from trtpipe.files import sha256, sidecar_path, write_json, write_text
 from trtpipe.progress import progress_bar
 
 
@@ -41,16 +41,12 @@ def data_fingerprint(directory: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def sidecar_path(cache: str | os.PathLike) -> Path:
-    return Path(f"{cache}.json")
-
-
 def provenance(model_path, data_dir, options: CalibrationOptions) -> dict:
     return {"onnx_sha256": sha256(model_path), "data_sha256": data_fingerprint(data_dir), "options": asdict(options)}
 
 
-def is_fresh(cache: str | os.PathLike, model_path, data_dir, options: CalibrationOptions) -> bool:
-    """Return True if `cache` was made from this model, this data and these options."""
+def is_fresh(cache: str | os.PathLike, made_from: dict) -> bool:
+    """Return True if `cache`'s sidecar records the same provenance as `made_from`."""
     side = sidecar_path(cache)
     if not Path(cache).is_file() or not side.is_file():
         return False
@@ -58,7 +54,7 @@ def is_fresh(cache: str | os.PathLike, model_path, data_dir, options: Calibratio
         recorded = json.loads(side.read_text())
     except (OSError, ValueError):
         return False
-    return {k: recorded.get(k) for k in ("onnx_sha256", "data_sha256", "options")} == provenance(model_path, data_dir, options)
+    return {k: recorded.get(k) for k in made_from} == made_from
 
 
 def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output: str | os.PathLike,
@@ -76,7 +72,8 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     tensors = quantized_activations(model)
     if not tensors:
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
-    if not force and is_fresh(output, model_path, data_dir, options):
+    made_from = provenance(model_path, data_dir, options)
+    if not force and is_fresh(output, made_from):
         return read_cache(output), False
     spec = spec or spec_from_onnx(model, model_path)
     batches = data.iter_batches(spec, data_dir, options.batch_size, options.limit, options.shuffle, options.seed)
@@ -94,6 +91,6 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     for name, hist in histograms.items():
         table.amax[name] = compute_amax(hist, options.method, options.grid, options.percentile)
     write_text(output, render(table))
-    write_json(sidecar_path(output), {**provenance(model_path, data_dir, options), "tensors": len(table.amax),
+    write_json(sidecar_path(output), {**made_from, "tensors": len(table.amax),
                                       "samples": bar.n})
     return table, True

@@ -128,6 +128,8 @@ def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int 
     pending: dict[str, list[np.ndarray]] = {i.name: [] for i in spec.inputs}
     seen = 0
     for path in files:
+        if limit is not None and seen >= limit:
+            break  # files past the limit are never opened
         for sample_id, sample in _samples(path, spec):
             if limit is not None and seen >= limit:
                 break

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from trtpipe import onnxio
 from trtpipe.errors import TrtpipeError
+from trtpipe.files import sidecar_path
 
 
 def describe(path: str | os.PathLike) -> dict:
@@ -15,7 +16,7 @@ def describe(path: str | os.PathLike) -> dict:
     path = Path(path)
     if not path.exists():
         raise TrtpipeError(f"{path}: no such file")
-    if path.suffix == ".engine" or Path(f"{path}.json").is_file() and path.suffix != ".onnx":
+    if path.suffix == ".engine" or (sidecar_path(path).is_file() and path.suffix != ".onnx"):
         from trtpipe.runtime.sidecar import read_sidecar
 
         return {"kind": "engine", "path": str(path), "size_bytes": path.stat().st_size, **read_sidecar(path).to_json()}

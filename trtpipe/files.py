@@ -22,6 +22,11 @@ def sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+def sidecar_path(path: str | os.PathLike) -> Path:
+    """Return the JSON sidecar beside a file: `<file>.json` (engines, calibration caches)."""
+    return Path(f"{path}.json")
+
+
 def ensure_dir(path: str | os.PathLike, flag: str = "-o") -> Path:
     """Return the directory, created if needed, or raise if it cannot be written."""
     path = Path(path)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
+from trtpipe.files import sidecar_path
 
 SIDECAR_VERSION = 1
 
@@ -61,10 +62,6 @@ class EngineInfo:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-def sidecar_path(engine: str | os.PathLike) -> Path:
-    return Path(f"{engine}.json")
 
 
 def read_sidecar(engine: str | os.PathLike) -> EngineInfo:
