@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from trtpipe.errors import TrtpipeError, require
-from trtpipe.targets import Precision, Target
+from trtpipe.targets import HARDWARE_MINIMUM, Precision, Target
 
 BACKEND_NAMES = ("auto", "tensorrt", "tensorrt-rtx")
 
@@ -49,8 +49,6 @@ class BackendSpec:
         if not self.runs_on(target):
             return False, f"{self.name} does not run on compute capability {target.major}.{target.minor} (it runs {self.runnable_text()})"
         if not target.hardware_supports(precision):
-            from trtpipe.targets import HARDWARE_MINIMUM
-
             need = HARDWARE_MINIMUM[precision]
             return False, f"{precision} needs compute capability {need[0]}.{need[1]} or newer"
         need = self.precision_minimum.get(precision)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from calibrators.cache import read_cache
+from calibrators.cache import CacheError, CalibrationTable, read_cache
 from trtpipe import backend as backends
 from trtpipe import data, onnxio
 from trtpipe.config import ModelSpec, spec_from_onnx
@@ -24,8 +24,8 @@ from trtpipe.qdq import insert_qdq
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo
 from trtpipe.targets import Precision, Target, local_target
 
-# Precisions `--precision auto` considers. FP4 needs block-scaled weights, which we do not write yet.
-AUTO_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.BF16, Precision.INT8, Precision.FP8)
+# Precisions `--precision auto` considers: all but TF32, which is FP32 with TF32 matrix math allowed.
+AUTO_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.BF16, Precision.INT8, Precision.FP8, Precision.FP4)
 
 Shape = tuple[int, ...]
 
@@ -73,38 +73,44 @@ def engine_path(output_dir: Path, model_name: str, precision: Precision, target:
     return output_dir / f"{model_name}.{precision}.{target.sm}.engine"
 
 
+def precision_support(spec: backends.BackendSpec, target: Target, precision: Precision) -> tuple[bool, str]:
+    """Return whether trtpipe builds `precision` for `target` with the backend, and why not."""
+    ok, why = spec.supports(target, precision)
+    if ok and precision is Precision.FP4:
+        return False, "trtpipe does not write block-scaled FP4 weights yet"
+    return ok, why
+
+
 def plan_precisions(requested: Sequence[str], target: Target, spec: backends.BackendSpec) -> list[Precision]:
     """Return the precisions to build; raise naming the first the target cannot run."""
     if list(requested) == ["auto"]:
-        return [p for p in AUTO_PRECISIONS if spec.supports(target, p)[0]]
+        return [p for p in AUTO_PRECISIONS if precision_support(spec, target, p)[0]]
     precisions = [Precision.parse(p) for p in requested]
     for precision in precisions:
-        ok, why = spec.supports(target, precision)
+        ok, why = precision_support(spec, target, precision)
         if not ok:
             raise TrtpipeError(f"--precision {precision} --target {target.sm}: {why}; choose another precision or target")
-        if precision is Precision.FP4:
-            raise TrtpipeError("--precision fp4: block-scaled FP4 weights are not written yet; use fp8 or int8")
     return precisions
 
 
-def write_typed_onnx(model_path: Path, precision: Precision, output: Path, cache: Path | None,
+def write_typed_onnx(model, precision: Precision, output: Path, table: CalibrationTable | None,
                      exclude: Sequence[str] = (), implicit: bool = False) -> Path:
-    """Write the ONNX whose types make a strongly typed build run in `precision`; return its path."""
-    model = onnxio.load(model_path)
+    """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path."""
     if precision in (Precision.FP32, Precision.TF32) or implicit:
         typed = model  # implicit INT8: TensorRT quantizes the FP32 graph itself
     elif precision in (Precision.FP16, Precision.BF16):
         typed = to_half(model, precision, keep=exclude)
     else:
-        if cache is None:
+        if table is None:
             raise TrtpipeError(f"--precision {precision} needs --cache CACHE; make one with 'trtpipe calibrate'")
-        typed, _ = insert_qdq(model, _read_cache(cache), precision, exclude)
+        typed, _ = insert_qdq(model, table, precision, exclude)
     return onnxio.save(typed, output)
 
 
-def _read_cache(path: Path):
-    from calibrators.cache import CacheError
-
+def load_table(path: Path) -> CalibrationTable:
+    """Return the calibration table in the cache at `path`, or raise naming the file and the fix."""
+    if not Path(path).is_file():
+        raise TrtpipeError(f"--cache {path}: no such file; make it with 'trtpipe calibrate'")
     try:
         return read_cache(path)
     except CacheError as exc:
@@ -153,7 +159,8 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
         config.add_optimization_profile(profile)
     if implicit:
         _configure_implicit_int8(config, backend, options, profile, typed_onnx)
-    timing = _load_timing_cache(config, options.timing_cache)
+    if options.timing_cache is not None:
+        _load_timing_cache(config, options.timing_cache)
 
     start = time.perf_counter()
     serialized = builder.build_serialized_network(network, config)
@@ -161,7 +168,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     if serialized is None:
         raise TrtpipeError(f"{typed_onnx}: {backend.name} failed to build a {precision} engine for {target.sm}; rerun with --verbose")
     write_bytes(engine, bytes(serialized))
-    if timing is not None:
+    if options.timing_cache is not None:
         write_bytes(options.timing_cache, bytes(config.get_timing_cache().serialize()), "--timing-cache")
     info = EngineInfo(
         engine=engine.name, backend=backend.name, backend_version=backend.version, target=target.sm,
@@ -205,13 +212,9 @@ def _io_tensors(network, backend, builder, shapes, typed_onnx) -> tuple[list[Ten
     return tensors, profile
 
 
-def _load_timing_cache(config, path: Path | None):
-    if path is None:
-        return None
-    data = path.read_bytes() if path.is_file() else b""
-    cache = config.create_timing_cache(data)
+def _load_timing_cache(config, path: Path) -> None:
+    cache = config.create_timing_cache(path.read_bytes() if path.is_file() else b"")
     config.set_timing_cache(cache, ignore_mismatch=False)
-    return cache
 
 
 def _configure_implicit_int8(config, backend: backends.Backend, options: BuildOptions, profile, options_onnx: Path) -> None:
@@ -247,11 +250,10 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
           options: BuildOptions, on_engine=None) -> list[BuildResult]:
     """Build an engine per precision into `output_dir`; return what was written."""
     model_path = Path(model_path)
-    onnxio.load(model_path)  # a bad model fails here, before any file is written
+    model = onnxio.load(model_path)  # a bad model fails here, before any file is written
     spec = backends.choose_spec(options.backend, options.target)
     chosen = plan_precisions(precisions, options.target, spec)
-    if options.cache is not None and not Path(options.cache).is_file():
-        raise TrtpipeError(f"--cache {options.cache}: no such file; make it with 'trtpipe calibrate'")
+    table = load_table(options.cache) if options.cache is not None else None
     if options.timing_cache is not None and not spec.timing_cache:
         raise TrtpipeError(f"--timing-cache: {spec.name} has no timing cache (it does not time tactics); drop the flag")
     backend = backends.load(spec)
@@ -265,8 +267,8 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     output_dir = ensure_dir(output_dir)
     results = []
     for precision in chosen:
-        typed = write_typed_onnx(model_path, precision, output_dir / f"{model_path.stem}.{precision}.onnx",
-                                 options.cache, options.exclude, implicit=options.calibration == "implicit")
+        typed = write_typed_onnx(model, precision, output_dir / f"{model_path.stem}.{precision}.onnx",
+                                 table, options.exclude, implicit=options.calibration == "implicit")
         engine = engine_path(output_dir, model_path.stem, precision, options.target)
         info = build_engine(typed, engine, precision, options, backend, model_path)
         results.append(BuildResult(typed, engine, info))

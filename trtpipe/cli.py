@@ -48,19 +48,18 @@ def main():
 def plan(target_text, backend_name, as_json):
     """Print which precisions the target runs with the backend, and why not."""
     from trtpipe.backend import choose_spec
+    from trtpipe.build import plan_precisions, precision_support
     from trtpipe.targets import Precision, Target
 
     target = Target.parse(target_text)
     spec = choose_spec(backend_name, target)
     rows = []
     for precision in Precision:
-        ok, why = spec.supports(target, precision)
-        if ok and precision is Precision.FP4:
-            ok, why = False, "trtpipe does not write block-scaled FP4 weights yet"
+        ok, why = precision_support(spec, target, precision)
         rows.append({"precision": str(precision), "supported": ok, "reason": why})
     result = {"target": target.sm, "compute_capability": f"{target.major}.{target.minor}", "name": target.name,
               "backend": spec.name, "backend_installed": spec.installed(), "builds_without_gpu": spec.builds_without_gpu,
-              "precisions": rows, "auto": [r["precision"] for r in rows if r["supported"] and r["precision"] != "tf32"]}
+              "precisions": rows, "auto": [str(p) for p in plan_precisions(["auto"], target, spec)]}
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
@@ -79,12 +78,12 @@ def plan(target_text, backend_name, as_json):
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
 def quantize(model, precision, cache, exclude, output):
     """Write the typed ONNX for a precision (FP16/BF16 casts or INT8/FP8 Q/DQ)."""
-    from trtpipe.build import write_typed_onnx
+    from trtpipe import onnxio
+    from trtpipe.build import load_table, write_typed_onnx
     from trtpipe.targets import Precision
 
-    if cache is not None and not cache.is_file():
-        raise TrtpipeError(f"--cache {cache}: no such file; make it with 'trtpipe calibrate'")
-    path = write_typed_onnx(model, Precision.parse(precision), output, cache, exclude)
+    table = load_table(cache) if cache is not None else None
+    path = write_typed_onnx(onnxio.load(model), Precision.parse(precision), output, table, exclude)
     click.echo(f"wrote {path}")
 
 
