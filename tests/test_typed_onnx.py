@@ -47,6 +47,16 @@ def test_half_runs_and_stays_close(case, precision, minimum, tmp_path):
     assert cosine(out, ref) >= minimum
 
 
+def test_typed_precision_is_read_from_the_graph():
+    model, feeds = CASES["conv_net"]
+    table = table_for(model, feeds)
+    assert onnxio.typed_precision(model) == "fp32"
+    assert onnxio.typed_precision(to_half(model, Precision.FP16)) == "fp16"
+    assert onnxio.typed_precision(to_half(model, Precision.BF16)) == "bf16"
+    assert onnxio.typed_precision(insert_qdq(model, table, Precision.INT8)[0]) == "int8"
+    assert onnxio.typed_precision(insert_qdq(model, table, Precision.FP8)[0]) == "fp8"
+
+
 def test_half_keeps_io_fp32_and_casts_everything_else():
     from onnx import TensorProto
 

@@ -27,12 +27,14 @@ class Group(click.Group):
             sys.exit(130)
 
 
-def _spec(spec_path, model=None, model_path=None):
+def _spec(spec_path, model_path=None):
+    """Return the spec at `spec_path`; without one, the inputs of the model at `model_path`, else None."""
+    from trtpipe import onnxio
     from trtpipe.config import load_spec, spec_from_onnx
 
     if spec_path:
         return load_spec(spec_path)
-    return spec_from_onnx(model, model_path) if model is not None else None
+    return spec_from_onnx(onnxio.load(model_path), model_path) if model_path is not None else None
 
 
 @click.group(cls=Group)
@@ -175,12 +177,11 @@ def inspect_command(path, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overrides, batch_size, limit, as_json):
     """Compare an engine or typed ONNX with the FP32 baseline; exit 0 on pass, 1 on fail."""
-    from trtpipe import data, onnxio
+    from trtpipe import data
     from trtpipe.runtime.onnxrt import OnnxRunner
-    from trtpipe.validate import compare, thresholds_for, typed_precision, write_report
+    from trtpipe.validate import compare, thresholds_for, write_report
 
-    base_model = onnxio.load(baseline)
-    spec = _spec(spec_path, base_model, baseline)
+    spec = _spec(spec_path, baseline)
     data_dir = data_dir or spec.validation
     if data_dir is None:
         raise TrtpipeError("--data DIR is needed (or a --spec with data.validation)")
@@ -195,7 +196,7 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
             raise TrtpipeError(f"--threshold {item}: write METRIC=NUMBER, e.g. cosine=0.995") from None
     if candidate.suffix == ".onnx":
         runner = OnnxRunner(candidate)
-        precision = typed_precision(onnxio.load(candidate))
+        precision = runner.precision
     else:
         from trtpipe.runtime.engine import Engine
 

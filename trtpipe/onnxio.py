@@ -72,6 +72,20 @@ def with_opset(model, minimum: int):
         ) from None
 
 
+def typed_precision(model) -> str:
+    """Return the precision a typed ONNX stands for, read from its types: 'fp32' if it is not typed."""
+    from onnx import TensorProto
+
+    types = {init.data_type for init in model.graph.initializer}
+    if any(node.op_type in ("QuantizeLinear", "DequantizeLinear") for node in model.graph.node):
+        return "fp8" if TensorProto.FLOAT8E4M3FN in types else "int8"
+    if TensorProto.BFLOAT16 in types:
+        return "bf16"
+    if TensorProto.FLOAT16 in types:
+        return "fp16"
+    return "fp32"
+
+
 def tensor_types(model) -> dict[str, int]:
     """Return the element type of every tensor whose type ONNX shape inference can tell."""
     onnx = _onnx()

@@ -43,22 +43,6 @@ def thresholds_for(precision: str, spec: ModelSpec | None = None, overrides: dic
     return result
 
 
-def typed_precision(model) -> str:
-    """Return the precision a typed ONNX stands for, read from its types."""
-    from onnx import TensorProto
-
-    types = {init.data_type for init in model.graph.initializer}
-    if TensorProto.FLOAT8E4M3FN in types:
-        return "fp8"
-    if any(n.op_type == "DequantizeLinear" for n in model.graph.node) and TensorProto.INT8 in types:
-        return "int8"
-    if TensorProto.BFLOAT16 in types:
-        return "bf16"
-    if TensorProto.FLOAT16 in types:
-        return "fp16"
-    return "fp32"
-
-
 @dataclass
 class Check:
     metric: str

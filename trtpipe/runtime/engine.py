@@ -30,18 +30,25 @@ BACKEND_MODULES = {"tensorrt": ("tensorrt", "tensorrt"), "tensorrt-rtx": ("tenso
 
 
 def check_engine_file(path: Path, info: EngineInfo, capability: tuple[int, int] | None) -> None:
-    """Raise if the engine file is not the one its sidecar describes, or not for this GPU."""
+    """Raise if the engine file is not the one its sidecar describes, or not for this GPU.
+
+    The caller has already checked the sidecar's backend: it needed it to import TensorRT.
+    """
     if not path.is_file():
         raise TrtpipeError(f"{path}: no such engine; build it with 'trtpipe build'")
     if sha256(path) != info.engine_sha256:
         raise TrtpipeError(f"{path}: the file does not match its sidecar's sha256 (truncated or replaced); rebuild the engine")
-    if info.backend not in BACKEND_MODULES:
-        raise TrtpipeError(f"{path}: built with unknown backend '{info.backend}'; rebuild the engine")
     if capability is not None and tuple(capability) != info.capability:
         raise TrtpipeError(
             f"{path}: built for {info.target} (compute capability {info.compute_capability}) but this GPU is "
             f"{capability[0]}.{capability[1]}; build with --target sm_{capability[0]}{capability[1]}"
         )
+
+
+def copy_out(views: dict) -> dict:
+    """Return finished outputs: numpy views copied out of the pinned buffers the next call reuses,
+    device arrays the caller passed in `out` as they are."""
+    return {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in views.items()}
 
 
 class ExecutionSession:
@@ -111,8 +118,7 @@ class ExecutionSession:
         with self.lock:
             views = self.launch(feeds, out)
             self.done.synchronize()
-            # Copy out of the pinned buffers: the next call reuses them.
-            return {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in views.items()}
+            return copy_out(views)
 
     def run_async(self, feeds: Mapping, out: Mapping | None = None) -> PendingResult:
         self.lock.acquire()
@@ -143,7 +149,7 @@ class PendingResult:
         if self._result is None:
             try:
                 self.session.done.synchronize()
-                self._result = {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in self.views.items()}
+                self._result = copy_out(self.views)
             finally:
                 self.session.lock.release()
         return self._result

@@ -32,8 +32,8 @@ class OnnxRunner(Runner):
         self.path = Path(path)
         self.name = self.path.name
         model = onnxio.load(self.path)
-        self.typed = _is_typed(model)
-        self.measured = not self.typed
+        self.precision = onnxio.typed_precision(model)
+        self.measured = self.precision == "fp32"  # a typed ONNX stands in for its engine
         ort.set_default_logger_severity(3)  # a CUDA provider that cannot load is not an error here
         cuda_possible = "CUDAExecutionProvider" in ort.get_available_providers() and shutil.which("nvidia-smi")
         if providers is None:
@@ -74,12 +74,3 @@ class OnnxRunner(Runner):
     def close(self) -> None:
         self.session = None
 
-
-def _is_typed(model) -> bool:
-    from onnx import TensorProto
-
-    typed_ops = {"QuantizeLinear", "DequantizeLinear"}
-    if any(node.op_type in typed_ops for node in model.graph.node):
-        return True
-    halves = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
-    return any(init.data_type in halves for init in model.graph.initializer)
