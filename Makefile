@@ -5,10 +5,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v p
 VENV := .venv
 PY := $(VENV)/bin/python
 TRTPIPE := $(VENV)/bin/trtpipe
-MODELS ?= digits efficientnet-lite0 minilm
+MODELS ?= $(or $(MODEL),digits efficientnet-lite0 minilm)  # MODEL=digits picks one
 PRECISIONS ?= fp16 int8 fp8
 BUILD := build
-export TRTPIPE_NO_PROGRESS ?=
 
 # With a GPU and full TensorRT, engines are built for this GPU and measured; otherwise
 # TensorRT-RTX builds real engines for TARGET on the CPU and validation simulates the typed ONNX.

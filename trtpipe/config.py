@@ -54,7 +54,6 @@ class ModelSpec:
     validation: Path | None = None
     labels: Path | None = None
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
-    sequence_inputs: list[str] = field(default_factory=list)
 
     def input(self, name: str) -> InputSpec:
         for spec in self.inputs:

@@ -61,7 +61,10 @@ def to_half(model, precision: Precision, keep: Iterable[str] = (), default_keep:
     types = onnxio.tensor_types(model)
     is_float = {name for name, t in types.items() if t == TensorProto.FLOAT}
     input_names = {v.name for v in graph.input}
-    output_names = {v.name for v in graph.output}
+    kept_nodes = [node_matches(node, keep) for node in graph.node]
+    # Only inputs of FP32 nodes and float32-only slots read FP32: those weights keep an FP32 copy.
+    read_as_fp32 = {name for node, kept in zip(graph.node, kept_nodes) for i, name in enumerate(node.input)
+                    if kept or i in FLOAT32_ONLY_INPUTS.get(node.op_type, ())}
     new_nodes = []
 
     def cast(src: str, dst: str, to: int):
@@ -74,12 +77,13 @@ def to_half(model, precision: Precision, keep: Iterable[str] = (), default_keep:
             renamed_inputs[value.name] = f"{value.name}__{precision}"
             new_nodes.append(cast(value.name, renamed_inputs[value.name], half))
 
-    # Initializers become half. Those feeding float32-only inputs keep an FP32 copy.
+    # Initializers become half; those read as FP32 somewhere keep an FP32 copy.
     fp32_copies = {}
     for init in graph.initializer:
         if init.data_type == TensorProto.FLOAT:
             array = numpy_helper.to_array(init)
-            fp32_copies[init.name] = numpy_helper.from_array(array, f"{init.name}__fp32")
+            if init.name in read_as_fp32:
+                fp32_copies[init.name] = numpy_helper.from_array(array, f"{init.name}__fp32")
             init.CopyFrom(_half_tensor(array, init.name, half))
     used_copies = set()
 
@@ -88,8 +92,7 @@ def to_half(model, precision: Precision, keep: Iterable[str] = (), default_keep:
         if value.name in is_float and value.name not in input_names:
             renamed_outputs[value.name] = f"{value.name}__{precision}"
 
-    for node in graph.node:
-        kept = node_matches(node, keep)
+    for node, kept in zip(graph.node, kept_nodes):
         fp32_slots = FLOAT32_ONLY_INPUTS.get(node.op_type, ())
         for i, name in enumerate(node.input):
             if name not in is_float:
