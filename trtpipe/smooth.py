@@ -1,0 +1,106 @@
+"""SmoothQuant: move activation outliers into the weights before INT8 quantization.
+
+Transformer activations have a few channels far larger than the rest, so one per-tensor INT8
+scale wastes most of its levels on them. For a MatMul x @ W, dividing x's channel j by s_j and
+multiplying W's row j by s_j leaves the product unchanged in FP32 and evens out x's channels:
+s_j = max|x_j|^alpha / max|W_j|^(1 - alpha) (Xiao et al., 2023). The division is a Mul in front
+of the layer, which TensorRT fuses into the quantize; the FP32 graph stays equivalent, so
+calibration and Q/DQ insertion run on it unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+import numpy as np
+
+from calibrators.collect import exposing_session
+from calibrators.graph import constant_names
+from trtpipe.errors import TrtpipeError
+
+DEFAULT_ALPHA = 0.5
+
+
+def smoothable_layers(model) -> dict[str, list]:
+    """Return {activation: [MatMul nodes reading it with a 2-D float weight]}."""
+    from onnx import TensorProto
+
+    constants = constant_names(model)
+    weights = {init.name: init for init in model.graph.initializer}
+    layers: dict[str, list] = {}
+    for node in model.graph.node:
+        if node.op_type != "MatMul" or node.input[0] in constants:
+            continue
+        weight = weights.get(node.input[1])
+        if weight is not None and len(weight.dims) == 2 and weight.data_type == TensorProto.FLOAT:
+            layers.setdefault(node.input[0], []).append(node)
+    return layers
+
+
+def channel_amax(model, tensors: list[str], batches: Iterable[Mapping[str, np.ndarray]],
+                 on_batch: Callable[[int], None] | None = None) -> dict[str, np.ndarray]:
+    """Return max |x| per last-axis channel of each tensor over every batch."""
+    session = exposing_session(model, tensors)
+    amax: dict[str, np.ndarray] = {}
+    for batch in batches:
+        for name, value in zip(tensors, session.run(tensors, dict(batch))):
+            per_channel = np.abs(value.reshape(-1, value.shape[-1])).max(axis=0)
+            amax[name] = np.maximum(amax[name], per_channel) if name in amax else per_channel
+        if on_batch is not None:
+            on_batch(len(next(iter(batch.values()))))
+    return amax
+
+
+def smooth_scales(x_amax: np.ndarray, w_amax: np.ndarray, alpha: float) -> np.ndarray:
+    """Return s per channel; 1 where a channel is all zero in x or W (nothing to balance)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = x_amax ** alpha / w_amax ** (1.0 - alpha)
+    return np.where((x_amax > 0) & (w_amax > 0) & np.isfinite(s), s, 1.0).astype(np.float32)
+
+
+def smooth(model, batches: Iterable[Mapping[str, np.ndarray]], alpha: float = DEFAULT_ALPHA,
+           on_batch: Callable[[int], None] | None = None):
+    """Return a copy of the FP32 `model` with SmoothQuant scales folded in, and the activations smoothed."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    if not 0.0 <= alpha <= 1.0:
+        raise TrtpipeError(f"--alpha {alpha}: SmoothQuant's alpha is between 0 and 1 (0.5 is usual; more moves more into the weights)")
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    layers = smoothable_layers(model)
+    if not layers:
+        raise TrtpipeError("nothing to smooth: the model has no MatMul with a 2-D float weight; quantize it without smoothing")
+    amax = channel_amax(model, list(layers), batches, on_batch)
+    weights = {init.name: init for init in model.graph.initializer}
+    readers: dict[str, int] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+
+    position = {node.output[0]: i for i, node in enumerate(model.graph.node)}
+    divide_nodes = {}  # index of the activation's first smoothed reader -> the Mul to run before it
+    for activation, nodes in layers.items():
+        arrays = [numpy_helper.to_array(weights[n.input[1]]) for n in nodes]
+        if any(a.shape[0] != amax[activation].shape[0] for a in arrays):
+            continue  # the weight's rows are not the activation's channels (a broadcast MatMul)
+        s = smooth_scales(amax[activation], np.max([np.abs(a).max(axis=1) for a in arrays], axis=0), alpha)
+        smoothed = f"{activation}__smoothed"
+        model.graph.initializer.append(numpy_helper.from_array((1.0 / s).astype(np.float32), f"{activation}__smooth_inverse"))
+        divide_nodes[position[nodes[0].output[0]]] = helper.make_node(
+            "Mul", [activation, f"{activation}__smooth_inverse"], [smoothed], name=f"{activation}/SmoothQuant")
+        for node, array in zip(nodes, arrays):
+            scaled = numpy_helper.from_array((array * s[:, None]).astype(np.float32), node.input[1])
+            if readers[node.input[1]] == 1:
+                weights[node.input[1]].CopyFrom(scaled)
+            else:  # shared with a layer that is not smoothed the same way: give this one its own copy
+                scaled.name = f"{node.input[1]}__smoothed_{len(model.graph.initializer)}"
+                model.graph.initializer.append(scaled)
+                node.input[1] = scaled.name
+            node.input[0] = smoothed
+    nodes = list(model.graph.node)
+    del model.graph.node[:]
+    for i, node in enumerate(nodes):
+        if i in divide_nodes:
+            model.graph.node.append(divide_nodes[i])
+        model.graph.node.append(node)
+    return model, [node.input[0] for node in divide_nodes.values()]
