@@ -49,20 +49,28 @@ lint: $(VENV)/.test
 	$(VENV)/bin/ruff check trtpipe calibrators models tests scripts
 
 # ---- the pipeline, per model and precision -------------------------------------------------
-# build/M/M.onnx -> build/M/M.cache -> build/M/M.P.onnx + M.P.SM.engine -> build/M/reports/M.P.json
+# build/M/M.onnx -> build/M/M.P.cache -> build/M/M.P.onnx + M.P.SM.engine -> build/M/reports/M.P.json
+# INT8 of a model whose spec sets [quantize] smooth calibrates and builds from build/M/smoothed/M.onnx.
+
+smooths = $(shell grep -qs '^smooth *=' models/$(1)/model.toml && echo yes)
+source = $(BUILD)/$(1)/$(if $(and $(filter int8,$(2)),$(call smooths,$(1))),smoothed/)$(1).onnx
+cache = $(if $(filter int8 fp8,$(2)),$(BUILD)/$(1)/$(1).$(2).cache)
 
 define MODEL_RULES
-$(BUILD)/$(1)/$(1).onnx: models/$(1)/export.py models/$(1)/model.toml $(VENV)/.demo
+$(BUILD)/$(1)/$(1).onnx: models/$(1)/export.py $(VENV)/.demo
 	$(PY) models/$(1)/export.py -o $$@
 
-$(BUILD)/$(1)/$(1).cache: $(BUILD)/$(1)/$(1).onnx models/$(1)/model.toml
-	$(TRTPIPE) calibrate $$< --spec models/$(1)/model.toml -o $$@
+$(BUILD)/$(1)/smoothed/$(1).onnx: $(BUILD)/$(1)/$(1).onnx models/$(1)/model.toml
+	$(TRTPIPE) smooth $$< --spec models/$(1)/model.toml -o $$@
 endef
 
 define ENGINE_RULES
-$(BUILD)/$(1)/$(1).$(2).$(SM).engine: $(BUILD)/$(1)/$(1).onnx $(BUILD)/$(1)/$(1).cache
+$(BUILD)/$(1)/$(1).$(2).cache: $(call source,$(1),$(2)) models/$(1)/model.toml
+	$(TRTPIPE) calibrate $$< --precision $(2) --spec models/$(1)/model.toml -o $$@
+
+$(BUILD)/$(1)/$(1).$(2).$(SM).engine: $(call source,$(1),$(2)) $(call cache,$(1),$(2)) models/$(1)/model.toml
 	$(TRTPIPE) build $$< --precision $(2) --target $(TARGET) --backend $(BACKEND) --spec models/$(1)/model.toml \
-		--cache $(BUILD)/$(1)/$(1).cache -o $(BUILD)/$(1)
+		$(if $(call cache,$(1),$(2)),--cache $(call cache,$(1),$(2))) -o $(BUILD)/$(1)
 
 $(BUILD)/$(1)/reports/$(1).$(2).json: $(BUILD)/$(1)/$(1).$(2).$(SM).engine
 	@mkdir -p $(BUILD)/$(1)/reports

@@ -27,6 +27,16 @@ class Group(click.Group):
             sys.exit(130)
 
 
+def _spec_exclude(spec_path) -> list[str]:
+    return _spec(spec_path).exclude if spec_path else []
+
+
+def _data_dir(given, from_spec, kind: str):
+    if given is None and from_spec is None:
+        raise TrtpipeError(f"--data DIR is needed (or a --spec with data.{kind})")
+    return given or from_spec
+
+
 def _spec(spec_path, model_path=None):
     """Return the spec at `spec_path`; without one, the inputs of the model at `model_path`, else None."""
     from trtpipe import onnxio
@@ -76,15 +86,17 @@ def plan(target_text, backend_name, as_json):
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--precision", type=click.Choice(["fp16", "bf16", "int8", "fp8"]), required=True)
 @click.option("--cache", type=click.Path(path_type=Path), help="calibration cache (int8, fp8)")
-@click.option("--exclude", multiple=True, help="node name, regex or op type to keep unquantized (repeatable)")
+@click.option("--exclude", multiple=True, help="node name, regex or op type to keep unquantized (repeatable); default: the spec's")
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: [quantize] exclude comes from it")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
-def quantize(model, precision, cache, exclude, output):
+def quantize(model, precision, cache, exclude, spec_path, output):
     """Write the typed ONNX for a precision (FP16/BF16 casts or INT8/FP8 Q/DQ)."""
     from trtpipe import onnxio
     from trtpipe.build import load_table, write_typed_onnx
     from trtpipe.targets import Precision
 
     table = load_table(cache) if cache is not None else None
+    exclude = list(exclude) or _spec_exclude(spec_path)
     path = write_typed_onnx(onnxio.load(model), Precision.parse(precision), output, table, exclude)
     click.echo(f"wrote {path}")
 
@@ -92,9 +104,38 @@ def quantize(model, precision, cache, exclude, output):
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
-@click.option("--method", type=click.Choice(["entropy", "max", "percentile", "mse"]), default="entropy", show_default=True)
+@click.option("--alpha", type=float, help="how much of the outliers moves into the weights, 0..1; default: the spec's [quantize] smooth, else 0.5")
+@click.option("--batch-size", type=int, default=16, show_default=True)
+@click.option("--limit", type=int, help="use at most N samples")
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
+    """Write an FP32 ONNX with SmoothQuant scales folded in; calibrate and build from it for INT8."""
+    from trtpipe import data, onnxio
+    from trtpipe.progress import progress_bar
+    from trtpipe.smooth import DEFAULT_ALPHA
+    from trtpipe.smooth import smooth as run
+
+    spec = _spec(spec_path, model)
+    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    alpha = alpha if alpha is not None else spec.smooth if spec.smooth is not None else DEFAULT_ALPHA
+    graph = onnxio.load(model)
+    batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
+    with progress_bar(data.count_samples(data_dir, limit), f"smoothing {Path(model).name}", "samples") as bar, \
+            data.model_runs_on(data_dir):
+        smoothed, activations = run(graph, batches, alpha, on_batch=bar.update)
+    onnxio.save(smoothed, output)
+    click.echo(f"wrote {output} ({len(activations)} activations smoothed, alpha {alpha:g})")
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
+@click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True,
+              help="what the scales are for: picks the default method and the grid")
+@click.option("--method", type=click.Choice(["entropy", "max", "percentile", "mse"]),
+              help="default: entropy for int8 (TensorRT's), max for fp8 (its range needs no clipping)")
 @click.option("--percentile", type=float, default=99.99, show_default=True)
-@click.option("--grid", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True, help="grid MSE measures against")
 @click.option("--batch-size", type=int, default=16, show_default=True)
 @click.option("--limit", type=int, help="use at most N samples")
 @click.option("--shuffle/--no-shuffle", default=False, help="shuffle file order (with --seed)")
@@ -102,16 +143,15 @@ def quantize(model, precision, cache, exclude, output):
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
 @click.option("--force", is_flag=True, help="recalibrate even if the cache is up to date")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
-def calibrate(model, data_dir, method, percentile, grid, batch_size, limit, shuffle, seed, spec_path, force, output):
+def calibrate(model, data_dir, precision, method, percentile, batch_size, limit, shuffle, seed, spec_path, force, output):
     """Calibrate on a data directory and write a TensorRT calibration cache."""
-    from trtpipe.calibrate import CalibrationOptions
+    from trtpipe.calibrate import DEFAULT_METHOD, CalibrationOptions
     from trtpipe.calibrate import calibrate as run
 
     spec = _spec(spec_path)
-    data_dir = data_dir or (spec.calibration if spec else None)
-    if data_dir is None:
-        raise TrtpipeError("--data DIR is needed (or a --spec with data.calibration)")
-    options = CalibrationOptions(method, batch_size, limit, shuffle, seed, percentile=percentile, grid=grid)
+    data_dir = _data_dir(data_dir, spec.calibration if spec else None, "calibration")
+    method = method or DEFAULT_METHOD[precision]
+    options = CalibrationOptions(method, batch_size, limit, shuffle, seed, percentile=percentile, grid=precision)
     table, fresh = run(model, data_dir, output, options, spec, force=force)
     click.echo(f"{'wrote' if fresh else 'up to date:'} {output} ({len(table.amax)} tensors, {table.header})")
 
@@ -128,7 +168,7 @@ def calibrate(model, data_dir, method, percentile, grid, batch_size, limit, shuf
 @click.option("--timing-cache", type=click.Path(path_type=Path))
 @click.option("--calibration", type=click.Choice(["explicit", "implicit"]), default="explicit", show_default=True)
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="implicit calibration data")
-@click.option("--exclude", multiple=True, help="node name, regex or op type to keep in higher precision")
+@click.option("--exclude", multiple=True, help="node name, regex or op type to keep in higher precision; default: the spec's")
 @click.option("--verbose", is_flag=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
 def build(model, precisions, target_text, backend_name, cache, shapes, spec_path, timing_cache, calibration,
@@ -142,7 +182,8 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     all_shapes = parse_shapes([f"{k}:{v}" for k, v in (spec.shapes if spec else {}).items()], "--spec shapes")
     all_shapes.update(parse_shapes(shapes))
     options = BuildOptions(target=Target.parse(target_text), backend=backend_name, cache=cache, shapes=all_shapes,
-                           timing_cache=timing_cache, calibration=calibration, exclude=list(exclude),
+                           timing_cache=timing_cache, calibration=calibration,
+                           exclude=list(exclude) or (spec.exclude if spec else []),
                            calibration_data=data_dir, spec=spec, verbose=verbose)
 
     def report(result):
@@ -182,9 +223,7 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
     from trtpipe.validate import compare, thresholds_for, write_report
 
     spec = _spec(spec_path, baseline)
-    data_dir = data_dir or spec.validation
-    if data_dir is None:
-        raise TrtpipeError("--data DIR is needed (or a --spec with data.validation)")
+    data_dir = _data_dir(data_dir, spec.validation, "validation")
     labels = labels or spec.labels
     label_map = data.read_labels(labels) if labels else None
     parsed = {}

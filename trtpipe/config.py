@@ -54,6 +54,8 @@ class ModelSpec:
     validation: Path | None = None
     labels: Path | None = None
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
+    smooth: float | None = None  # SmoothQuant alpha for INT8 ('trtpipe smooth'); None: not smoothed
+    exclude: list[str] = field(default_factory=list)  # nodes kept out of INT8/FP8 when --exclude is not given
 
     def input(self, name: str) -> InputSpec:
         for spec in self.inputs:
@@ -89,6 +91,8 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
             if preprocess.color not in ("RGB", "BGR", "L") or preprocess.layout not in ("NCHW", "NHWC"):
                 raise ValueError("preprocess: color is RGB, BGR or L and layout is NCHW or NHWC")
         data = raw.get("data", {})
+        quantize = raw.get("quantize", {})
+        smooth = quantize.get("smooth")
 
         def rel(key):
             return (root / data[key]).resolve() if key in data else None
@@ -98,6 +102,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
             preprocess=preprocess, shapes=dict(raw.get("shapes", {})), calibration=rel("calibration"),
             validation=rel("validation"), labels=rel("labels"),
             thresholds={k: dict(v) for k, v in raw.get("thresholds", {}).items()},
+            smooth=float(smooth) if smooth is not None else None, exclude=[str(e) for e in quantize.get("exclude", [])],
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TrtpipeError(f"--spec {path}: {exc}; see models/digits/model.toml for the format") from None

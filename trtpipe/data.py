@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from collections.abc import Iterator
@@ -173,3 +174,16 @@ def read_labels(path: str | os.PathLike) -> dict[str, int]:
             raise TrtpipeError(f"--labels {path}: line {number} is not '<sample id> <class>'; fix it")
         labels[parts[0]] = int(parts[1])
     return labels
+
+
+@contextlib.contextmanager
+def model_runs_on(directory: str | os.PathLike):
+    """Turn ONNX Runtime's rejection of the data (wrong shape or dtype) into a one-line error."""
+    try:
+        yield
+    except TrtpipeError:
+        raise
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise TrtpipeError(f"--data {directory}: the model cannot run on this data ({first}); "
+                           "check shapes and dtypes against the model or --spec") from None

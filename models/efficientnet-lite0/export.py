@@ -2,6 +2,9 @@
 
 Calibration and validation images are crops and flips of the real photos that scikit-image,
 scikit-learn and matplotlib ship, made deterministically: different crops for the two sets.
+Only photos of things ImageNet has classes for are used. On micrographs, star fields and textures
+FP32's own top-1 is a near tie (median top-1 probability 0.24, measured): half a grey level of noise
+flipped 6% of its answers, so top-1 agreement there measured noise, not quantization.
 """
 
 from __future__ import annotations
@@ -27,8 +30,7 @@ def source_photos() -> list[np.ndarray]:
     from sklearn.datasets import load_sample_images
 
     photos = []
-    for name in ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "immunohistochemistry",
-                 "retina", "camera", "coins", "horse", "moon", "grass", "gravel", "brick"):
+    for name in ("astronaut", "chelsea", "coffee", "rocket", "camera", "coins"):
         image = np.asarray(getattr(skimage.data, name)())
         if image.dtype == bool:
             image = image.astype(np.uint8) * 255
@@ -51,7 +53,7 @@ def write_set(directory: Path, seed: int) -> None:
         for i in range(SAMPLES_PER_SET):
             photo = photos[i % len(photos)]
             h, w = photo.shape[:2]
-            side = int(min(h, w) * rng.uniform(0.4, 1.0))
+            side = int(min(h, w) * rng.uniform(0.5, 1.0))
             top, left = rng.integers(0, h - side + 1), rng.integers(0, w - side + 1)
             crop = Image.fromarray(photo[top:top + side, left:left + side]).resize((256, 256), Image.BICUBIC)
             if rng.random() < 0.5:

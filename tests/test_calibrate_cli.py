@@ -1,0 +1,59 @@
+"""`trtpipe calibrate` end to end: methods per precision, the cache's header, freshness, --spec exclude."""
+
+import numpy as np
+import onnx
+from models import mlp, save
+
+from calibrators.cache import read_cache
+
+
+def _data(directory, seed=0, samples=48):
+    directory.mkdir(exist_ok=True)
+    x = np.random.default_rng(seed).normal(0, 1, (samples, 16)).astype(np.float32)
+    for i in range(0, samples, 16):
+        np.save(directory / f"{i:03d}.npy", x[i:i + 16])
+    return x
+
+
+def test_precision_picks_the_method_and_the_header_says_it(tmp_path, cli):
+    model = save(mlp(batch="N"), tmp_path / "mlp.onnx")
+    x = _data(tmp_path / "data")
+    for precision, header in (("int8", "EntropyCalibration2"), ("fp8", "MinMaxCalibration")):
+        cache = tmp_path / f"{precision}.cache"
+        code, out, err = cli("calibrate", model, "--data", tmp_path / "data", "--precision", precision, "-o", cache)
+        assert code == 0, err
+        assert cache.read_text().splitlines()[0].endswith(header)
+    # max calibration's amax is the largest |x| seen; entropy clips below it
+    assert read_cache(tmp_path / "fp8.cache").amax["x"] == np.abs(x).max()
+    assert read_cache(tmp_path / "int8.cache").amax["x"] < np.abs(x).max()
+
+    code, _, err = cli("calibrate", model, "--data", tmp_path / "data", "--method", "percentile", "-o", tmp_path / "p.cache")
+    assert code == 0, err
+    assert (tmp_path / "p.cache").read_text().startswith("TRT-101300-PercentileCalibration")
+
+
+def test_a_fresh_cache_is_reused_and_a_stale_one_recalibrated(tmp_path, cli):
+    model = save(mlp(batch="N"), tmp_path / "mlp.onnx")
+    _data(tmp_path / "data")
+    cache = tmp_path / "mlp.cache"
+    args = ("calibrate", model, "--data", tmp_path / "data", "-o", cache)
+    assert cli(*args)[1].startswith("wrote")
+    assert cli(*args)[1].startswith("up to date")
+    np.save(tmp_path / "data" / "999.npy", np.full((16, 16), 7.0, np.float32))  # new data
+    assert cli(*args)[1].startswith("wrote")
+    assert cli(*args, "--method", "max")[1].startswith("wrote")  # other options
+    assert cli(*args, "--method", "max", "--force")[1].startswith("wrote")
+
+
+def test_quantize_takes_the_exclude_list_from_the_spec(tmp_path, cli):
+    model = save(mlp(batch="N"), tmp_path / "mlp.onnx")
+    _data(tmp_path / "data")
+    assert cli("calibrate", model, "--data", tmp_path / "data", "-o", tmp_path / "c.cache")[0] == 0
+    spec = tmp_path / "model.toml"
+    spec.write_text('name = "mlp"\n[[inputs]]\nname = "x"\nshape = [-1, 16]\n[quantize]\nexclude = ["fc1"]\n')
+    code, _, err = cli("quantize", model, "--precision", "int8", "--cache", tmp_path / "c.cache", "--spec", spec,
+                       "-o", tmp_path / "q.onnx")
+    assert code == 0, err
+    nodes = onnx.load(str(tmp_path / "q.onnx")).graph.node
+    fc = {n.name: n for n in nodes if n.op_type == "MatMul"}
+    assert fc["fc0"].input[1].endswith("__dq") and fc["fc1"].input[1] == "w1"
