@@ -29,16 +29,17 @@ from trtpipe.runtime.sidecar import EngineInfo, read_sidecar
 BACKEND_MODULES = {"tensorrt": ("tensorrt", "tensorrt"), "tensorrt-rtx": ("tensorrt_rtx", "rtx")}
 
 
-def check_engine_file(path: Path, info: EngineInfo, capability: tuple[int, int] | None) -> None:
-    """Raise if the engine file is not the one its sidecar describes, or not for this GPU.
-
-    The caller has already checked the sidecar's backend: it needed it to import TensorRT.
-    """
+def check_engine_file(path: Path, info: EngineInfo) -> None:
+    """Raise if the engine file is missing or not the one its sidecar describes (truncated, replaced)."""
     if not path.is_file():
         raise TrtpipeError(f"{path}: no such engine; build it with 'trtpipe build'")
     if sha256(path) != info.engine_sha256:
         raise TrtpipeError(f"{path}: the file does not match its sidecar's sha256 (truncated or replaced); rebuild the engine")
-    if capability is not None and tuple(capability) != info.capability:
+
+
+def check_capability(path: Path, info: EngineInfo, capability: tuple[int, int]) -> None:
+    """Raise if the engine was built for another GPU than one of compute capability `capability`."""
+    if tuple(capability) != info.capability:
         raise TrtpipeError(
             f"{path}: built for {info.target} (compute capability {info.compute_capability}) but this GPU is "
             f"{capability[0]}.{capability[1]}; build with --target sm_{capability[0]}{capability[1]}"
@@ -166,13 +167,14 @@ class Engine(Runner):
         self.info = read_sidecar(self.path)
         if self.info.backend not in BACKEND_MODULES:
             raise TrtpipeError(f"{self.path}: built with unknown backend '{self.info.backend}'; rebuild the engine")
+        check_engine_file(self.path, self.info)  # before anything needs TensorRT or a GPU
         module, extra = BACKEND_MODULES[self.info.backend]
         trt = require(module, extra, f"running {self.info.backend} engines")
         if getattr(trt, "__version__", None) != self.info.backend_version:
             raise TrtpipeError(f"{self.path}: built with {self.info.backend} {self.info.backend_version}, this machine has "
                                f"{getattr(trt, '__version__', '?')}; rebuild the engine here or install that version")
         self.ctx = CudaContext(device)
-        check_engine_file(self.path, self.info, self.ctx.capability)
+        check_capability(self.path, self.info, self.ctx.capability)
         self.trt = trt
         with self.ctx:
             self.logger = trt.Logger(trt.Logger.VERBOSE if verbose else trt.Logger.ERROR)

@@ -1,0 +1,111 @@
+"""`trtpipe validate` and the ONNX Runtime runner: exit codes, reports, thresholds, input checks."""
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from models import mlp, save
+
+from trtpipe.config import load_spec
+from trtpipe.errors import TrtpipeError
+from trtpipe.runtime.onnxrt import OnnxRunner
+from trtpipe.validate import DEFAULT_THRESHOLDS, thresholds_for
+
+
+@pytest.fixture
+def workdir(tmp_path, cli):
+    """An FP32 MLP, its FP16 and INT8 typed ONNX, and 64 samples of data."""
+    save(mlp(batch="N"), tmp_path / "mlp.onnx")
+    (tmp_path / "data").mkdir()
+    x = np.random.default_rng(0).normal(0, 1, (64, 16)).astype(np.float32)
+    for i in range(0, 64, 16):
+        np.save(tmp_path / "data" / f"{i:02d}.npy", x[i:i + 16])
+    assert cli("calibrate", tmp_path / "mlp.onnx", "--data", tmp_path / "data", "-o", tmp_path / "mlp.cache")[0] == 0
+    for precision in ("fp16", "int8"):
+        code, _, err = cli("quantize", tmp_path / "mlp.onnx", "--precision", precision, "--cache", tmp_path / "mlp.cache",
+                           "-o", tmp_path / f"mlp.{precision}.onnx")
+        assert code == 0, err
+    return tmp_path
+
+
+def test_onnx_runner_matches_onnxruntime_and_reads_precision(workdir):
+    x = np.random.default_rng(1).normal(0, 1, (5, 16)).astype(np.float32)
+    want = ort.InferenceSession(str(workdir / "mlp.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    with OnnxRunner(workdir / "mlp.onnx") as runner:
+        assert (runner.precision, runner.measured) == ("fp32", True)
+        assert [(i.name, i.dtype, i.shape) for i in runner.inputs] == [("x", "float32", (-1, 16))]
+        np.testing.assert_array_equal(runner({"x": x})["probs"], want)
+        np.testing.assert_array_equal(runner([x])["probs"], want)  # a list in input order
+    for precision in ("fp16", "int8"):
+        with OnnxRunner(workdir / f"mlp.{precision}.onnx") as runner:
+            assert (runner.precision, runner.measured) == (precision, False)
+            np.testing.assert_allclose(runner({"x": x})["probs"], want, atol=0.05)
+
+
+@pytest.mark.parametrize("feeds,message", [
+    ({"x": np.zeros((2, 15), np.float32)}, "has shape [2, 15], the model takes [-1, 16]"),
+    ({"x": np.zeros((2, 16), np.float64)}, "is float64, the model takes float32"),
+    ({"y": np.zeros((2, 16), np.float32)}, "do not match the model's ['x']"),
+    ([np.zeros((2, 16), np.float32)] * 2, "got 2 inputs, the model takes 1"),
+])
+def test_runner_rejects_wrong_inputs(workdir, feeds, message):
+    with OnnxRunner(workdir / "mlp.onnx") as runner, pytest.raises(TrtpipeError, match=None) as error:
+        runner(feeds)
+    assert message in str(error.value) and "mlp.onnx" in str(error.value)
+
+
+def test_validate_passes_writes_the_report_and_says_simulated(workdir, cli):
+    code, out, err = cli("validate", workdir / "mlp.fp16.onnx", "--baseline", workdir / "mlp.onnx",
+                         "--data", workdir / "data", "--report", workdir / "report", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["passed"] and report["precision"] == "fp16" and report["samples"] == 64
+    assert report["mode"] == "simulated" and report["measured"] is False
+    assert report["thresholds"] == DEFAULT_THRESHOLDS["fp16"]
+    assert report["outputs"]["probs"]["cosine"] > 0.9999
+    assert json.loads((workdir / "report" / "mlp.fp16.onnx.json").read_text()) == report
+    markdown = (workdir / "report" / "mlp.fp16.onnx.md").read_text()
+    assert "simulated" in markdown and "| probs | cosine |" in markdown and "**PASS**" in markdown
+    assert (workdir / "report" / "mlp.fp16.onnx.probs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_validate_exit_code_1_when_a_threshold_fails(workdir, cli):
+    # INT8 of this MLP reaches a cosine near 0.999; asking for 0.99999 must fail, and say which check did.
+    code, out, _ = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx",
+                       "--data", workdir / "data", "--threshold", "cosine=0.99999", "--json")
+    report = json.loads(out)
+    assert code == 1 and not report["passed"]
+    failed = [c for c in report["checks"] if not c["passed"]]
+    assert [(c["metric"], c["minimum"]) for c in failed] == [("cosine", 0.99999)]
+    assert 0.99 < failed[0]["value"] < 0.99999
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--data", "missing"], "missing"),
+    (["--threshold", "cosine=high"], "METRIC=NUMBER"),
+    (["--threshold", "speed=1"], "unknown metric"),
+])
+def test_validate_bad_input_exit_code_2(workdir, cli, args, needle):
+    args = [a if a != "missing" else workdir / "missing" for a in args]
+    if "--data" not in args:
+        args += ["--data", workdir / "data"]
+    code, _, err = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", *args)
+    assert code == 2 and needle in err and "Traceback" not in err
+
+
+def test_validate_rejects_data_of_the_wrong_shape(workdir, cli):
+    (workdir / "wide").mkdir()
+    np.save(workdir / "wide" / "0.npy", np.zeros((4, 17), np.float32))
+    code, _, err = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "wide")
+    assert code == 2 and "0.npy" in err
+
+
+def test_thresholds_defaults_then_spec_then_command_line(tmp_path):
+    spec_path = tmp_path / "model.toml"
+    spec_path.write_text('name = "m"\n[thresholds.int8]\ncosine = 0.995\ntop5_agreement = 0.97\n')
+    spec = load_spec(spec_path)
+    assert thresholds_for("int8") == {"cosine": 0.99, "top1_agreement": 0.98}
+    assert thresholds_for("int8", spec) == {"cosine": 0.995, "top1_agreement": 0.98, "top5_agreement": 0.97}
+    assert thresholds_for("int8", spec, {"cosine": 0.9})["cosine"] == 0.9
+    assert thresholds_for("fp16", spec) == DEFAULT_THRESHOLDS["fp16"]
