@@ -24,7 +24,7 @@ SM ?= $(subst _,,$(TARGET))
 CANDIDATE = onnx
 endif
 
-.PHONY: all demo test lint engines validate clean bench-copies wheelhouse venv
+.PHONY: all demo test lint engines validate clean bench-copies bench-calibrate wheelhouse venv
 all: demo
 
 $(VENV)/.created:
@@ -94,6 +94,10 @@ validate: $(REPORTS)
 
 demo: $(REPORTS)
 	@$(TRTPIPE) summary --no-fail $(REPORTS)
+
+# trtpipe's entropy calibration against ONNX Runtime's on 1,000 and 10,000 real digits, in one run.
+bench-calibrate: $(BUILD)/digits/digits.onnx
+	$(PY) scripts/bench_calibrate.py
 
 # GPU host only: the runtime's copies against torch's, in one run.
 bench-copies: $(VENV)/.test
