@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SDIST_ONLY = ["pycuda"]  # compiled on the GPU host against its CUDA
-BUILD_TOOLS = ["setuptools", "wheel", "numpy"]  # pycuda's build needs them, offline too
+BUILD_TOOLS = ["setuptools", "wheel", "numpy"]  # pycuda's isolated build needs them, offline too
 
 
 def pip_download(args: list[str], out: Path) -> None:
@@ -48,12 +48,12 @@ def main() -> None:
     script = out / "install.sh"
     script.write_text(
         "#!/usr/bin/env bash\n"
-        "# Installs trtpipe[gpu] from this directory without internet. pycuda compiles here against the local CUDA\n"
-        "# (set CUDA_ROOT if nvcc is not on PATH).\n"
+        "# Installs trtpipe[gpu] from this directory without internet; arguments go to pip (e.g. --target DIR).\n"
+        "# pycuda compiles here against the local CUDA (set CUDA_ROOT if nvcc is not on PATH), in pip's\n"
+        "# isolated build environment made from this directory, so the host's own setuptools stay as they are.\n"
         "set -euo pipefail\nhere=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\n"
-        "python3 -m pip install --no-index --find-links \"$here\" setuptools wheel numpy\n"
-        "python3 -m pip install --no-index --find-links \"$here\" --no-build-isolation pycuda\n"
-        "python3 -m pip install --no-index --find-links \"$here\" 'trtpipe[gpu]'\n"
+        "python3 -m pip install --no-index --find-links \"$here\" \"$@\" pycuda\n"
+        "python3 -m pip install --no-index --find-links \"$here\" \"$@\" 'trtpipe[gpu]'\n"
     )
     script.chmod(0o755)
     print(f"wheelhouse: {len(list(out.iterdir()))} files in {out}; install with {script}")
