@@ -27,12 +27,12 @@ class StreamingHistogram:
         return np.arange(len(self.counts) + 1, dtype=np.float64) * self.width
 
     def update(self, x: np.ndarray) -> None:
-        magnitudes = np.abs(np.asarray(x, dtype=np.float32).ravel())
+        magnitudes = np.abs(np.asarray(x, dtype=np.float32).ravel())  # a fresh array: the steps below reuse it
         if magnitudes.size == 0:
             return
-        if not np.isfinite(magnitudes).all():
-            raise ValueError("the tensor holds NaN or infinity")
         batch_max = float(magnitudes.max())
+        if not math.isfinite(batch_max):  # max propagates NaN and infinity
+            raise ValueError("the tensor holds NaN or infinity")
         self.total += magnitudes.size
         self.max = max(self.max, batch_max)
         if self.width is None:
@@ -47,7 +47,11 @@ class StreamingHistogram:
             self.counts = np.concatenate([self.counts, np.zeros(needed - len(self.counts), np.int64)])
         # Bins are closed on the right, (a, b], so each batch's max lands in a bin of its own
         # and streaming gives exactly the one-shot counts; zero goes to bin 0.
-        index = np.clip(np.ceil(magnitudes / np.float32(self.width)).astype(np.int64) - 1, 0, len(self.counts) - 1)
+        np.divide(magnitudes, np.float32(self.width), out=magnitudes)
+        np.ceil(magnitudes, out=magnitudes)
+        index = magnitudes.astype(np.int64)
+        index -= 1
+        np.clip(index, 0, len(self.counts) - 1, out=index)
         self.counts += np.bincount(index, minlength=len(self.counts))
 
     @property
