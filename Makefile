@@ -42,7 +42,7 @@ $(VENV)/.demo: pyproject.toml $(VENV)/.test
 
 venv: $(VENV)/.demo
 
-test: $(VENV)/.test
+test: lint
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.test

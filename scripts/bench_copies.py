@@ -72,8 +72,8 @@ def main() -> None:
         buffer.free()
     print(f"GPU: {ctx.name}; {args.mib} MiB per copy; median of {args.repeats}")
     print(f"{'path':26} {'trtpipe GB/s':>13} {'torch GB/s':>11} {'ratio':>6}")
-    for path in ours:
-        print(f"{path:26} {gb / ours[path]:13.1f} {gb / theirs[path]:11.1f} {theirs[path] / ours[path]:6.2f}")
+    for path, seconds in ours.items():
+        print(f"{path:26} {gb / seconds:13.1f} {gb / theirs[path]:11.1f} {theirs[path] / seconds:6.2f}")
     ctx.release()
 
 

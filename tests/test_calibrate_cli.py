@@ -2,9 +2,9 @@
 
 import numpy as np
 import onnx
-from models import mlp, save
 
 from calibrators.cache import read_cache
+from models import mlp, save
 
 
 def _data(directory, seed=0, samples=48):
@@ -20,7 +20,7 @@ def test_precision_picks_the_method_and_the_header_says_it(tmp_path, cli):
     x = _data(tmp_path / "data")
     for precision, header in (("int8", "EntropyCalibration2"), ("fp8", "MinMaxCalibration")):
         cache = tmp_path / f"{precision}.cache"
-        code, out, err = cli("calibrate", model, "--data", tmp_path / "data", "--precision", precision, "-o", cache)
+        code, _, err = cli("calibrate", model, "--data", tmp_path / "data", "--precision", precision, "-o", cache)
         assert code == 0, err
         assert cache.read_text().splitlines()[0].endswith(header)
     # max calibration's amax is the largest |x| seen; entropy clips below it

@@ -5,8 +5,8 @@ import json
 
 import pytest
 from conftest import needs_rtx
-from models import dynamic_mlp, save
 
+from models import dynamic_mlp, save
 from trtpipe.build import BuildOptions, build, parse_shapes
 from trtpipe.errors import TrtpipeError
 from trtpipe.runtime.engine import check_capability, check_engine_file

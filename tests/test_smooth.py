@@ -2,8 +2,9 @@
 
 import numpy as np
 import onnxruntime as ort
-from models import mlp, save
 from onnx import numpy_helper
+
+from models import mlp, save
 
 
 def _outlier_data(directory, rng, samples=64):

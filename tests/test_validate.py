@@ -5,8 +5,8 @@ import json
 import numpy as np
 import onnxruntime as ort
 import pytest
-from models import mlp, save
 
+from models import mlp, save
 from trtpipe.config import load_spec
 from trtpipe.errors import TrtpipeError
 from trtpipe.runtime.onnxrt import OnnxRunner

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
@@ -63,7 +64,7 @@ def parse_shapes(values: Iterable[str], flag: str = "--shapes") -> dict[str, tup
         if not sep or not name or len(parts) != 3 or not all(re.fullmatch(r"\d+(x\d+)*", p) for p in parts):
             raise TrtpipeError(f"{flag} {value}: write NAME:MIN/OPT/MAX with dims joined by x, e.g. x:1x64/32x64/256x64")
         triple = tuple(tuple(int(d) for d in p.split("x")) for p in parts)
-        if len({len(s) for s in triple}) != 1 or any(a > b for lo, hi in zip(triple, triple[1:]) for a, b in zip(lo, hi)):
+        if len({len(s) for s in triple}) != 1 or any(a > b for lo, hi in itertools.pairwise(triple) for a, b in zip(lo, hi)):
             raise TrtpipeError(f"{flag} {value}: MIN, OPT and MAX need the same rank and MIN <= OPT <= MAX")
         shapes[name] = triple
     return shapes
@@ -205,7 +206,7 @@ def _io_tensors(network, backend, builder, shapes, typed_onnx) -> tuple[list[Ten
         tensors.append(info)
     unknown = set(shapes) - {t.name for t in tensors}
     if unknown:
-        raise TrtpipeError(f"--shapes {sorted(unknown)[0]}: the model has no such input ({', '.join(t.name for t in tensors)})")
+        raise TrtpipeError(f"--shapes {min(unknown)}: the model has no such input ({', '.join(t.name for t in tensors)})")
     for i in range(network.num_outputs):
         tensor = network.get_output(i)
         tensors.append(TensorInfo(tensor.name, "output", _numpy_dtype(backend, tensor.dtype), list(tensor.shape)))

@@ -18,7 +18,6 @@ from trtpipe.errors import TrtpipeError
 from trtpipe.files import sha256, sidecar_path, write_json, write_text
 from trtpipe.progress import progress_bar
 
-
 # TensorRT calibrates INT8 with entropy; FP8's range makes clipping cost more than it saves.
 DEFAULT_METHOD = {"int8": "entropy", "fp8": "max"}
 
@@ -82,10 +81,9 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     spec = spec or spec_from_onnx(model, model_path)
     batches = data.iter_batches(spec, data_dir, options.batch_size, options.limit, options.shuffle, options.seed)
     total = data.count_samples(data_dir, options.limit)
-    with progress_bar(total, f"calibrating {Path(model_path).name}", "samples", show_progress) as bar:
-        with data.model_runs_on(data_dir):
-            histograms = collect_histograms(model, tensors, (b.arrays for b in batches), options.bins,
-                                            on_batch=bar.update)
+    with progress_bar(total, f"calibrating {Path(model_path).name}", "samples", show_progress) as bar, \
+            data.model_runs_on(data_dir):
+        histograms = collect_histograms(model, tensors, (b.arrays for b in batches), options.bins, on_batch=bar.update)
     table = CalibrationTable(algorithm=ALGORITHMS[options.method])
     for name, hist in histograms.items():
         table.amax[name] = compute_amax(hist, options.method, options.grid, options.percentile)

@@ -228,7 +228,7 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
     label_map = data.read_labels(labels) if labels else None
     parsed = {}
     for item in overrides:
-        key, sep, value = item.partition("=")
+        key, _, value = item.partition("=")
         try:
             parsed[key] = float(value)
         except ValueError:

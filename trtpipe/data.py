@@ -183,7 +183,7 @@ def model_runs_on(directory: str | os.PathLike):
         yield
     except TrtpipeError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own types for bad feeds
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise TrtpipeError(f"--data {directory}: the model cannot run on this data ({first}); "
                            "check shapes and dtypes against the model or --spec") from None

@@ -25,7 +25,7 @@ def load(path: str | os.PathLike, flag: str = "MODEL"):
         raise TrtpipeError(f"{path}: no such file; pass the path of an .onnx model")
     try:
         model = onnx.load(str(path))
-    except Exception as exc:  # protobuf raises DecodeError, RuntimeError or ValueError
+    except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError, RuntimeError or ValueError
         raise TrtpipeError(
             f"{path}: not a readable ONNX model ({type(exc).__name__}); re-export it, the file may be truncated"
         ) from None
@@ -65,7 +65,7 @@ def with_opset(model, minimum: int):
 
     try:
         return version_converter.convert_version(model, minimum)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the converter raises whatever its adapters raise
         raise TrtpipeError(
             f"cannot raise the model's opset from {opset(model)} to {minimum} ({exc}); "
             f"re-export with opset {minimum} or newer"
@@ -91,7 +91,7 @@ def tensor_types(model) -> dict[str, int]:
     onnx = _onnx()
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except Exception:
+    except Exception:  # noqa: BLE001 - inference is a best effort; the graph's own types remain
         inferred = model
     graph = inferred.graph
     types: dict[str, int] = {}

@@ -39,7 +39,7 @@ def thresholds_for(precision: str, spec: ModelSpec | None = None, overrides: dic
     result.update(overrides or {})
     unknown = set(result) - set(CHECKED_METRICS)
     if unknown:
-        raise TrtpipeError(f"--threshold {sorted(unknown)[0]}: unknown metric; use one of {', '.join(CHECKED_METRICS)}")
+        raise TrtpipeError(f"--threshold {min(unknown)}: unknown metric; use one of {', '.join(CHECKED_METRICS)}")
     return result
 
 

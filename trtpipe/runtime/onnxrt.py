@@ -62,7 +62,7 @@ class OnnxRunner(Runner):
     def _session(self, ort, model, options, providers):
         try:
             return ort.InferenceSession(model.SerializeToString(), options, providers=providers)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - ONNX Runtime's load errors have no common base
             first = str(exc).strip().splitlines()[0][:200]
             raise TrtpipeError(f"{self.path}: ONNX Runtime cannot load the model ({first})") from None
 

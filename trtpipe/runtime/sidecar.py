@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import sidecar_path
