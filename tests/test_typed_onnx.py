@@ -118,3 +118,40 @@ def test_opset_is_raised_for_old_models():
     assert onnxio.opset(typed) == 13
     typed, _ = insert_qdq(model, table_for(model, feeds), Precision.FP8)
     assert onnxio.opset(typed) == 19
+
+
+@pytest.mark.parametrize("precision", [Precision.INT8, Precision.FP8])
+def test_unquantized_layers_compute_in_fp16_by_default(precision, tmp_path):
+    from onnx import TensorProto
+
+    from trtpipe.build import write_typed_onnx
+
+    model, feeds = CASES["conv_net"]
+    table = table_for(model, feeds)
+    ref, _ = run(model, feeds, tmp_path, "fp32")
+    mixed = onnxio.load(write_typed_onnx(model, precision, tmp_path / "mixed.onnx", table, exclude=["fc"]))
+    plain = onnxio.load(write_typed_onnx(model, precision, tmp_path / "plain.onnx", table, exclude=["fc"],
+                                         unquantized="fp32"))
+    types = {name: onnxio.tensor_types(m) for name, m in (("mixed", mixed), ("plain", plain))}
+    # the residual Add and the pool before the excluded fc: FP16 in the mixed graph, FP32 in the other
+    for tensor in ("res", "pool"):
+        assert types["mixed"][tensor] == TensorProto.FLOAT16
+        assert types["plain"][tensor] == TensorProto.FLOAT
+    assert onnxio.typed_precision(mixed) == str(precision)
+    for typed in (mixed, plain):
+        out, _ = run(typed, feeds, tmp_path, "typed")
+        assert cosine(out, ref) >= 0.995
+
+
+def test_scales_for_fp16_graphs_are_positive_fp16_values_never_smaller():
+    from trtpipe.qdq import fp16_scale, quantize_weight
+
+    scales = np.array([1e-9, 1e-7, 3.3e-5, 0.5, 1 / 127], np.float32)
+    fitted = fp16_scale(scales)
+    assert (fitted > 0).all() and (fitted >= scales).all()
+    np.testing.assert_array_equal(fitted.astype(np.float16).astype(np.float32), fitted)  # exact in FP16
+    # A channel of tiny weights (EfficientNet has them) still quantizes without clipping.
+    weight = np.stack([np.full(9, 1e-6), np.linspace(-0.5, 0.5, 9)]).astype(np.float32)
+    q, scale = quantize_weight(weight, 0, Precision.INT8, scales_fit_fp16=True)
+    assert (scale > 0).all() and np.abs(q).max() <= 127
+    np.testing.assert_allclose(q * scale[:, None], weight, rtol=0.02, atol=1e-7)

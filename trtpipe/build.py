@@ -25,6 +25,8 @@ from trtpipe.qdq import insert_qdq
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo
 from trtpipe.targets import Precision, Target, local_target
 
+# What the layers left out of INT8/FP8 compute in.
+UNQUANTIZED = ("fp16", "fp32")
 # Precisions `--precision auto` considers: all but TF32, which is FP32 with TF32 matrix math allowed.
 AUTO_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.BF16, Precision.INT8, Precision.FP8, Precision.FP4)
 
@@ -42,6 +44,7 @@ class BuildOptions:
     timing_cache: Path | None = None
     calibration: str = "explicit"  # explicit Q/DQ, or TensorRT 10's implicit INT8 calibrator
     exclude: list[str] = field(default_factory=list)
+    unquantized: str = "fp16"  # what INT8/FP8 engines compute their unquantized layers in
     calibration_data: Path | None = None  # implicit calibration only: TensorRT calibrates from this
     spec: ModelSpec | None = None  # how calibration_data maps to inputs
     batch_size: int = 8
@@ -51,7 +54,7 @@ class BuildOptions:
         return {
             "target": self.target.sm, "backend": self.backend, "shapes": {k: [list(s) for s in v] for k, v in self.shapes.items()},
             "timing_cache": str(self.timing_cache) if self.timing_cache else None,
-            "calibration": self.calibration, "exclude": list(self.exclude),
+            "calibration": self.calibration, "exclude": list(self.exclude), "unquantized": self.unquantized,
         }
 
 
@@ -95,8 +98,13 @@ def plan_precisions(requested: Sequence[str], target: Target, spec: backends.Bac
 
 
 def write_typed_onnx(model, precision: Precision, output: Path, table: CalibrationTable | None,
-                     exclude: Sequence[str] = (), implicit: bool = False) -> Path:
-    """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path."""
+                     exclude: Sequence[str] = (), implicit: bool = False, unquantized: str = "fp16") -> Path:
+    """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path.
+
+    INT8 and FP8 graphs compute what is not quantized (excluded layers, normalizations, softmax,
+    elementwise ops) in `unquantized`: FP16 by default, as a weakly typed TensorRT build with the
+    FP16 and INT8 flags would, or FP32.
+    """
     if precision in (Precision.FP32, Precision.TF32) or implicit:
         typed = model  # implicit INT8: TensorRT quantizes the FP32 graph itself
     elif precision in (Precision.FP16, Precision.BF16):
@@ -104,7 +112,13 @@ def write_typed_onnx(model, precision: Precision, output: Path, table: Calibrati
     else:
         if table is None:
             raise TrtpipeError(f"--precision {precision} needs --cache CACHE; make one with 'trtpipe calibrate'")
-        typed, _ = insert_qdq(model, table, precision, exclude)
+        if unquantized not in UNQUANTIZED:
+            raise TrtpipeError(f"--unquantized {unquantized}: use one of {', '.join(UNQUANTIZED)}")
+        if unquantized == "fp16":  # FP16 Q/DQ scales need opset 19
+            model = onnxio.with_opset(model, 19)
+        typed, _ = insert_qdq(model, table, precision, exclude, scales_fit_fp16=unquantized == "fp16")
+        if unquantized == "fp16":
+            typed = to_half(typed, Precision.FP16)
     return onnxio.save(typed, output)
 
 
@@ -269,7 +283,8 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     results = []
     for precision in chosen:
         typed = write_typed_onnx(model, precision, output_dir / f"{model_path.stem}.{precision}.onnx",
-                                 table, options.exclude, implicit=options.calibration == "implicit")
+                                 table, options.exclude, implicit=options.calibration == "implicit",
+                                 unquantized=options.unquantized)
         engine = engine_path(output_dir, model_path.stem, precision, options.target)
         info = build_engine(typed, engine, precision, options, backend, model_path)
         results.append(BuildResult(typed, engine, info))

@@ -11,6 +11,9 @@ import click
 from trtpipe.errors import TrtpipeError
 
 PRECISION_CHOICES = ["fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4"]
+UNQUANTIZED_OPTION = click.option(
+    "--unquantized", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True,
+    help="what INT8/FP8 engines compute their unquantized layers in")
 
 
 class Group(click.Group):
@@ -88,8 +91,9 @@ def plan(target_text, backend_name, as_json):
 @click.option("--cache", type=click.Path(path_type=Path), help="calibration cache (int8, fp8)")
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep unquantized (repeatable); default: the spec's")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: [quantize] exclude comes from it")
+@UNQUANTIZED_OPTION
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
-def quantize(model, precision, cache, exclude, spec_path, output):
+def quantize(model, precision, cache, exclude, spec_path, unquantized, output):
     """Write the typed ONNX for a precision (FP16/BF16 casts or INT8/FP8 Q/DQ)."""
     from trtpipe import onnxio
     from trtpipe.build import load_table, write_typed_onnx
@@ -97,7 +101,8 @@ def quantize(model, precision, cache, exclude, spec_path, output):
 
     table = load_table(cache) if cache is not None else None
     exclude = list(exclude) or _spec_exclude(spec_path)
-    path = write_typed_onnx(onnxio.load(model), Precision.parse(precision), output, table, exclude)
+    path = write_typed_onnx(onnxio.load(model), Precision.parse(precision), output, table, exclude,
+                            unquantized=unquantized)
     click.echo(f"wrote {path}")
 
 
@@ -169,10 +174,11 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
 @click.option("--calibration", type=click.Choice(["explicit", "implicit"]), default="explicit", show_default=True)
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="implicit calibration data")
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep in higher precision; default: the spec's")
+@UNQUANTIZED_OPTION
 @click.option("--verbose", is_flag=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
 def build(model, precisions, target_text, backend_name, cache, shapes, spec_path, timing_cache, calibration,
-          data_dir, exclude, verbose, output):
+          data_dir, exclude, unquantized, verbose, output):
     """Build strongly typed engines: DIR/<model>.<precision>.<sm>.engine and a sidecar .json."""
     from trtpipe.build import BuildOptions, parse_shapes
     from trtpipe.build import build as run
@@ -183,7 +189,7 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     all_shapes.update(parse_shapes(shapes))
     options = BuildOptions(target=Target.parse(target_text), backend=backend_name, cache=cache, shapes=all_shapes,
                            timing_cache=timing_cache, calibration=calibration,
-                           exclude=list(exclude) or (spec.exclude if spec else []),
+                           exclude=list(exclude) or (spec.exclude if spec else []), unquantized=unquantized,
                            calibration_data=data_dir, spec=spec, verbose=verbose)
 
     def report(result):

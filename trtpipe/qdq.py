@@ -35,11 +35,27 @@ def weight_axis(node, weight: np.ndarray) -> int:
     return weight.ndim - 1  # MatMul: [..., K, N]
 
 
-def quantize_weight(weight: np.ndarray, axis: int, precision: Precision) -> tuple[np.ndarray, np.ndarray]:
+def fp16_scale(scale: np.ndarray) -> np.ndarray:
+    """Return `scale` rounded up to a positive FP16 value, as float32.
+
+    A graph computing in FP16 holds its Q/DQ scales in FP16. A tiny per-channel weight scale would
+    round to zero there, and TensorRT rejects a zero scale. Rounding up clips nothing, and the
+    weights are quantized with the very scale the graph stores.
+    """
+    scale = np.asarray(scale, np.float32)
+    half = scale.astype(np.float16)
+    half = np.where(half.astype(np.float32) < scale, np.nextafter(half, np.float16(np.inf)), half)
+    return np.maximum(half, np.float16(2.0**-24)).astype(np.float32)  # 2**-24: FP16's least positive value
+
+
+def quantize_weight(weight: np.ndarray, axis: int, precision: Precision,
+                    scales_fit_fp16: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Return (quantized weight, per-channel scale) for symmetric quantization along `axis`."""
     reduce_axes = tuple(i for i in range(weight.ndim) if i != axis)
     amax = np.abs(weight).max(axis=reduce_axes) if reduce_axes else np.abs(weight)
     scale = np.where(amax > 0, amax / QMAX[precision], 1.0).astype(np.float32)
+    if scales_fit_fp16:
+        scale = fp16_scale(scale)
     shape = [1] * weight.ndim
     shape[axis] = -1
     scaled = weight / scale.reshape(shape)
@@ -58,8 +74,12 @@ def _zero_point(precision: Precision, size: int):
     return np.zeros(size, ml_dtypes.float8_e4m3fn)
 
 
-def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: Iterable[str] = ()):
-    """Return a copy of the FP32 `model` with Q/DQ for `precision`, and the names of quantized nodes."""
+def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: Iterable[str] = (),
+               scales_fit_fp16: bool = False):
+    """Return a copy of the FP32 `model` with Q/DQ for `precision`, and the names of quantized nodes.
+
+    `scales_fit_fp16`: every scale is an FP16 value, for a graph that will compute in FP16.
+    """
     import onnx
     from onnx import helper, numpy_helper
 
@@ -86,7 +106,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     new_nodes = []
 
     def add_scale(name: str, values) -> str:
-        new_initializers.append(numpy_helper.from_array(np.asarray(values, np.float32), name))
+        values = fp16_scale(values) if scales_fit_fp16 else np.asarray(values, np.float32)
+        new_initializers.append(numpy_helper.from_array(values, name))
         return name
 
     def add_zero_point(name: str, size: int, scalar: bool) -> str:
@@ -115,7 +136,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
             if weight not in weights_done:
                 array = numpy_helper.to_array(initializers[weight])
                 axis = weight_axis(node, array)
-                q, scale = quantize_weight(array, axis, precision)
+                q, scale = quantize_weight(array, axis, precision, scales_fit_fp16)
                 new_initializers.append(numpy_helper.from_array(q, f"{weight}__quantized"))
                 add_scale(f"{weight}__scale", scale)
                 add_zero_point(f"{weight}__zero_point", scale.size, scalar=False)
