@@ -117,14 +117,15 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, output):
 def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     """Write an FP32 ONNX with SmoothQuant scales folded in; calibrate and build from it for INT8."""
     from trtpipe import data, onnxio
+    from trtpipe.config import spec_from_onnx
     from trtpipe.progress import progress_bar
     from trtpipe.smooth import DEFAULT_ALPHA
     from trtpipe.smooth import smooth as run
 
-    spec = _spec(spec_path, model)
+    graph = onnxio.load(model)
+    spec = _spec(spec_path) or spec_from_onnx(graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     alpha = alpha if alpha is not None else spec.smooth if spec.smooth is not None else DEFAULT_ALPHA
-    graph = onnxio.load(model)
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
     with progress_bar(data.count_samples(data_dir, limit), f"smoothing {Path(model).name}", "samples") as bar, \
             data.model_runs_on(data_dir):

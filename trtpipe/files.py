@@ -12,6 +12,10 @@ from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
 
+# Read once: os.umask can only be read by setting it, which races with other threads.
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 def sha256(path: str | os.PathLike) -> str:
     """Return the hex sha256 of a file's bytes."""
@@ -46,9 +50,7 @@ def atomic_path(path: str | os.PathLike, flag: str = "-o") -> Iterator[Path]:
     ensure_dir(path.parent if str(path.parent) else ".", flag)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a finished file gets the usual mode
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a finished file gets the usual mode
     try:
         yield Path(tmp)
         os.replace(tmp, path)
