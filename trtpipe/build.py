@@ -99,11 +99,17 @@ def plan_precisions(requested: Sequence[str], target: Target, spec: backends.Bac
 
 def write_typed_onnx(model, precision: Precision, output: Path, table: CalibrationTable | None,
                      exclude: Sequence[str] = (), implicit: bool = False, unquantized: str = "fp16") -> Path:
-    """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path.
+    """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path."""
+    return onnxio.save(typed_model(model, precision, table, exclude, implicit, unquantized), output)
+
+
+def typed_model(model, precision: Precision, table: CalibrationTable | None, exclude: Sequence[str] = (),
+                implicit: bool = False, unquantized: str = "fp16", only: Sequence[str] | None = None):
+    """Return the typed ONNX of `model` for `precision`.
 
     INT8 and FP8 graphs compute what is not quantized (excluded layers, normalizations, softmax,
     elementwise ops) in `unquantized`: FP16 by default, as a weakly typed TensorRT build with the
-    FP16 and INT8 flags would, or FP32.
+    FP16 and INT8 flags would, or FP32. `only` names the nodes to quantize, all others stay out.
     """
     if precision in (Precision.FP32, Precision.TF32) or implicit:
         typed = model  # implicit INT8: TensorRT quantizes the FP32 graph itself
@@ -116,10 +122,10 @@ def write_typed_onnx(model, precision: Precision, output: Path, table: Calibrati
             raise TrtpipeError(f"--unquantized {unquantized}: use one of {', '.join(UNQUANTIZED)}")
         if unquantized == "fp16":  # FP16 Q/DQ scales need opset 19
             model = onnxio.with_opset(model, 19)
-        typed, _ = insert_qdq(model, table, precision, exclude, scales_fit_fp16=unquantized == "fp16")
+        typed, _ = insert_qdq(model, table, precision, exclude, scales_fit_fp16=unquantized == "fp16", only=only)
         if unquantized == "fp16":
             typed = to_half(typed, Precision.FP16)
-    return onnxio.save(typed, output)
+    return typed
 
 
 def load_table(path: Path) -> CalibrationTable:

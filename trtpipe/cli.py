@@ -201,6 +201,45 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     run(model, output, list(precisions), options, on_engine=report)
 
 
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True)
+@click.option("--cache", type=click.Path(path_type=Path), required=True, help="the calibration cache for --precision")
+@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's calibration directory")
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
+@click.option("--limit", type=int, default=64, show_default=True, help="samples; every layer runs on all of them")
+@click.option("--batch-size", type=int, default=16, show_default=True)
+@UNQUANTIZED_OPTION
+@click.option("--top", type=int, default=10, show_default=True, help="rows to print")
+@click.option("--json", "as_json", is_flag=True, help="print every layer as JSON")
+def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size, unquantized, top, as_json):
+    """Quantize one layer at a time and rank the layers by how far the outputs move (--exclude candidates)."""
+    from trtpipe import data, onnxio
+    from trtpipe.build import load_table
+    from trtpipe.config import spec_from_onnx
+    from trtpipe.progress import progress_bar
+    from trtpipe.sensitivity import layer_sensitivity, quantizable_layers
+    from trtpipe.targets import Precision
+
+    graph = onnxio.load(model)
+    spec = _spec(spec_path) or spec_from_onnx(graph, model)
+    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    table = load_table(cache)
+    batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
+    with progress_bar(len(quantizable_layers(graph, table)), f"quantizing {Path(model).name} one layer at a time",
+                      "layers") as bar, data.model_runs_on(data_dir):
+        rows = layer_sensitivity(graph, table, Precision.parse(precision), batches,
+                                 classifier=spec.task == "classification", unquantized=unquantized, on_layer=bar.update)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{precision} one layer at a time, against FP32 (first output; lowest cosine first):")
+    click.echo(f"{'cosine':>9} {'top-1':>7}  node")
+    for row in rows[:top]:
+        top1 = f"{row['top1_agreement']:7.2%}" if row["top1_agreement"] is not None else f"{'-':>7}"
+        click.echo(f"{row['cosine']:9.5f} {top1}  {row['node']} ({row['op']})")
+
+
 @main.command(name="inspect")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True)

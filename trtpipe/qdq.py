@@ -75,10 +75,11 @@ def _zero_point(precision: Precision, size: int):
 
 
 def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: Iterable[str] = (),
-               scales_fit_fp16: bool = False):
+               scales_fit_fp16: bool = False, only: Iterable[str] | None = None):
     """Return a copy of the FP32 `model` with Q/DQ for `precision`, and the names of quantized nodes.
 
     `scales_fit_fp16`: every scale is an FP16 value, for a graph that will compute in FP16.
+    `only`: node names to quantize; the others are left alone (per-layer sensitivity).
     """
     import onnx
     from onnx import helper, numpy_helper
@@ -86,6 +87,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     if precision not in QMAX:
         raise TrtpipeError(f"--precision {precision}: Q/DQ insertion makes int8 or fp8")
     exclude = list(exclude)
+    only = set(only) if only is not None else None
     model = onnxio.with_opset(onnx.ModelProto.FromString(model.SerializeToString()), MIN_OPSET[precision])
     graph = model.graph
     constants = constant_names(model)
@@ -118,7 +120,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     for node in graph.node:
         activations = activation_inputs(node, constants)
         weight = weight_input(node, constants)
-        if not activations or node_matches(node, exclude) or any(a not in table.amax for a in activations):
+        if (not activations or node_matches(node, exclude) or any(a not in table.amax for a in activations)
+                or (only is not None and (node.name or node.output[0]) not in only)):
             new_nodes.append(node)
             continue
         for name in activations:

@@ -25,13 +25,15 @@ class OnnxRunner(Runner):
     model is the baseline itself. BF16 graphs run through trtpipe.simulate on the CPU provider.
     """
 
-    def __init__(self, path: str | os.PathLike, providers: list[str] | None = None, threads: int | None = None):
+    def __init__(self, path: str | os.PathLike, providers: list[str] | None = None, threads: int | None = None,
+                 model=None):
+        """Run the ONNX at `path`, or `model` (a ModelProto) named by `path` when given."""
         ort = require("onnxruntime", "onnx", "running ONNX models")
         from trtpipe import onnxio, simulate
 
         self.path = Path(path)
         self.name = self.path.name
-        model = onnxio.load(self.path)
+        model = model if model is not None else onnxio.load(self.path)
         self.precision = onnxio.typed_precision(model)
         self.measured = self.precision == "fp32"  # a typed ONNX stands in for its engine
         ort.set_default_logger_severity(3)  # a CUDA provider that cannot load is not an error here

@@ -1,0 +1,30 @@
+"""Per-layer sensitivity ranks the layer whose quantization hurts most first."""
+
+import json
+
+import numpy as np
+
+from calibrators.amax import compute_amax
+from calibrators.cache import CalibrationTable, render
+from calibrators.collect import collect_histograms
+from calibrators.graph import quantized_activations
+from models import conv_net, save
+
+
+def test_a_badly_scaled_layer_ranks_first(tmp_path, cli):
+    model = conv_net(batch="N")
+    x = np.random.default_rng(0).random((32, 3, 16, 16), np.float32)
+    histograms = collect_histograms(model, quantized_activations(model), [{"input": x}])
+    table = CalibrationTable({name: compute_amax(h, "max") for name, h in histograms.items()})
+    table.amax["r0"] /= 50  # conv1's input clipped to a fiftieth of its range
+    (tmp_path / "c.cache").write_text(render(table))
+    (tmp_path / "data").mkdir()
+    np.save(tmp_path / "data" / "x.npy", x)
+
+    code, out, err = cli("sensitivity", save(model, tmp_path / "conv.onnx"), "--cache", tmp_path / "c.cache",
+                         "--data", tmp_path / "data", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert rows[0]["node"] == "conv1" and {r["node"] for r in rows} == {"conv0", "conv1", "fc"}
+    assert rows[0]["cosine"] < 0.95
+    assert min(r["cosine"] for r in rows[1:]) > 0.99
