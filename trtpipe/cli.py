@@ -40,14 +40,13 @@ def _data_dir(given, from_spec, kind: str):
     return given or from_spec
 
 
-def _spec(spec_path, model_path=None):
-    """Return the spec at `spec_path`; without one, the inputs of the model at `model_path`, else None."""
-    from trtpipe import onnxio
+def _spec(spec_path, model=None, model_path=None):
+    """Return the spec at `spec_path`; without one, the inputs of `model` (loaded from `model_path`), else None."""
     from trtpipe.config import load_spec, spec_from_onnx
 
     if spec_path:
         return load_spec(spec_path)
-    return spec_from_onnx(onnxio.load(model_path), model_path) if model_path is not None else None
+    return spec_from_onnx(model, model_path) if model is not None else None
 
 
 @click.group(cls=Group)
@@ -117,13 +116,12 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, output):
 def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     """Write an FP32 ONNX with SmoothQuant scales folded in; calibrate and build from it for INT8."""
     from trtpipe import data, onnxio
-    from trtpipe.config import spec_from_onnx
     from trtpipe.progress import progress_bar
     from trtpipe.smooth import DEFAULT_ALPHA
     from trtpipe.smooth import smooth as run
 
     graph = onnxio.load(model)
-    spec = _spec(spec_path) or spec_from_onnx(graph, model)
+    spec = _spec(spec_path, graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     alpha = alpha if alpha is not None else spec.smooth if spec.smooth is not None else DEFAULT_ALPHA
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
@@ -216,13 +214,12 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     """Quantize one layer at a time and rank the layers by how far the outputs move (--exclude candidates)."""
     from trtpipe import data, onnxio
     from trtpipe.build import load_table
-    from trtpipe.config import spec_from_onnx
     from trtpipe.progress import progress_bar
     from trtpipe.sensitivity import layer_sensitivity, quantizable_layers
     from trtpipe.targets import Precision
 
     graph = onnxio.load(model)
-    spec = _spec(spec_path) or spec_from_onnx(graph, model)
+    spec = _spec(spec_path, graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     table = load_table(cache)
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
@@ -264,11 +261,12 @@ def inspect_command(path, as_json):
 @click.option("--json", "as_json", is_flag=True)
 def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overrides, batch_size, limit, as_json):
     """Compare an engine or typed ONNX with the FP32 baseline; exit 0 on pass, 1 on fail."""
-    from trtpipe import data
+    from trtpipe import data, onnxio
     from trtpipe.runtime.onnxrt import OnnxRunner
     from trtpipe.validate import compare, thresholds_for, write_report
 
-    spec = _spec(spec_path, baseline)
+    baseline_model = onnxio.load(baseline)
+    spec = _spec(spec_path, baseline_model, baseline)
     data_dir = _data_dir(data_dir, spec.validation, "validation")
     labels = labels or spec.labels
     label_map = data.read_labels(labels) if labels else None
@@ -287,7 +285,7 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
 
         runner = Engine(candidate)
         precision = runner.info.precision
-    with runner, OnnxRunner(baseline) as base:
+    with runner, OnnxRunner(baseline, model=baseline_model) as base:
         report = compare(runner, base, spec, data_dir, precision, label_map,
                          thresholds_for(precision, spec, parsed), batch_size, limit)
     if report_dir:
