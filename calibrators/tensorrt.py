@@ -28,8 +28,14 @@ def tensorrt_version_number(version: str) -> int:
 
 
 def make_calibrator(trt, cache: str | os.PathLike | None, batches: Iterable[Mapping[str, np.ndarray]], batch_size: int):
-    """Return an instance of a trt.IInt8EntropyCalibrator2 subclass bound to `trt` (TensorRT 10)."""
-    import pycuda.driver as cuda
+    """Return an instance of a trt.IInt8EntropyCalibrator2 subclass bound to `trt` (TensorRT 10).
+
+    Its buffers live in GPU 0's primary context, the one TensorRT builds in; call `free()` after the build.
+    """
+    from trtpipe.runtime.cuda import CudaContext
+
+    ctx = CudaContext(0)
+    cuda = ctx.cuda
 
     class EntropyCalibrator(trt.IInt8EntropyCalibrator2):
         def __init__(self):
@@ -44,20 +50,28 @@ def make_calibrator(trt, cache: str | os.PathLike | None, batches: Iterable[Mapp
             return self.size
 
         def get_batch(self, names):
-            try:
-                batch = next(self.batches)
-            except StopIteration:
+            batch = next(self.batches, None)
+            # TensorRT reads a full batch of the calibration profile's shape: a short last batch ends it.
+            if batch is None or len(next(iter(batch.values()))) != self.size:
                 return None
             pointers = []
-            for name in names:
-                array = np.ascontiguousarray(batch[name])
-                if name not in self.device or self.device[name][1] < array.nbytes:
-                    if name in self.device:
-                        self.device[name][0].free()
-                    self.device[name] = (cuda.mem_alloc(array.nbytes), array.nbytes)
-                cuda.memcpy_htod(self.device[name][0], array)
-                pointers.append(int(self.device[name][0]))
+            with ctx:
+                for name in names:
+                    array = np.ascontiguousarray(batch[name])
+                    if name not in self.device or self.device[name][1] < array.nbytes:
+                        if name in self.device:
+                            self.device[name][0].free()
+                        self.device[name] = (cuda.mem_alloc(array.nbytes), array.nbytes)
+                    cuda.memcpy_htod(self.device[name][0], array)
+                    pointers.append(int(self.device[name][0]))
             return pointers
+
+        def free(self) -> None:
+            with ctx:
+                for allocation, _ in self.device.values():
+                    allocation.free()
+            self.device.clear()
+            ctx.release()
 
         def read_calibration_cache(self):
             if self.cache is None or not self.cache.is_file():

@@ -178,13 +178,16 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     tensors, profile = _io_tensors(network, backend, builder, options.shapes, typed_onnx)
     if profile is not None:
         config.add_optimization_profile(profile)
-    if implicit:
-        _configure_implicit_int8(config, backend, options, profile, typed_onnx)
+    calibrator = _configure_implicit_int8(config, backend, options, profile, typed_onnx) if implicit else None
     if options.timing_cache is not None:
         _load_timing_cache(config, options.timing_cache)
 
     start = time.perf_counter()
-    serialized = builder.build_serialized_network(network, config)
+    try:
+        serialized = builder.build_serialized_network(network, config)
+    finally:
+        if calibrator is not None:
+            calibrator.free()
     seconds = time.perf_counter() - start
     if serialized is None:
         raise TrtpipeError(f"{typed_onnx}: {backend.name} failed to build a {precision} engine for {target.sm}; rerun with --verbose")
@@ -238,8 +241,8 @@ def _load_timing_cache(config, path: Path) -> None:
     config.set_timing_cache(cache, ignore_mismatch=False)
 
 
-def _configure_implicit_int8(config, backend: backends.Backend, options: BuildOptions, profile, options_onnx: Path) -> None:
-    """TensorRT 10's legacy INT8 path: BuilderFlag.INT8 and our IInt8EntropyCalibrator2.
+def _configure_implicit_int8(config, backend: backends.Backend, options: BuildOptions, profile, options_onnx: Path):
+    """TensorRT 10's legacy INT8 path: BuilderFlag.INT8 and our IInt8EntropyCalibrator2, returned.
 
     This path cannot run on the machines trtpipe is developed on (it needs TensorRT 10 and a GPU);
     it is written to TensorRT 10's documented Python API.
@@ -248,16 +251,20 @@ def _configure_implicit_int8(config, backend: backends.Backend, options: BuildOp
         raise TrtpipeError("--calibration implicit needs --cache CACHE or --data DIR for TensorRT to calibrate from")
     from calibrators.tensorrt import make_calibrator
 
+    # TensorRT calibrates at the calibration profile's OPT shape, so batches come in that size.
+    batch_size = next(iter(options.shapes.values()))[1][0] if options.shapes else options.batch_size
     batches = []
     if options.calibration_data is not None:
         spec = options.spec or spec_from_onnx(onnxio.load(options_onnx), options_onnx)
-        batches = (b.arrays for b in data.iter_batches(spec, options.calibration_data, options.batch_size))
+        batches = (b.arrays for b in data.iter_batches(spec, options.calibration_data, batch_size))
     trt = backend.trt
     config.set_flag(trt.BuilderFlag.INT8)
     config.set_flag(trt.BuilderFlag.FP16)  # layers TensorRT keeps out of INT8 may still run in FP16
-    config.int8_calibrator = make_calibrator(trt, options.cache, batches, options.batch_size)
+    calibrator = make_calibrator(trt, options.cache, batches, batch_size)
+    config.int8_calibrator = calibrator
     if profile is not None:
         config.set_calibration_profile(profile)
+    return calibrator
 
 
 @dataclass
