@@ -48,7 +48,8 @@ class OutputMetrics:
     max_rel: float = 0.0
     signal: float = 0.0
     noise: float = 0.0
-    cosines: list = field(default_factory=list)
+    cosine_sum: float = 0.0  # running sum and minimum: memory stays flat however many samples
+    cosine_min: float = 1.0
     top1: int = 0
     top5: int = 0
     correct_candidate: int = 0
@@ -69,7 +70,9 @@ class OutputMetrics:
         self.max_rel = max(self.max_rel, float((error / np.maximum(np.abs(baseline), 1e-6)).max(initial=0.0)))
         self.signal += float((baseline ** 2).sum())
         self.noise += float(((candidate - baseline) ** 2).sum())
-        self.cosines.extend(cosine_per_sample(candidate, baseline).tolist())
+        cosines = cosine_per_sample(candidate, baseline)
+        self.cosine_sum += float(cosines.sum())
+        self.cosine_min = min(self.cosine_min, float(cosines.min(initial=1.0)))
         if len(self.error_sample) < 200_000:
             self.error_sample.extend(error.ravel()[:: max(1, error.size // 20_000)].tolist())
         if self.classifier:
@@ -82,14 +85,13 @@ class OutputMetrics:
                 self.correct_baseline += int((baseline.argmax(-1) == labels)[known].sum())
 
     def summary(self) -> dict:
-        cos = np.asarray(self.cosines) if self.cosines else np.zeros(1)
         result = {
             "samples": self.count,
             "max_abs_error": self.max_abs,
             "mean_abs_error": self.sum_abs / max(self.elements, 1),
             "max_rel_error": self.max_rel,
-            "cosine": float(cos.mean()),
-            "cosine_min": float(cos.min()),
+            "cosine": self.cosine_sum / self.count if self.count else 0.0,
+            "cosine_min": self.cosine_min if self.count else 0.0,
             "snr_db": snr_db(self.signal, self.noise),
         }
         if self.classifier and self.count:
