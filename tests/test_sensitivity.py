@@ -28,3 +28,12 @@ def test_a_badly_scaled_layer_ranks_first(tmp_path, cli):
     assert rows[0]["node"] == "conv1" and {r["node"] for r in rows} == {"conv0", "conv1", "fc"}
     assert rows[0]["cosine"] < 0.95
     assert min(r["cosine"] for r in rows[1:]) > 0.99
+
+
+def test_a_cache_of_another_model_is_named(tmp_path, cli):
+    (tmp_path / "other.cache").write_text(render(CalibrationTable({"not_in_this_model": 1.0})))
+    (tmp_path / "data").mkdir()
+    np.save(tmp_path / "data" / "x.npy", np.zeros((2, 3, 16, 16), np.float32))
+    code, _, err = cli("sensitivity", save(conv_net(batch="N"), tmp_path / "conv.onnx"), "--cache", tmp_path / "other.cache",
+                       "--data", tmp_path / "data")
+    assert code == 2 and "other.cache" in err and "calibrate" in err and "Traceback" not in err

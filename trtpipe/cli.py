@@ -222,9 +222,13 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     spec = _spec(spec_path, graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     table = load_table(cache)
+    layers = len(quantizable_layers(graph, table))
+    if not layers:
+        raise TrtpipeError(f"--cache {cache}: no Conv, MatMul or Gemm of {model} has scales in it; "
+                           f"calibrate this model with 'trtpipe calibrate {model}'")
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
-    with progress_bar(len(quantizable_layers(graph, table)), f"quantizing {Path(model).name} one layer at a time",
-                      "layers") as bar, data.model_runs_on(data_dir):
+    with progress_bar(layers, f"quantizing {Path(model).name} one layer at a time", "layers") as bar, \
+            data.model_runs_on(data_dir):
         rows = layer_sensitivity(graph, table, Precision.parse(precision), batches,
                                  classifier=spec.task == "classification", unquantized=unquantized, on_layer=bar.update)
     if as_json:
