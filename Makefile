@@ -49,6 +49,7 @@ lint: $(VENV)/.test
 	$(VENV)/bin/ruff check trtpipe calibrators models tests scripts
 
 # ---- the pipeline, per model and precision -------------------------------------------------
+# Installing packages does not re-export (.venv is order-only); editing export.py does.
 # build/M/M.onnx -> build/M/M.P.cache -> build/M/M.P.onnx + M.P.SM.engine -> build/M/reports/M.P.json
 # INT8 of a model whose spec sets [quantize] smooth calibrates and builds from build/M/smoothed/M.onnx.
 
@@ -57,7 +58,7 @@ source = $(BUILD)/$(1)/$(if $(and $(filter int8,$(2)),$(call smooths,$(1))),smoo
 cache = $(if $(filter int8 fp8,$(2)),$(BUILD)/$(1)/$(1).$(2).cache)
 
 define MODEL_RULES
-$(BUILD)/$(1)/$(1).onnx: models/$(1)/export.py $(VENV)/.demo
+$(BUILD)/$(1)/$(1).onnx: models/$(1)/export.py | $(VENV)/.demo
 	$(PY) models/$(1)/export.py -o $$@
 
 $(BUILD)/$(1)/smoothed/$(1).onnx: $(BUILD)/$(1)/$(1).onnx models/$(1)/model.toml
