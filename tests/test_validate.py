@@ -109,3 +109,16 @@ def test_thresholds_defaults_then_spec_then_command_line(tmp_path):
     assert thresholds_for("int8", spec) == {"cosine": 0.995, "top1_agreement": 0.98, "top5_agreement": 0.97}
     assert thresholds_for("int8", spec, {"cosine": 0.9})["cosine"] == 0.9
     assert thresholds_for("fp16", spec) == DEFAULT_THRESHOLDS["fp16"]
+
+
+def test_summary_names_the_check_that_failed(workdir, cli):
+    for precision, extra in (("fp16", []), ("int8", ["--threshold", "cosine=0.99999"])):
+        cli("validate", workdir / f"mlp.{precision}.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+            "--report", workdir / "reports", *extra)
+    reports = [workdir / "reports" / f"mlp.{p}.onnx.json" for p in ("fp16", "int8")]
+    code, out, _ = cli("summary", *reports)
+    fp16, int8 = out.splitlines()[2:]
+    assert code == 1  # a report failed
+    assert "| mlp | fp16 |" in fp16 and "| pass |" in fp16 and "below minimum" not in fp16
+    assert "| FAIL | simulated |" in int8 and "below minimum: cosine 0.99" in int8 and "< 0.99999" in int8
+    assert cli("summary", "--no-fail", *reports)[0] == 0

@@ -189,9 +189,13 @@ def summary_rows(report_paths: list[Path]) -> list[dict]:
         if "accuracy" in first:
             headline = f"accuracy {first['accuracy']:.2%} (FP32 {first['baseline_accuracy']:.2%}), top-1 agreement {first['top1_agreement']:.2%}"
         elif "top1_agreement" in first:
-            headline = f"top-1 agreement {first['top1_agreement']:.2%}, top-5 {first['top5_agreement']:.2%}"
+            headline = (f"top-1 agreement {first['top1_agreement']:.2%}, top-5 {first['top5_agreement']:.2%}, "
+                        f"cosine {first['cosine']:.4f}")
         else:
             headline = f"cosine {first['cosine']:.5f} (min {first['cosine_min']:.5f})"
+        failed = [f"{c['metric']} {c['value']:.4g} < {c['minimum']:g}" for c in report["checks"] if not c["passed"]]
+        if failed:
+            headline += f"; below minimum: {', '.join(failed)}"
         rows.append({"model": model, "precision": precision,
                      "engine_mb": engines[0].stat().st_size / 1e6 if engines else None,
                      "against_fp32": headline, "samples": report["samples"],
