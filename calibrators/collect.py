@@ -3,7 +3,7 @@ as outputs, one batch at a time, feeding a streaming histogram per tensor."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -25,20 +25,29 @@ def exposing_session(model, tensors: list[str], threads: int | None = None):
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
+def exposed_activations(model, tensors: list[str], batches: Iterable[Mapping[str, np.ndarray]],
+                        on_batch: Callable[[int], None] | None = None) -> Iterator[dict[str, np.ndarray]]:
+    """Yield {tensor: value} for each batch; `on_batch` gets each batch's sample count once it is used.
+
+    The caller drops each dict before asking for the next, so memory is one batch's activations.
+    """
+    session = exposing_session(model, tensors)
+    for batch in batches:
+        yield dict(zip(tensors, session.run(tensors, dict(batch))))
+        if on_batch is not None:
+            on_batch(len(next(iter(batch.values()))))
+
+
 def collect_histograms(model, tensors: list[str], batches: Iterable[Mapping[str, np.ndarray]],
                        bins: int = DEFAULT_BINS, on_batch: Callable[[int], None] | None = None
                        ) -> dict[str, StreamingHistogram]:
     """Return a histogram of |x| for each tensor over every batch; memory is one batch's activations."""
-    session = exposing_session(model, tensors)
     histograms = {name: StreamingHistogram(bins) for name in tensors}
-    for batch in batches:
-        outputs = session.run(tensors, dict(batch))
-        for name, value in zip(tensors, outputs):
+    for values in exposed_activations(model, tensors, batches, on_batch):
+        for name, value in values.items():
             try:
                 histograms[name].update(value)
             except ValueError as exc:
                 raise ValueError(f"tensor '{name}': {exc}") from None
-        del outputs  # drop this batch's activations before the next batch runs
-        if on_batch is not None:
-            on_batch(len(next(iter(batch.values()))))
+        del values  # drop this batch's activations before the next batch runs
     return histograms

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from calibrators.collect import exposing_session
+from calibrators.collect import exposed_activations
 from calibrators.graph import constant_names
 from trtpipe.errors import TrtpipeError
 
@@ -40,14 +40,12 @@ def smoothable_layers(model) -> dict[str, list]:
 def channel_amax(model, tensors: list[str], batches: Iterable[Mapping[str, np.ndarray]],
                  on_batch: Callable[[int], None] | None = None) -> dict[str, np.ndarray]:
     """Return max |x| per last-axis channel of each tensor over every batch."""
-    session = exposing_session(model, tensors)
     amax: dict[str, np.ndarray] = {}
-    for batch in batches:
-        for name, value in zip(tensors, session.run(tensors, dict(batch))):
+    for values in exposed_activations(model, tensors, batches, on_batch):
+        for name, value in values.items():
             per_channel = np.abs(value.reshape(-1, value.shape[-1])).max(axis=0)
             amax[name] = np.maximum(amax[name], per_channel) if name in amax else per_channel
-        if on_batch is not None:
-            on_batch(len(next(iter(batch.values()))))
+        del values  # one batch's activations at a time
     return amax
 
 
