@@ -66,6 +66,17 @@ def quantize_weight(weight: np.ndarray, axis: int, precision: Precision,
     return np.clip(scaled, -448, 448).astype(ml_dtypes.float8_e4m3fn), scale
 
 
+def layer_name(node) -> str:
+    """Return the name a layer goes by in --exclude lists and reports: its node name, else its output."""
+    return node.name or node.output[0]
+
+
+def quantizable(node, constants: set[str], table: CalibrationTable) -> bool:
+    """Return True if Q/DQ insertion can quantize `node`: a Conv/MatMul/Gemm whose activations all have scales."""
+    activations = activation_inputs(node, constants)
+    return bool(activations) and all(name in table.amax for name in activations)
+
+
 def _zero_point(precision: Precision, size: int):
     if precision is Precision.INT8:
         return np.zeros(size, np.int8)
@@ -120,8 +131,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     for node in graph.node:
         activations = activation_inputs(node, constants)
         weight = weight_input(node, constants)
-        if (not activations or node_matches(node, exclude) or any(a not in table.amax for a in activations)
-                or (only is not None and (node.name or node.output[0]) not in only)):
+        if (not quantizable(node, constants, table) or node_matches(node, exclude)
+                or (only is not None and layer_name(node) not in only)):
             new_nodes.append(node)
             continue
         for name in activations:
@@ -149,7 +160,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
                 weights_done[weight] = f"{weight}__dq"
             node.input[list(node.input).index(weight)] = weights_done[weight]
         new_nodes.append(node)
-        quantized_nodes.append(node.name or node.output[0])
+        quantized_nodes.append(layer_name(node))
 
     if not quantized_nodes:
         raise TrtpipeError("nothing was quantized: every Conv, MatMul and Gemm is excluded or lacks scales; check --exclude and --cache")

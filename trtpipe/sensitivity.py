@@ -12,37 +12,37 @@ from collections.abc import Callable, Iterable, Mapping
 import numpy as np
 
 from calibrators.cache import CalibrationTable
-from calibrators.graph import activation_inputs, constant_names
-from trtpipe.errors import TrtpipeError
+from calibrators.graph import constant_names
+from trtpipe.qdq import layer_name, quantizable
 from trtpipe.targets import Precision
 
 
 def quantizable_layers(model, table: CalibrationTable) -> list:
     """Return the nodes Q/DQ insertion would quantize: Conv, MatMul, Gemm with scales in `table`."""
     constants = constant_names(model)
-    return [node for node in model.graph.node
-            if (inputs := activation_inputs(node, constants)) and all(name in table.amax for name in inputs)]
+    return [node for node in model.graph.node if quantizable(node, constants, table)]
 
 
 def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Mapping[str, np.ndarray]],
                       classifier: bool = False, unquantized: str = "fp16",
                       on_layer: Callable[[int], None] | None = None) -> list[dict]:
     """Return one row per quantizable layer, the most sensitive first: the first output's mean cosine
-    with FP32 (and top-1 agreement for a classifier) when only that layer is quantized."""
+    with FP32 (and top-1 agreement for a classifier) when only that layer is quantized. No rows when
+    the cache holds none of the model's scales (the CLI says so, naming the cache)."""
     from trtpipe.build import typed_model
     from trtpipe.metrics import OutputMetrics
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     layers = quantizable_layers(model, table)
     if not layers:
-        raise TrtpipeError("--cache: no Conv, MatMul or Gemm of the model has scales in the cache; calibrate this model")
+        return []
     batches = list(batches)  # every layer runs on the same samples: keep --limit modest
     with OnnxRunner("baseline", model=model) as baseline:
         output = baseline.outputs[0].name
         wanted = [baseline(batch)[output] for batch in batches]
     rows = []
     for node in layers:
-        name = node.name or node.output[0]
+        name = layer_name(node)
         typed = typed_model(model, precision, table, unquantized=unquantized, only=[name])
         metrics = OutputMetrics(classifier=classifier)
         with OnnxRunner(name, model=typed) as runner:
