@@ -68,7 +68,6 @@ endef
 define ENGINE_RULES
 $(BUILD)/$(1)/$(1).$(2).cache: $(call source,$(1),$(2)) models/$(1)/model.toml
 	$(TRTPIPE) calibrate $$< --precision $(2) --spec models/$(1)/model.toml -o $$@
-	@touch $$@  # a cache calibrate found up to date keeps its old time; make must see it as new
 
 $(BUILD)/$(1)/$(1).$(2).$(SM).engine: $(call source,$(1),$(2)) $(call cache,$(1),$(2)) models/$(1)/model.toml
 	$(TRTPIPE) build $$< --precision $(2) --target $(TARGET) --backend $(BACKEND) --spec models/$(1)/model.toml \

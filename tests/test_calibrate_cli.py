@@ -57,3 +57,15 @@ def test_quantize_takes_the_exclude_list_from_the_spec(tmp_path, cli):
     nodes = onnx.load(str(tmp_path / "q.onnx")).graph.node
     fc = {n.name: n for n in nodes if n.op_type == "MatMul"}
     assert fc["fc0"].input[1].endswith("__dq") and fc["fc1"].input[1] == "w1"
+
+
+def test_a_reused_cache_is_touched_for_make(tmp_path, cli):
+    import os
+
+    model = save(mlp(batch="N"), tmp_path / "mlp.onnx")
+    _data(tmp_path / "data")
+    cache = tmp_path / "mlp.cache"
+    assert cli("calibrate", model, "--data", tmp_path / "data", "-o", cache)[0] == 0
+    os.utime(cache, (1_000_000_000, 1_000_000_000))  # as if made long before its inputs
+    assert cli("calibrate", model, "--data", tmp_path / "data", "-o", cache)[1].startswith("up to date")
+    assert cache.stat().st_mtime > os.path.getmtime(model)

@@ -66,6 +66,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     """Return the calibration table for the model on the data, and whether it was computed anew.
 
     The cache at `output` is reused only when its sidecar records the same model, data and options.
+    A reused cache is touched, so make and other timestamp-driven tools see it as made now.
     """
     from calibrators.collect import collect_histograms
 
@@ -77,6 +78,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
     made_from = provenance(model_path, data_dir, options)
     if not force and is_fresh(output, made_from):
+        os.utime(output)
         return read_cache(output), False
     spec = spec or spec_from_onnx(model, model_path)
     batches = data.iter_batches(spec, data_dir, options.batch_size, options.limit, options.shuffle, options.seed)
