@@ -120,10 +120,11 @@ def typed_model(model, precision: Precision, table: CalibrationTable | None, exc
             raise TrtpipeError(f"--precision {precision} needs --cache CACHE; make one with 'trtpipe calibrate'")
         if unquantized not in UNQUANTIZED:
             raise TrtpipeError(f"--unquantized {unquantized}: use one of {', '.join(UNQUANTIZED)}")
-        if unquantized == "fp16":  # FP16 Q/DQ scales need opset 19
+        half = unquantized == "fp16"
+        if half:  # FP16 Q/DQ scales need opset 19
             model = onnxio.with_opset(model, 19)
-        typed, _ = insert_qdq(model, table, precision, exclude, scales_fit_fp16=unquantized == "fp16", only=only)
-        if unquantized == "fp16":
+        typed, _ = insert_qdq(model, table, precision, exclude, scales_fit_fp16=half, only=only)
+        if half:
             typed = to_half(typed, Precision.FP16)
     return typed
 

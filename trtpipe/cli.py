@@ -30,8 +30,9 @@ class Group(click.Group):
             sys.exit(130)
 
 
-def _spec_exclude(spec_path) -> list[str]:
-    return _spec(spec_path).exclude if spec_path else []
+def _exclude(given, spec) -> list[str]:
+    """--exclude as given, else the spec's [quantize] exclude."""
+    return list(given) or (spec.exclude if spec else [])
 
 
 def _data_dir(given, from_spec, kind: str):
@@ -99,7 +100,7 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, output):
     from trtpipe.targets import Precision
 
     table = load_table(cache) if cache is not None else None
-    exclude = list(exclude) or _spec_exclude(spec_path)
+    exclude = _exclude(exclude, _spec(spec_path))
     path = write_typed_onnx(onnxio.load(model), Precision.parse(precision), output, table, exclude,
                             unquantized=unquantized)
     click.echo(f"wrote {path}")
@@ -188,7 +189,7 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     all_shapes.update(parse_shapes(shapes))
     options = BuildOptions(target=Target.parse(target_text), backend=backend_name, cache=cache, shapes=all_shapes,
                            timing_cache=timing_cache, calibration=calibration,
-                           exclude=list(exclude) or (spec.exclude if spec else []), unquantized=unquantized,
+                           exclude=_exclude(exclude, spec), unquantized=unquantized,
                            calibration_data=data_dir, spec=spec, verbose=verbose)
 
     def report(result):
