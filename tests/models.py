@@ -78,3 +78,13 @@ def _model(graph) -> onnx.ModelProto:
 def save(model, path) -> str:
     onnx.save(model, str(path))
     return str(path)
+
+
+def save_batches(directory, x, per_file=16):
+    """Write `x` into `directory` (made if missing) as .npy files of `per_file` samples; return `x`."""
+    import numpy as np
+
+    directory.mkdir(exist_ok=True)
+    for i in range(0, len(x), per_file):
+        np.save(directory / f"{i:03d}.npy", x[i:i + per_file])
+    return x

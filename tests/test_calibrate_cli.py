@@ -4,15 +4,11 @@ import numpy as np
 import onnx
 
 from calibrators.cache import read_cache
-from models import mlp, save
+from models import mlp, save, save_batches
 
 
 def _data(directory, seed=0, samples=48):
-    directory.mkdir(exist_ok=True)
-    x = np.random.default_rng(seed).normal(0, 1, (samples, 16)).astype(np.float32)
-    for i in range(0, samples, 16):
-        np.save(directory / f"{i:03d}.npy", x[i:i + 16])
-    return x
+    return save_batches(directory, np.random.default_rng(seed).normal(0, 1, (samples, 16)).astype(np.float32))
 
 
 def test_precision_picks_the_method_and_the_header_says_it(tmp_path, cli):

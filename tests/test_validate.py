@@ -6,7 +6,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from models import mlp, save
+from models import mlp, save, save_batches
 from trtpipe.config import load_spec
 from trtpipe.errors import TrtpipeError
 from trtpipe.runtime.onnxrt import OnnxRunner
@@ -17,10 +17,7 @@ from trtpipe.validate import DEFAULT_THRESHOLDS, thresholds_for
 def workdir(tmp_path, cli):
     """An FP32 MLP, its FP16 and INT8 typed ONNX, and 64 samples of data."""
     save(mlp(batch="N"), tmp_path / "mlp.onnx")
-    (tmp_path / "data").mkdir()
-    x = np.random.default_rng(0).normal(0, 1, (64, 16)).astype(np.float32)
-    for i in range(0, 64, 16):
-        np.save(tmp_path / "data" / f"{i:02d}.npy", x[i:i + 16])
+    save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (64, 16)).astype(np.float32))
     assert cli("calibrate", tmp_path / "mlp.onnx", "--data", tmp_path / "data", "-o", tmp_path / "mlp.cache")[0] == 0
     for precision in ("fp16", "int8"):
         code, _, err = cli("quantize", tmp_path / "mlp.onnx", "--precision", precision, "--cache", tmp_path / "mlp.cache",
