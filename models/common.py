@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trtpipe.files import write_bytes
-from trtpipe.onnxio import IR_VERSION
+from trtpipe.graph.onnxio import IR_VERSION
 
 OPSET = 17
 

@@ -48,7 +48,7 @@ def run_trtpipe(samples: int) -> int:
     from calibrators.amax import compute_amax
     from calibrators.collect import collect_histograms
     from calibrators.graph import quantized_activations
-    from trtpipe import onnxio
+    from trtpipe.graph import onnxio
 
     model = onnxio.load(MODEL)
     tensors = quantized_activations(model)
@@ -61,7 +61,7 @@ def run_onnxruntime(samples: int) -> int:
     from onnxruntime.quantization.calibrate import CalibrationDataReader, CalibrationMethod, create_calibrator
 
     from calibrators.graph import quantized_activations
-    from trtpipe import onnxio
+    from trtpipe.graph import onnxio
 
     class Reader(CalibrationDataReader):
         def __init__(self):

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe import onnxio
+from trtpipe.graph import onnxio
 
 OPSET = 17
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from trtpipe.metrics import OutputMetrics, cosine_per_sample, snr_db, topk_agreement
+from trtpipe.quality.metrics import OutputMetrics, cosine_per_sample, snr_db, topk_agreement
 
 
 def test_cosine_hand_computed():

@@ -7,7 +7,8 @@ import pytest
 from conftest import needs_rtx
 
 from models import dynamic_mlp, save
-from trtpipe.build import BuildOptions, build, parse_shapes
+from trtpipe.build import BuildOptions, build
+from trtpipe.config import parse_shapes
 from trtpipe.errors import TrtpipeError
 from trtpipe.runtime.engine import check_capability, check_engine_file
 from trtpipe.runtime.sidecar import read_sidecar

@@ -38,7 +38,7 @@ def test_smoothing_keeps_fp32_outputs_and_makes_int8_closer(tmp_path, cli):
 
 
 def test_smoothing_divides_channels_by_the_balanced_scale(tmp_path):
-    from trtpipe.smooth import smooth
+    from trtpipe.graph.smooth import smooth
 
     rng = np.random.default_rng(1)
     x = rng.normal(0, 1, (32, 16)).astype(np.float32)

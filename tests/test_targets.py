@@ -58,7 +58,7 @@ def test_import_needs_no_backend():
     import subprocess
     import sys
 
-    code = ("import sys, trtpipe, trtpipe.cli, trtpipe.runtime, trtpipe.build, trtpipe.validate; "
+    code = ("import sys, trtpipe, trtpipe.cli, trtpipe.runtime, trtpipe.build, trtpipe.quality.validate; "
             "bad = [m for m in ('tensorrt', 'tensorrt_rtx', 'pycuda', 'torch') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

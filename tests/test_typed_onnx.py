@@ -8,9 +8,9 @@ from calibrators.amax import compute_amax
 from calibrators.cache import CalibrationTable
 from calibrators.collect import collect_histograms
 from calibrators.graph import quantized_activations
-from trtpipe import onnxio
-from trtpipe.half import to_half
-from trtpipe.qdq import insert_qdq
+from trtpipe.graph import onnxio
+from trtpipe.graph.half import to_half
+from trtpipe.graph.qdq import insert_qdq
 from trtpipe.runtime.onnxrt import OnnxRunner
 from trtpipe.targets import Precision
 
@@ -124,7 +124,7 @@ def test_opset_is_raised_for_old_models():
 def test_unquantized_layers_compute_in_fp16_by_default(precision, tmp_path):
     from onnx import TensorProto
 
-    from trtpipe.build import write_typed_onnx
+    from trtpipe.graph.typed import write_typed_onnx
 
     model, feeds = CASES["conv_net"]
     table = table_for(model, feeds)
@@ -144,7 +144,7 @@ def test_unquantized_layers_compute_in_fp16_by_default(precision, tmp_path):
 
 
 def test_scales_for_fp16_graphs_are_positive_fp16_values_never_smaller():
-    from trtpipe.qdq import fp16_scale, quantize_weight
+    from trtpipe.graph.qdq import fp16_scale, quantize_weight
 
     scales = np.array([1e-9, 1e-7, 3.3e-5, 0.5, 1 / 127], np.float32)
     fitted = fp16_scale(scales)

@@ -9,8 +9,8 @@ import pytest
 from models import mlp, save, save_batches
 from trtpipe.config import load_spec
 from trtpipe.errors import TrtpipeError
+from trtpipe.quality.validate import DEFAULT_THRESHOLDS, thresholds_for
 from trtpipe.runtime.onnxrt import OnnxRunner
-from trtpipe.validate import DEFAULT_THRESHOLDS, thresholds_for
 
 
 @pytest.fixture

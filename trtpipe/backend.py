@@ -7,6 +7,7 @@ Their differences are feature flags on `Backend`, read once here, so the rest of
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -134,3 +135,27 @@ def load(spec: BackendSpec) -> Backend:
     has_calibrator = hasattr(trt, "IInt8EntropyCalibrator2") and hasattr(trt.BuilderFlag, "INT8")
     return Backend(spec, trt, version, strongly_typed_only=major >= 11 or not has_calibrator,
                    implicit_int8=has_calibrator)
+
+
+# Precisions `--precision auto` considers: all but TF32, which is FP32 with TF32 matrix math allowed.
+AUTO_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.BF16, Precision.INT8, Precision.FP8, Precision.FP4)
+
+
+def precision_support(spec: BackendSpec, target: Target, precision: Precision) -> tuple[bool, str]:
+    """Return whether trtpipe builds `precision` for `target` with the backend, and why not."""
+    ok, why = spec.supports(target, precision)
+    if ok and precision is Precision.FP4:
+        return False, "trtpipe does not write block-scaled FP4 weights yet"
+    return ok, why
+
+
+def plan_precisions(requested: Sequence[str], target: Target, spec: BackendSpec) -> list[Precision]:
+    """Return the precisions to build; raise naming the first the target cannot run."""
+    if list(requested) == ["auto"]:
+        return [p for p in AUTO_PRECISIONS if precision_support(spec, target, p)[0]]
+    precisions = [Precision.parse(p) for p in requested]
+    for precision in precisions:
+        ok, why = precision_support(spec, target, precision)
+        if not ok:
+            raise TrtpipeError(f"--precision {precision} --target {target.sm}: {why}; choose another precision or target")
+    return precisions

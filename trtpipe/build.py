@@ -1,36 +1,27 @@
 """Typed ONNX to engine: one strongly typed build per precision, with its sidecar.
 
-    write_typed_onnx(model, precision, cache) -> DIR/<model>.<precision>.onnx
+    write_typed_onnx(model, precision, cache) -> DIR/<model>.<precision>.onnx   (trtpipe.graph.typed)
     build_engine(typed onnx, target, backend) -> DIR/<model>.<precision>.<sm>.engine + .json
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from calibrators.cache import CacheError, CalibrationTable, read_cache
 from trtpipe import backend as backends
-from trtpipe import data, onnxio
-from trtpipe.config import ModelSpec, spec_from_onnx
+from trtpipe import data
+from trtpipe.calibrate import load_table
+from trtpipe.config import ModelSpec, Shape, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import ensure_dir, sha256, sidecar_path, write_bytes, write_json
-from trtpipe.half import to_half
-from trtpipe.qdq import insert_qdq
+from trtpipe.graph import onnxio
+from trtpipe.graph.typed import write_typed_onnx
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo
 from trtpipe.targets import Precision, Target, local_target
-
-# What the layers left out of INT8/FP8 compute in.
-UNQUANTIZED = ("fp16", "fp32")
-# Precisions `--precision auto` considers: all but TF32, which is FP32 with TF32 matrix math allowed.
-AUTO_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.BF16, Precision.INT8, Precision.FP8, Precision.FP4)
-
-Shape = tuple[int, ...]
 
 
 @dataclass
@@ -58,85 +49,8 @@ class BuildOptions:
         }
 
 
-def parse_shapes(values: Iterable[str], flag: str = "--shapes") -> dict[str, tuple[Shape, Shape, Shape]]:
-    """Return {input: (min, opt, max)} from trtexec-style `name:1x64/32x64/256x64` values."""
-    shapes = {}
-    for value in values:
-        name, sep, dims = value.rpartition(":")
-        parts = dims.split("/")
-        if not sep or not name or len(parts) != 3 or not all(re.fullmatch(r"\d+(x\d+)*", p) for p in parts):
-            raise TrtpipeError(f"{flag} {value}: write NAME:MIN/OPT/MAX with dims joined by x, e.g. x:1x64/32x64/256x64")
-        triple = tuple(tuple(int(d) for d in p.split("x")) for p in parts)
-        if len({len(s) for s in triple}) != 1 or any(a > b for lo, hi in itertools.pairwise(triple) for a, b in zip(lo, hi)):
-            raise TrtpipeError(f"{flag} {value}: MIN, OPT and MAX need the same rank and MIN <= OPT <= MAX")
-        shapes[name] = triple
-    return shapes
-
-
 def engine_path(output_dir: Path, model_name: str, precision: Precision, target: Target) -> Path:
     return output_dir / f"{model_name}.{precision}.{target.sm}.engine"
-
-
-def precision_support(spec: backends.BackendSpec, target: Target, precision: Precision) -> tuple[bool, str]:
-    """Return whether trtpipe builds `precision` for `target` with the backend, and why not."""
-    ok, why = spec.supports(target, precision)
-    if ok and precision is Precision.FP4:
-        return False, "trtpipe does not write block-scaled FP4 weights yet"
-    return ok, why
-
-
-def plan_precisions(requested: Sequence[str], target: Target, spec: backends.BackendSpec) -> list[Precision]:
-    """Return the precisions to build; raise naming the first the target cannot run."""
-    if list(requested) == ["auto"]:
-        return [p for p in AUTO_PRECISIONS if precision_support(spec, target, p)[0]]
-    precisions = [Precision.parse(p) for p in requested]
-    for precision in precisions:
-        ok, why = precision_support(spec, target, precision)
-        if not ok:
-            raise TrtpipeError(f"--precision {precision} --target {target.sm}: {why}; choose another precision or target")
-    return precisions
-
-
-def write_typed_onnx(model, precision: Precision, output: Path, table: CalibrationTable | None,
-                     exclude: Sequence[str] = (), implicit: bool = False, unquantized: str = "fp16") -> Path:
-    """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path."""
-    return onnxio.save(typed_model(model, precision, table, exclude, implicit, unquantized), output)
-
-
-def typed_model(model, precision: Precision, table: CalibrationTable | None, exclude: Sequence[str] = (),
-                implicit: bool = False, unquantized: str = "fp16", only: Sequence[str] | None = None):
-    """Return the typed ONNX of `model` for `precision`.
-
-    INT8 and FP8 graphs compute what is not quantized (excluded layers, normalizations, softmax,
-    elementwise ops) in `unquantized`: FP16 by default, as a weakly typed TensorRT build with the
-    FP16 and INT8 flags would, or FP32. `only` names the nodes to quantize, all others stay out.
-    """
-    if precision in (Precision.FP32, Precision.TF32) or implicit:
-        typed = model  # implicit INT8: TensorRT quantizes the FP32 graph itself
-    elif precision in (Precision.FP16, Precision.BF16):
-        typed = to_half(model, precision, keep=exclude)
-    else:
-        if table is None:
-            raise TrtpipeError(f"--precision {precision} needs --cache CACHE; make one with 'trtpipe calibrate'")
-        if unquantized not in UNQUANTIZED:
-            raise TrtpipeError(f"--unquantized {unquantized}: use one of {', '.join(UNQUANTIZED)}")
-        half = unquantized == "fp16"
-        if half:  # FP16 Q/DQ scales need opset 19
-            model = onnxio.with_opset(model, 19)
-        typed, _ = insert_qdq(model, table, precision, exclude, scales_fit_fp16=half, only=only)
-        if half:
-            typed = to_half(typed, Precision.FP16)
-    return typed
-
-
-def load_table(path: Path) -> CalibrationTable:
-    """Return the calibration table in the cache at `path`, or raise naming the file and the fix."""
-    if not Path(path).is_file():
-        raise TrtpipeError(f"--cache {path}: no such file; make it with 'trtpipe calibrate'")
-    try:
-        return read_cache(path)
-    except CacheError as exc:
-        raise TrtpipeError(f"--cache {exc}; recalibrate with 'trtpipe calibrate'") from None
 
 
 def _numpy_dtype(backend: backends.Backend, dtype) -> str:
@@ -281,7 +195,7 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     model_path = Path(model_path)
     model = onnxio.load(model_path)  # a bad model fails here, before any file is written
     spec = backends.choose_spec(options.backend, options.target)
-    chosen = plan_precisions(precisions, options.target, spec)
+    chosen = backends.plan_precisions(precisions, options.target, spec)
     table = load_table(options.cache) if options.cache is not None else None
     if options.timing_cache is not None and not spec.timing_cache:
         raise TrtpipeError(f"--timing-cache: {spec.name} has no timing cache (it does not time tactics); drop the flag")

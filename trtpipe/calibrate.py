@@ -9,13 +9,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from calibrators.amax import DEFAULT_PERCENTILE, METHODS, compute_amax
-from calibrators.cache import ALGORITHMS, CalibrationTable, read_cache, render
+from calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, read_cache, render
 from calibrators.graph import quantized_activations
 from calibrators.histogram import DEFAULT_BINS
-from trtpipe import data, onnxio
+from trtpipe import data
 from trtpipe.config import ModelSpec, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import sha256, sidecar_path, write_json, write_text
+from trtpipe.graph import onnxio
 from trtpipe.progress import progress_bar
 
 # TensorRT calibrates INT8 with entropy; FP8's range makes clipping cost more than it saves.
@@ -93,3 +94,13 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     write_json(sidecar_path(output), {**made_from, "tensors": len(table.amax),
                                       "samples": bar.n})
     return table, True
+
+
+def load_table(path: Path) -> CalibrationTable:
+    """Return the calibration table in the cache at `path`, or raise naming the file and the fix."""
+    if not Path(path).is_file():
+        raise TrtpipeError(f"--cache {path}: no such file; make it with 'trtpipe calibrate'")
+    try:
+        return read_cache(path)
+    except CacheError as exc:
+        raise TrtpipeError(f"--cache {exc}; recalibrate with 'trtpipe calibrate'") from None

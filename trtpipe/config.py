@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +16,8 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+Shape = tuple[int, ...]
 
 DTYPES = ("float32", "float16", "int64", "int32", "int8", "uint8", "bool")
 
@@ -122,3 +127,18 @@ def spec_from_onnx(model, path: str | os.PathLike) -> ModelSpec:
         dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         inputs.append(InputSpec(value.name, shape, dtype))
     return ModelSpec(name=Path(path).stem, root=Path(path).parent, inputs=inputs)
+
+
+def parse_shapes(values: Iterable[str], flag: str = "--shapes") -> dict[str, tuple[Shape, Shape, Shape]]:
+    """Return {input: (min, opt, max)} from trtexec-style `name:1x64/32x64/256x64` values."""
+    shapes = {}
+    for value in values:
+        name, sep, dims = value.rpartition(":")
+        parts = dims.split("/")
+        if not sep or not name or len(parts) != 3 or not all(re.fullmatch(r"\d+(x\d+)*", p) for p in parts):
+            raise TrtpipeError(f"{flag} {value}: write NAME:MIN/OPT/MAX with dims joined by x, e.g. x:1x64/32x64/256x64")
+        triple = tuple(tuple(int(d) for d in p.split("x")) for p in parts)
+        if len({len(s) for s in triple}) != 1 or any(a > b for lo, hi in itertools.pairwise(triple) for a, b in zip(lo, hi)):
+            raise TrtpipeError(f"{flag} {value}: MIN, OPT and MAX need the same rank and MIN <= OPT <= MAX")
+        shapes[name] = triple
+    return shapes

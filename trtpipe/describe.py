@@ -6,9 +6,9 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from trtpipe import onnxio
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import sidecar_path
+from trtpipe.graph import onnxio
 
 
 def describe(path: str | os.PathLike) -> dict:

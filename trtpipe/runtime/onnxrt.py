@@ -22,14 +22,14 @@ class OnnxRunner(Runner):
     """Runs an ONNX model in ONNX Runtime: the CUDA provider when present, else the CPU.
 
     A typed ONNX (FP16, BF16, Q/DQ) is a simulation of its engine (`measured` is False); an FP32
-    model is the baseline itself. BF16 graphs run through trtpipe.simulate on the CPU provider.
+    model is the baseline itself. BF16 graphs run through trtpipe.graph.simulate on the CPU provider.
     """
 
     def __init__(self, path: str | os.PathLike, providers: list[str] | None = None, threads: int | None = None,
                  model=None):
         """Run the ONNX at `path`, or `model` (a ModelProto) named by `path` when given."""
         ort = require("onnxruntime", "onnx", "running ONNX models")
-        from trtpipe import onnxio, simulate
+        from trtpipe.graph import onnxio, simulate
 
         self.path = Path(path)
         self.name = self.path.name

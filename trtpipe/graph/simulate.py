@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trtpipe import onnxio
+from trtpipe.graph import onnxio
 
 
 def has_bfloat16(model) -> bool:

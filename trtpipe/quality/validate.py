@@ -14,8 +14,8 @@ from trtpipe import data
 from trtpipe.config import ModelSpec
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import ensure_dir, write_json, write_text
-from trtpipe.metrics import OutputMetrics
 from trtpipe.progress import progress_bar
+from trtpipe.quality.metrics import OutputMetrics
 from trtpipe.runtime.runner import Runner
 
 # Minimums per precision; chosen from measurements on the shipped models (README) with margin.

@@ -13,7 +13,7 @@ import numpy as np
 
 from calibrators.cache import CalibrationTable
 from calibrators.graph import constant_names
-from trtpipe.qdq import layer_name, quantizable
+from trtpipe.graph.qdq import layer_name, quantizable
 from trtpipe.targets import Precision
 
 
@@ -29,8 +29,8 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
     """Return one row per quantizable layer, the most sensitive first: the first output's mean cosine
     with FP32 (and top-1 agreement for a classifier) when only that layer is quantized. No rows when
     the cache holds none of the model's scales (the CLI says so, naming the cache)."""
-    from trtpipe.build import typed_model
-    from trtpipe.metrics import OutputMetrics
+    from trtpipe.graph.typed import typed_model
+    from trtpipe.quality.metrics import OutputMetrics
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     layers = quantizable_layers(model, table)

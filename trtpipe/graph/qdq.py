@@ -14,9 +14,9 @@ import numpy as np
 
 from calibrators.cache import CalibrationTable
 from calibrators.graph import activation_inputs, constant_names, weight_input
-from trtpipe import onnxio
 from trtpipe.errors import TrtpipeError
-from trtpipe.half import node_matches
+from trtpipe.graph import onnxio
+from trtpipe.graph.half import node_matches
 from trtpipe.targets import Precision
 
 QMAX = {Precision.INT8: 127.0, Precision.FP8: 448.0}

@@ -1,59 +1,13 @@
-"""The `trtpipe` command: parse, call the library, print. Errors are one line and exit code 2."""
+"""Pipeline commands: plan, calibrate, smooth, quantize, build, inspect."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
-from trtpipe.errors import TrtpipeError
-
-PRECISION_CHOICES = ["fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4"]
-UNQUANTIZED_OPTION = click.option(
-    "--unquantized", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True,
-    help="what INT8/FP8 engines compute their unquantized layers in")
-
-
-class Group(click.Group):
-    """Turns TrtpipeError into one line on stderr and exit code 2, never a traceback."""
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except TrtpipeError as exc:
-            click.echo(f"trtpipe: error: {exc}", err=True)
-            sys.exit(2)
-        except KeyboardInterrupt:
-            click.echo("trtpipe: interrupted; no partial files were left", err=True)
-            sys.exit(130)
-
-
-def _exclude(given, spec) -> list[str]:
-    """--exclude as given, else the spec's [quantize] exclude."""
-    return list(given) or (spec.exclude if spec else [])
-
-
-def _data_dir(given, from_spec, kind: str):
-    if given is None and from_spec is None:
-        raise TrtpipeError(f"--data DIR is needed (or a --spec with data.{kind})")
-    return given or from_spec
-
-
-def _spec(spec_path, model=None, model_path=None):
-    """Return the spec at `spec_path`; without one, the inputs of `model` (loaded from `model_path`), else None."""
-    from trtpipe.config import load_spec, spec_from_onnx
-
-    if spec_path:
-        return load_spec(spec_path)
-    return spec_from_onnx(model, model_path) if model is not None else None
-
-
-@click.group(cls=Group)
-@click.version_option(package_name="trtpipe")
-def main():
-    """TensorRT deployment pipeline: calibrate, quantize, build, validate and run engines."""
+from trtpipe.cli import PRECISION_CHOICES, UNQUANTIZED_OPTION, _data_dir, _exclude, _spec, main
 
 
 @main.command()
@@ -62,8 +16,7 @@ def main():
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def plan(target_text, backend_name, as_json):
     """Print which precisions the target runs with the backend, and why not."""
-    from trtpipe.backend import choose_spec
-    from trtpipe.build import plan_precisions, precision_support
+    from trtpipe.backend import choose_spec, plan_precisions, precision_support
     from trtpipe.targets import Precision, Target
 
     target = Target.parse(target_text)
@@ -95,8 +48,9 @@ def plan(target_text, backend_name, as_json):
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
 def quantize(model, precision, cache, exclude, spec_path, unquantized, output):
     """Write the typed ONNX for a precision (FP16/BF16 casts or INT8/FP8 Q/DQ)."""
-    from trtpipe import onnxio
-    from trtpipe.build import load_table, write_typed_onnx
+    from trtpipe.calibrate import load_table
+    from trtpipe.graph import onnxio
+    from trtpipe.graph.typed import write_typed_onnx
     from trtpipe.targets import Precision
 
     table = load_table(cache) if cache is not None else None
@@ -116,10 +70,11 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, output):
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
 def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     """Write an FP32 ONNX with SmoothQuant scales folded in; calibrate and build from it for INT8."""
-    from trtpipe import data, onnxio
+    from trtpipe import data
+    from trtpipe.graph import onnxio
+    from trtpipe.graph.smooth import DEFAULT_ALPHA
+    from trtpipe.graph.smooth import smooth as run
     from trtpipe.progress import progress_bar
-    from trtpipe.smooth import DEFAULT_ALPHA
-    from trtpipe.smooth import smooth as run
 
     graph = onnxio.load(model)
     spec = _spec(spec_path, graph, model)
@@ -180,8 +135,9 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
 def build(model, precisions, target_text, backend_name, cache, shapes, spec_path, timing_cache, calibration,
           data_dir, exclude, unquantized, verbose, output):
     """Build strongly typed engines: DIR/<model>.<precision>.<sm>.engine and a sidecar .json."""
-    from trtpipe.build import BuildOptions, parse_shapes
+    from trtpipe.build import BuildOptions
     from trtpipe.build import build as run
+    from trtpipe.config import parse_shapes
     from trtpipe.targets import Target
 
     spec = _spec(spec_path)
@@ -200,48 +156,6 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     run(model, output, list(precisions), options, on_engine=report)
 
 
-@main.command()
-@click.argument("model", type=click.Path(path_type=Path))
-@click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True)
-@click.option("--cache", type=click.Path(path_type=Path), required=True, help="the calibration cache for --precision")
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's calibration directory")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
-@click.option("--limit", type=int, default=64, show_default=True, help="samples; every layer runs on all of them")
-@click.option("--batch-size", type=int, default=16, show_default=True)
-@UNQUANTIZED_OPTION
-@click.option("--top", type=int, default=10, show_default=True, help="rows to print")
-@click.option("--json", "as_json", is_flag=True, help="print every layer as JSON")
-def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size, unquantized, top, as_json):
-    """Quantize one layer at a time and rank the layers by how far the outputs move (--exclude candidates)."""
-    from trtpipe import data, onnxio
-    from trtpipe.build import load_table
-    from trtpipe.progress import progress_bar
-    from trtpipe.sensitivity import layer_sensitivity, quantizable_layers
-    from trtpipe.targets import Precision
-
-    graph = onnxio.load(model)
-    spec = _spec(spec_path, graph, model)
-    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
-    table = load_table(cache)
-    layers = len(quantizable_layers(graph, table))
-    if not layers:
-        raise TrtpipeError(f"--cache {cache}: no Conv, MatMul or Gemm of {model} has scales in it; "
-                           f"calibrate this model with 'trtpipe calibrate {model}'")
-    batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
-    with progress_bar(layers, f"quantizing {Path(model).name} one layer at a time", "layers") as bar, \
-            data.model_runs_on(data_dir):
-        rows = layer_sensitivity(graph, table, Precision.parse(precision), batches,
-                                 classifier=spec.task == "classification", unquantized=unquantized, on_layer=bar.update)
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    click.echo(f"{precision} one layer at a time, against FP32 (first output; lowest cosine first):")
-    click.echo(f"{'cosine':>9} {'top-1':>7}  node")
-    for row in rows[:top]:
-        top1 = f"{row['top1_agreement']:7.2%}" if row["top1_agreement"] is not None else f"{'-':>7}"
-        click.echo(f"{row['cosine']:9.5f} {top1}  {row['node']} ({row['op']})")
-
-
 @main.command(name="inspect")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True)
@@ -251,69 +165,3 @@ def inspect_command(path, as_json):
 
     description = describe(path)
     click.echo(json.dumps(description, indent=2) if as_json else render(description))
-
-
-@main.command()
-@click.argument("candidate", type=click.Path(path_type=Path))
-@click.option("--baseline", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX")
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's validation directory")
-@click.option("--labels", type=click.Path(path_type=Path), help="'<sample id> <class>' lines; default: the spec's")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path))
-@click.option("--report", "report_dir", type=click.Path(path_type=Path), help="write JSON, Markdown and PNGs here")
-@click.option("--threshold", "overrides", multiple=True, help="METRIC=MIN, e.g. cosine=0.995 (repeatable)")
-@click.option("--batch-size", type=int, default=16, show_default=True)
-@click.option("--limit", type=int)
-@click.option("--json", "as_json", is_flag=True)
-def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overrides, batch_size, limit, as_json):
-    """Compare an engine or typed ONNX with the FP32 baseline; exit 0 on pass, 1 on fail."""
-    from trtpipe import data, onnxio
-    from trtpipe.runtime.onnxrt import OnnxRunner
-    from trtpipe.validate import compare, thresholds_for, write_report
-
-    baseline_model = onnxio.load(baseline)
-    spec = _spec(spec_path, baseline_model, baseline)
-    data_dir = _data_dir(data_dir, spec.validation, "validation")
-    labels = labels or spec.labels
-    label_map = data.read_labels(labels) if labels else None
-    parsed = {}
-    for item in overrides:
-        key, _, value = item.partition("=")
-        try:
-            parsed[key] = float(value)
-        except ValueError:
-            raise TrtpipeError(f"--threshold {item}: write METRIC=NUMBER, e.g. cosine=0.995") from None
-    if candidate.suffix == ".onnx":
-        runner = OnnxRunner(candidate)
-        precision = runner.precision
-    else:
-        from trtpipe.runtime.engine import Engine
-
-        runner = Engine(candidate)
-        precision = runner.info.precision
-    with runner, OnnxRunner(baseline, model=baseline_model) as base:
-        report = compare(runner, base, spec, data_dir, precision, label_map,
-                         thresholds_for(precision, spec, parsed), batch_size, limit)
-    if report_dir:
-        write_report(report, report_dir, candidate.name)
-    if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
-    else:
-        click.echo(report.markdown())
-    sys.exit(0 if report.passed else 1)
-
-
-@main.command()
-@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--fail/--no-fail", default=True, help="exit 1 when a report failed (default)")
-def summary(reports, fail):
-    """Print one table of validation reports: model, precision, engine size, accuracy, pass/fail."""
-    from trtpipe.validate import summary_markdown, summary_rows
-
-    rows = summary_rows(list(reports))
-    click.echo(summary_markdown(rows))
-    if fail and any(r["result"] != "pass" for r in rows):
-        sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from trtpipe import onnxio
 from trtpipe.errors import TrtpipeError
+from trtpipe.graph import onnxio
 from trtpipe.targets import Precision
 
 # Ops whose results overflow or lose too much in FP16: squares and exponentials of activations,

@@ -1,0 +1,58 @@
+"""The `trtpipe` command: parse, call the library, print. Errors are one line and exit code 2."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from trtpipe.errors import TrtpipeError
+
+PRECISION_CHOICES = ["fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4"]
+UNQUANTIZED_OPTION = click.option(
+    "--unquantized", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True,
+    help="what INT8/FP8 engines compute their unquantized layers in")
+
+
+class Group(click.Group):
+    """Turns TrtpipeError into one line on stderr and exit code 2, never a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except TrtpipeError as exc:
+            click.echo(f"trtpipe: error: {exc}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("trtpipe: interrupted; no partial files were left", err=True)
+            sys.exit(130)
+
+
+def _exclude(given, spec) -> list[str]:
+    """--exclude as given, else the spec's [quantize] exclude."""
+    return list(given) or (spec.exclude if spec else [])
+
+
+def _data_dir(given, from_spec, kind: str):
+    if given is None and from_spec is None:
+        raise TrtpipeError(f"--data DIR is needed (or a --spec with data.{kind})")
+    return given or from_spec
+
+
+def _spec(spec_path, model=None, model_path=None):
+    """Return the spec at `spec_path`; without one, the inputs of `model` (loaded from `model_path`), else None."""
+    from trtpipe.config import load_spec, spec_from_onnx
+
+    if spec_path:
+        return load_spec(spec_path)
+    return spec_from_onnx(model, model_path) if model is not None else None
+
+
+@click.group(cls=Group)
+@click.version_option(package_name="trtpipe")
+def main():
+    """TensorRT deployment pipeline: calibrate, quantize, build, validate and run engines."""
+
+
+# The commands, one module per family; imported last so that they find `main`.
+from trtpipe.cli import pipeline, quality  # noqa: F401

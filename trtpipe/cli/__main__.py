@@ -1,0 +1,5 @@
+"""`python -m trtpipe.cli`: the same as the `trtpipe` command."""
+
+from trtpipe.cli import main
+
+main()

@@ -1,0 +1,118 @@
+"""Quality commands: validate, summary, sensitivity."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from trtpipe.cli import UNQUANTIZED_OPTION, _data_dir, _spec, main
+from trtpipe.errors import TrtpipeError
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True)
+@click.option("--cache", type=click.Path(path_type=Path), required=True, help="the calibration cache for --precision")
+@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's calibration directory")
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
+@click.option("--limit", type=int, default=64, show_default=True, help="samples; every layer runs on all of them")
+@click.option("--batch-size", type=int, default=16, show_default=True)
+@UNQUANTIZED_OPTION
+@click.option("--top", type=int, default=10, show_default=True, help="rows to print")
+@click.option("--json", "as_json", is_flag=True, help="print every layer as JSON")
+def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size, unquantized, top, as_json):
+    """Quantize one layer at a time and rank the layers by how far the outputs move (--exclude candidates)."""
+    from trtpipe import data
+    from trtpipe.calibrate import load_table
+    from trtpipe.graph import onnxio
+    from trtpipe.progress import progress_bar
+    from trtpipe.quality.sensitivity import layer_sensitivity, quantizable_layers
+    from trtpipe.targets import Precision
+
+    graph = onnxio.load(model)
+    spec = _spec(spec_path, graph, model)
+    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    table = load_table(cache)
+    layers = len(quantizable_layers(graph, table))
+    if not layers:
+        raise TrtpipeError(f"--cache {cache}: no Conv, MatMul or Gemm of {model} has scales in it; "
+                           f"calibrate this model with 'trtpipe calibrate {model}'")
+    batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
+    with progress_bar(layers, f"quantizing {Path(model).name} one layer at a time", "layers") as bar, \
+            data.model_runs_on(data_dir):
+        rows = layer_sensitivity(graph, table, Precision.parse(precision), batches,
+                                 classifier=spec.task == "classification", unquantized=unquantized, on_layer=bar.update)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{precision} one layer at a time, against FP32 (first output; lowest cosine first):")
+    click.echo(f"{'cosine':>9} {'top-1':>7}  node")
+    for row in rows[:top]:
+        top1 = f"{row['top1_agreement']:7.2%}" if row["top1_agreement"] is not None else f"{'-':>7}"
+        click.echo(f"{row['cosine']:9.5f} {top1}  {row['node']} ({row['op']})")
+
+
+@main.command()
+@click.argument("candidate", type=click.Path(path_type=Path))
+@click.option("--baseline", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX")
+@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's validation directory")
+@click.option("--labels", type=click.Path(path_type=Path), help="'<sample id> <class>' lines; default: the spec's")
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path))
+@click.option("--report", "report_dir", type=click.Path(path_type=Path), help="write JSON, Markdown and PNGs here")
+@click.option("--threshold", "overrides", multiple=True, help="METRIC=MIN, e.g. cosine=0.995 (repeatable)")
+@click.option("--batch-size", type=int, default=16, show_default=True)
+@click.option("--limit", type=int)
+@click.option("--json", "as_json", is_flag=True)
+def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overrides, batch_size, limit, as_json):
+    """Compare an engine or typed ONNX with the FP32 baseline; exit 0 on pass, 1 on fail."""
+    from trtpipe import data
+    from trtpipe.graph import onnxio
+    from trtpipe.quality.validate import compare, thresholds_for, write_report
+    from trtpipe.runtime.onnxrt import OnnxRunner
+
+    baseline_model = onnxio.load(baseline)
+    spec = _spec(spec_path, baseline_model, baseline)
+    data_dir = _data_dir(data_dir, spec.validation, "validation")
+    labels = labels or spec.labels
+    label_map = data.read_labels(labels) if labels else None
+    parsed = {}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        try:
+            parsed[key] = float(value)
+        except ValueError:
+            raise TrtpipeError(f"--threshold {item}: write METRIC=NUMBER, e.g. cosine=0.995") from None
+    if candidate.suffix == ".onnx":
+        runner = OnnxRunner(candidate)
+        precision = runner.precision
+    else:
+        from trtpipe.runtime.engine import Engine
+
+        runner = Engine(candidate)
+        precision = runner.info.precision
+    with runner, OnnxRunner(baseline, model=baseline_model) as base:
+        report = compare(runner, base, spec, data_dir, precision, label_map,
+                         thresholds_for(precision, spec, parsed), batch_size, limit)
+    if report_dir:
+        write_report(report, report_dir, candidate.name)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        click.echo(report.markdown())
+    sys.exit(0 if report.passed else 1)
+
+
+@main.command()
+@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--fail/--no-fail", default=True, help="exit 1 when a report failed (default)")
+def summary(reports, fail):
+    """Print one table of validation reports: model, precision, engine size, accuracy, pass/fail."""
+    from trtpipe.quality.validate import summary_markdown, summary_rows
+
+    rows = summary_rows(list(reports))
+    click.echo(summary_markdown(rows))
+    if fail and any(r["result"] != "pass" for r in rows):
+        sys.exit(1)

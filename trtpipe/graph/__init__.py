@@ -1,0 +1,1 @@
+"""ONNX in, ONNX out: loading and saving, and the passes that give a graph its precision."""
