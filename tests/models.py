@@ -64,6 +64,25 @@ def mlp(batch=4, seed=1, hidden=32) -> onnx.ModelProto:
     return _model(graph)
 
 
+def mlp_classifier(weights, biases, sample_shape) -> onnx.ModelProto:
+    """Flatten, then MatMul-Add-Relu layers and a last MatMul-Add giving logits, from trained weights
+    (scikit-learn's MLPClassifier coefs_ and intercepts_); the input is `image`, batch dynamic."""
+    inits, nodes, x = [], [helper.make_node("Flatten", ["image"], ["flat"], name="flatten")], "flat"
+    for i, (w, b) in enumerate(zip(weights, biases)):
+        inits += [_init(f"fc{i}.w", w), _init(f"fc{i}.b", b)]
+        nodes += [helper.make_node("MatMul", [x, f"fc{i}.w"], [f"mm{i}"], name=f"fc{i}"),
+                  helper.make_node("Add", [f"mm{i}", f"fc{i}.b"], [f"h{i}"], name=f"bias{i}")]
+        x = f"h{i}"
+        if i < len(weights) - 1:
+            nodes.append(helper.make_node("Relu", [x], [f"r{i}"], name=f"relu{i}"))
+            x = f"r{i}"
+    nodes.append(helper.make_node("Identity", [x], ["logits"], name="logits"))
+    graph = helper.make_graph(nodes, "mlp_classifier",
+                              [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", *sample_shape])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", len(biases[-1])])], inits)
+    return _model(graph)
+
+
 def dynamic_mlp() -> onnx.ModelProto:
     return mlp(batch="N")
 

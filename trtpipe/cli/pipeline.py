@@ -1,4 +1,4 @@
-"""Pipeline commands: plan, calibrate, smooth, quantize, build, inspect."""
+"""Pipeline commands: init, plan, calibrate, smooth, quantize, build, inspect."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from trtpipe.cli import PRECISION_CHOICES, UNQUANTIZED_OPTION, _data_dir, _exclude, _spec, main
+from trtpipe.errors import TrtpipeError
 
 
 @main.command()
@@ -165,3 +166,27 @@ def inspect_command(path, as_json):
 
     description = describe(path)
     click.echo(json.dumps(description, indent=2) if as_json else render(description))
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--data", "data_dir", type=click.Path(path_type=Path),
+              help="a data directory: its samples fill in the dynamic dims, images add a [preprocess] table")
+@click.option("--force", is_flag=True, help="replace an existing spec")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the model.toml to write")
+def init(model, data_dir, force, output):
+    """Write a starting model.toml from the model's inputs and outputs, with a guessed task.
+
+    Example: trtpipe init yolov8n.onnx --data photos/ -o yolov8n.toml
+    """
+    from trtpipe.config import load_spec
+    from trtpipe.files import write_text
+    from trtpipe.graph import onnxio
+    from trtpipe.starting_spec import starting_spec
+
+    if output.exists() and not force:
+        raise TrtpipeError(f"-o {output}: the file exists; pass --force to replace it, or choose another path")
+    text = starting_spec(onnxio.load(model), model, data_dir)
+    write_text(output, text)
+    load_spec(output)  # what init writes must load: a failure here is a bug, reported as one line
+    click.echo(f"wrote {output}; check the lines marked CHECK")

@@ -1,0 +1,179 @@
+"""Every command and Python snippet in README.md and docs/ runs, so the docs cannot drift from the code.
+
+A page's ```console blocks hold `$ command` lines (a trailing backslash continues a line), run in
+order in one workspace per page; a command is expected to exit 0, or the code its `# exit N`
+comment names. ```python blocks run in the same workspace. The workspace holds what the pages
+refer to: `model.onnx` (a digits classifier trained in the test), `model.toml`, and `data/calib`,
+`data/val` of .npy samples with labels.
+
+Markers, an HTML comment on the line before a block: `<!-- docs-test: gpu -->` runs the block only
+where an engine can run (skipped here with the reason); `<!-- docs-test: zoo -->` runs it only under
+`make zoo` (it downloads public models); `<!-- docs-test: skip REASON -->` is for output listings.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import models
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"(?:<!-- docs-test: (?P<marker>[^>]*?) -->\n)?```(?P<lang>console|python)\n(?P<body>.*?)```", re.DOTALL)
+RUN_ZOO = os.environ.get("TRTPIPE_DOCS_ZOO") == "1"
+
+SPEC = """\
+name = "model"
+task = "classification"
+
+[[inputs]]
+name = "image"
+shape = [-1, 1, 8, 8]
+
+[shapes]
+image = "1x1x8x8/16x1x8x8/64x1x8x8"
+
+[data]
+calibration = "data/calib"
+validation = "data/val"
+labels = "data/val/labels.txt"
+"""
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int
+    lang: str
+    body: str
+    marker: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.name}:{self.line}"
+
+
+def blocks(page: Path) -> list[Block]:
+    text = page.read_text()
+    return [Block(page, text.count("\n", 0, m.start("body")) + 1, m["lang"], m["body"], (m["marker"] or "").strip())
+            for m in BLOCK.finditer(text)]
+
+
+def commands(body: str) -> list[tuple[str, int]]:
+    """Return (command, expected exit code) for each `$ ` line, continuation lines joined."""
+    result, current = [], None
+    for line in body.splitlines():
+        if current is not None:
+            current += " " + line.strip()
+        elif line.startswith("$ "):
+            current = line[2:].strip()
+        else:
+            continue  # output shown after a command
+        if current.endswith("\\"):
+            current = current[:-1].rstrip()
+            continue
+        expected = re.search(r"#\s*exit (\d+)\s*$", current)
+        result.append((current, int(expected[1]) if expected else 0))
+        current = None
+    return result
+
+
+def make_workspace(path: Path) -> Path:
+    """Write a digits classifier trained here (scikit-learn's 8x8 digits, 97% accurate) and its data."""
+    from sklearn.datasets import load_digits
+    from sklearn.neural_network import MLPClassifier
+
+    digits = load_digits()
+    images = (digits.images / 16.0).astype(np.float32)[:, None]
+    train, calib, val = slice(0, 1200), slice(1200, 1500), slice(1500, 1797)
+    net = MLPClassifier(hidden_layer_sizes=(64,), max_iter=400, random_state=0)
+    net.fit(images[train].reshape(-1, 64), digits.target[train])
+    models.save(models.mlp_classifier(net.coefs_, net.intercepts_, (1, 8, 8)), path / "model.onnx")
+    (path / "model.toml").write_text(SPEC)
+    (path / "data").mkdir()
+    models.save_batches(path / "data" / "calib", images[calib])
+    models.save_batches(path / "data" / "val", images[val])
+    ids = [f"{i - i % 16:03d}.npy[{i % 16}]" for i in range(val.stop - val.start)]
+    (path / "data" / "val" / "labels.txt").write_text("".join(f"{i} {c}\n" for i, c in zip(ids, digits.target[val])))
+    return path
+
+
+def engine_runs_here() -> str | None:
+    """Return why no engine can run here, or None when one can."""
+    import importlib.util
+
+    if importlib.util.find_spec("pycuda") is None:
+        return "pycuda is not installed (no GPU runtime here)"
+    if importlib.util.find_spec("tensorrt") is None:
+        return "TensorRT is not installed; TensorRT-RTX engines need an SM 8.x/12.x GPU"
+    return None
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    env["TRTPIPE_NO_PROGRESS"] = "1"
+    return env
+
+
+PAGE_BLOCKS = {page: blocks(page) for page in PAGES}
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if PAGE_BLOCKS[p]], ids=lambda p: p.name)
+def test_page_runs(page, tmp_path):
+    workspace = make_workspace(tmp_path)
+    ran = 0
+    for block in PAGE_BLOCKS[page]:
+        if block.marker.startswith("skip"):
+            continue
+        if block.marker == "zoo" and not RUN_ZOO:
+            continue
+        if block.marker == "gpu" and engine_runs_here():
+            continue
+        if block.lang == "python":
+            result = subprocess.run([sys.executable, "-c", block.body], cwd=workspace, env=_env(),
+                                    capture_output=True, text=True, timeout=600, check=False)
+            assert result.returncode == 0, f"{block.id}: python block failed\n{result.stderr[-2000:]}"
+            ran += 1
+            continue
+        for command, expected in commands(block.body):
+            result = subprocess.run(["bash", "-c", command], cwd=workspace, env=_env(),
+                                    capture_output=True, text=True, timeout=600, check=False)
+            assert result.returncode == expected, (
+                f"{block.id}: `{command}` exited {result.returncode}, the page says {expected}\n"
+                f"{result.stdout[-1500:]}\n{result.stderr[-1500:]}")
+            ran += 1
+    if not ran:
+        pytest.skip(f"{page.name}: every block needs a GPU or the zoo ({engine_runs_here()})")
+
+
+def test_commands_parse_continuations_and_exit_codes():
+    body = "$ trtpipe validate a.onnx \\\n    --baseline b.onnx  # exit 1\noutput line\n$ ls\n"
+    assert commands(body) == [("trtpipe validate a.onnx --baseline b.onnx  # exit 1", 1), ("ls", 0)]
+
+
+def test_every_documented_command_exists():
+    """A `trtpipe X` in the docs names a real command, even in blocks the tests cannot run here."""
+    from click.testing import CliRunner
+
+    from trtpipe.cli import main
+
+    names = set(main.commands)
+    for page_blocks in PAGE_BLOCKS.values():
+        for block in page_blocks:
+            for command, _ in commands(block.body) if block.lang == "console" else []:
+                for part in command.split("&&"):
+                    words = shlex.split(part.split("#")[0]) or [""]
+                    if words[0] == "trtpipe":
+                        assert len(words) > 1 and words[1] in names | {"--help", "--version"}, f"{block.id}: {part}"
+    assert CliRunner().invoke(main, ["--help"]).exit_code == 0
