@@ -17,8 +17,10 @@ def progress_bar(total: int | None, description: str, unit: str, enabled: bool =
     if not enabled or os.environ.get("TRTPIPE_NO_PROGRESS"):
         yield _Counter()
         return
-    with tqdm(total=total, desc=description, unit=unit, unit_scale=True, file=sys.stderr,
-              dynamic_ncols=True, leave=False, mininterval=0.5) as bar:
+    # Whole counts ("40 samples", not "40.0samples"), and the finished bar stays: it shows the last
+    # batch too, which a cleared bar refreshed every 0.5 s could leave out.
+    with tqdm(total=total, desc=description, unit=f" {unit}", file=sys.stderr,
+              dynamic_ncols=True, leave=True, mininterval=0.5) as bar:
         yield bar
 
 
