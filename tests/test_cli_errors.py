@@ -116,3 +116,18 @@ def test_nothing_to_quantize(tmp_path):
     code, _, err = trtpipe("calibrate", tmp_path / "relu.onnx", "--data", tmp_path / "data", "-o", tmp_path / "c.cache")
     assert_one_line_error(code, err, "relu.onnx", ["nothing", "to", "quantize"][0])
     assert not (tmp_path / "c.cache").exists()
+
+
+def test_missing_or_short_external_weights_name_the_data_file(tmp_path):
+    import onnx
+
+    model = tmp_path / "ext.onnx"
+    onnx.save(models.mlp(hidden=512), str(model), save_as_external_data=True, location="ext.onnx.data",
+              size_threshold=0)
+    data = tmp_path / "ext.onnx.data"
+    data.write_bytes(data.read_bytes()[:100])
+    code, _, err = trtpipe("inspect", model)
+    assert_one_line_error(code, err, "external weights", "copy it again")
+    data.unlink()
+    code, _, err = trtpipe("inspect", model)
+    assert_one_line_error(code, err, "'ext.onnx.data'", "missing")

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from conftest import needs_rtx
 
 from trtpipe.backend import TENSORRT, TENSORRT_RTX, choose_spec
 from trtpipe.errors import TrtpipeError
@@ -62,3 +63,18 @@ def test_import_needs_no_backend():
             "bad = [m for m in ('tensorrt', 'tensorrt_rtx', 'pycuda', 'torch') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+@needs_rtx
+def test_a_target_the_installed_backend_cannot_build_says_so(cli, tmp_path):
+    """sm_90 with only TensorRT-RTX installed: name what RTX builds, not only 'install tensorrt'."""
+    import importlib.util
+
+    import models
+
+    if importlib.util.find_spec("tensorrt") is not None:
+        pytest.skip("full TensorRT is installed here: it builds for sm_90")
+    models.save(models.mlp(), tmp_path / "m.onnx")
+    code, _, err = cli("build", tmp_path / "m.onnx", "--precision", "fp16", "--target", "sm_90", "-o", tmp_path / "e")
+    assert code == 2 and "tensorrt-rtx does not build for compute capability 9.0" in err and "8.9" in err
+    assert not (tmp_path / "e").exists()

@@ -124,8 +124,21 @@ class Backend:
         return member
 
 
-def load(spec: BackendSpec) -> Backend:
-    """Import the backend's module and read its feature flags."""
+def load(spec: BackendSpec, target: Target | None = None) -> Backend:
+    """Import the backend's module and read its feature flags.
+
+    When it is missing and the backends that are installed do not build for `target`, the error
+    says so: installing the missing one is then not the only way out, another target is.
+    """
+    if target is not None and not spec.installed():
+        others = [s for s in SPECS.values() if s is not spec and s.installed() and not s.runs_on(target)]
+        if others:
+            other = others[0]
+            raise TrtpipeError(
+                f"--target {target.sm}: the installed {other.name} does not build for compute capability "
+                f"{target.major}.{target.minor} (it builds {other.runnable_text()}), and {spec.name} is not installed; "
+                f"choose one of those targets, or pip install 'trtpipe[{spec.extra}]'"
+            )
     trt = require(spec.module, spec.extra, f"the {spec.name} backend")
     version = getattr(trt, "__version__", "0")
     major = int(version.split(".")[0])

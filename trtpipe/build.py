@@ -199,7 +199,7 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     table = load_table(options.cache) if options.cache is not None else None
     if options.timing_cache is not None and not spec.timing_cache:
         raise TrtpipeError(f"--timing-cache: {spec.name} has no timing cache (it does not time tactics); drop the flag")
-    backend = backends.load(spec)
+    backend = backends.load(spec, options.target)
     if options.calibration == "implicit" and chosen != [Precision.INT8]:
         raise TrtpipeError("--calibration implicit builds int8 only; pass --precision int8")
     if options.calibration == "implicit" and not backend.implicit_int8:

@@ -121,7 +121,8 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--precision", "precisions", multiple=True, default=["auto"], show_default=True,
               help=f"one of {', '.join(PRECISION_CHOICES)} or auto (repeatable)")
-@click.option("--target", "target_text", default="auto", show_default=True)
+@click.option("--target", "target_text", default="auto", show_default=True,
+              help="the GPU to build for: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
 @click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True)
 @click.option("--cache", type=click.Path(path_type=Path), help="calibration cache for int8/fp8")
 @click.option("--shapes", multiple=True, help="NAME:MIN/OPT/MAX, dims joined by x (repeatable)")

@@ -24,14 +24,39 @@ def load(path: str | os.PathLike, flag: str = "MODEL"):
     if not path.is_file():
         raise TrtpipeError(f"{path}: no such file; pass the path of an .onnx model")
     try:
-        model = onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError, RuntimeError or ValueError
         raise TrtpipeError(
             f"{path}: not a readable ONNX model ({type(exc).__name__}); re-export it, the file may be truncated"
         ) from None
+    missing = _missing_external_data(model, path.parent)
+    if missing:
+        raise TrtpipeError(
+            f"{path}: its weights are stored in '{missing}' beside it, and that file is missing; "
+            "copy it next to the model (or re-export with the weights inside)"
+        )
+    try:
+        onnx.load_external_data_for_model(model, str(path.parent))
+    except Exception as exc:  # noqa: BLE001 - a short or unreadable data file raises what numpy/onnx raise
+        raise TrtpipeError(
+            f"{path}: cannot read its external weights ({type(exc).__name__}); the data file beside it may be "
+            "truncated: copy it again"
+        ) from None
     if not model.graph.node or not model.opset_import:
         raise TrtpipeError(f"{path}: not an ONNX model (no graph nodes or opset); pass an exported .onnx file")
     return model
+
+
+def _missing_external_data(model, directory: Path) -> str | None:
+    """Return the first external data file `model` names that does not exist in `directory`."""
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    for tensor in model.graph.initializer:
+        if uses_external_data(tensor):
+            location = ExternalDataInfo(tensor).location
+            if not (directory / location).is_file():
+                return location
+    return None
 
 
 def save(model, path: str | os.PathLike, flag: str = "-o") -> Path:
