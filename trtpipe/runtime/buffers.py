@@ -4,6 +4,8 @@ between them on one stream. Everything here is freed by `free()`, not left to th
 from __future__ import annotations
 
 import math
+import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,22 +61,55 @@ class TensorBuffer:
         self.capacity = 0
 
 
-def device_pointer(value) -> tuple[int, tuple[int, ...], np.dtype]:
-    """Return (pointer, shape, dtype) of a contiguous `__cuda_array_interface__` array (torch, cupy)."""
+# TensorRT requires every tensor address to be aligned to 256 bytes (IExecutionContext::setTensorAddress).
+ALIGNMENT = 256
+CU_STREAM_LEGACY = 1  # CUDA's legacy default stream, as the CUDA Array Interface v3 names it
+
+
+@dataclass(frozen=True)
+class DeviceArray:
+    """What the runtime reads of a caller's device array: where, what, and the stream that wrote it."""
+
+    pointer: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    stream: int | None  # the producer's stream to wait for; None: ready now
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def device_array(value) -> DeviceArray:
+    """Return a contiguous `__cuda_array_interface__` array (torch, cupy, numba) as a DeviceArray."""
     from trtpipe.errors import TrtpipeError
 
     face = value.__cuda_array_interface__
     shape = tuple(face["shape"])
     dtype = np.dtype(face["typestr"])
     strides = face.get("strides")
-    if strides is not None and tuple(strides) != _contiguous_strides(shape, dtype.itemsize):
+    if strides is not None and not _contiguous(shape, strides, dtype.itemsize):
         raise TrtpipeError("a device array passed to the engine is not contiguous; call .contiguous() first")
-    return int(face["data"][0]), shape, dtype
+    stream = face.get("stream")  # v3: the consumer waits for this stream
+    if stream is None:
+        stream = _torch_stream(value)
+    return DeviceArray(int(face["data"][0]), shape, dtype, stream)
 
 
-def _contiguous_strides(shape, itemsize) -> tuple[int, ...]:
-    strides, step = [], itemsize
-    for dim in reversed(shape):
-        strides.append(step)
+def _torch_stream(value) -> int | None:
+    """The stream a torch tensor is ready on: torch exports the interface without one (version 2), and
+    its own contract is that a tensor may be used on the current stream."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(value, torch.Tensor) or not value.is_cuda:
+        return None
+    return torch.cuda.current_stream(value.device).cuda_stream or CU_STREAM_LEGACY
+
+
+def _contiguous(shape, strides, itemsize) -> bool:
+    """Row-major and dense; the stride of a dimension of size 1 does not matter (torch sets it freely)."""
+    step = itemsize
+    for dim, stride in zip(reversed(shape), reversed(strides)):
+        if dim != 1 and stride != step:
+            return False
         step *= dim
-    return tuple(reversed(strides))
+    return True
