@@ -16,7 +16,6 @@ from models import _model, dynamic_mlp, mlp, save
 from trtpipe.errors import TrtpipeError
 from trtpipe.targets import Target
 
-
 # --- data types: trt.nptype raises for BF16 and FP8 --------------------------------------------
 
 @needs_rtx
