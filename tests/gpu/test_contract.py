@@ -50,7 +50,7 @@ def kernel(ctx):
 
 @pytest.fixture
 def session(ctx, kernel):
-    session, _ = make_session(ctx, kernel, profile=((1, 1), (64, 1 << 20)))
+    session, _ = make_session(ctx, kernel, profile=((1, 1), (1024, 1 << 20)))
     yield session
     session.free()
 
@@ -102,7 +102,7 @@ def test_an_address_the_engine_rejects_is_an_error(ctx, kernel):
 
 def test_a_shape_outside_the_profile_is_refused(session):
     with pytest.raises(TrtpipeError, match="outside the engine's optimization profile"):
-        session.run({"x": np.ones((65, 4), np.float32)})
+        session.run({"x": np.ones((1025, 4), np.float32)})
 
 
 def test_an_async_call_keeps_its_device_input_alive_until_read(session):
