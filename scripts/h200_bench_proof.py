@@ -104,7 +104,8 @@ def main() -> None:
     engine, _context = standin_engine(CudaContext(0), kernel)
     x = torch.randn(1, 1024, device="cuda")
     y = torch.empty_like(x)
-    start, end = holder.cuda.Event(), holder.cuda.Event()
+    with holder:
+        start, end = holder.cuda.Event(), holder.cuda.Event()
     session = engine.session
     original = session.execute
 

@@ -75,7 +75,7 @@ def test_ten_thousand_open_close_cycles_leave_nothing_behind():
         before = state()
         x = np.ones((8, 1024), np.float32)
         for cycle in range(10_000):
-            engine, _ = standin_engine(CudaContext(0), kernel)
+            engine = standin_engine(CudaContext(0), kernel)[0]
             assert (engine.infer({"x": x})["y"] == 3).all()
             engine.close()
         after = state()
