@@ -23,7 +23,7 @@ import numpy as np
 from trtpipe.errors import TrtpipeError, require
 from trtpipe.files import sha256
 from trtpipe.runtime import driver_api
-from trtpipe.runtime.buffers import ALIGNMENT, DeviceArray, TensorBuffer, device_array
+from trtpipe.runtime.buffers import ALIGNMENT, CU_STREAM_LEGACY, DeviceArray, TensorBuffer, device_array
 from trtpipe.runtime.cuda import CudaContext
 from trtpipe.runtime.dtypes import numpy_dtype
 from trtpipe.runtime.logger import shared_logger
@@ -67,7 +67,7 @@ def check_device_array(session: str, what: str, array: DeviceArray, dtype: np.dt
     if array.pointer % ALIGNMENT:
         raise TrtpipeError(f"{session}: {what} starts at an address not aligned to {ALIGNMENT} bytes (a view such as x[1:]); "
                            "pass a tensor of its own (.clone())")
-    where = driver_api.pointer_device(array.pointer)
+    where = array.device if array.device is not None else driver_api.pointer_device(array.pointer)
     if where is not None and where != device:
         raise TrtpipeError(f"{session}: {what} is on CUDA device {where}, the engine runs on device {device}; move it first")
 
@@ -108,8 +108,9 @@ class ExecutionSession:
                 array = device_array(value)
                 check_shape(self.name, spec, array.shape)
                 check_device_array(self.name, f"input '{spec.name}'", array, np.dtype(spec.dtype), self.ctx.ordinal)
-                if array.stream is not None:
-                    # The producer's stream may still be writing it (torch side streams are non-blocking).
+                if array.stream not in (None, CU_STREAM_LEGACY):
+                    # The producer's stream may still be writing it (torch's side streams are non-blocking).
+                    # Our stream is a blocking one: CUDA already orders it after the legacy default stream.
                     driver_api.stream_wait(self.stream.handle, array.stream, self.ready)
                 shape, pointer = array.shape, array.pointer
             else:
