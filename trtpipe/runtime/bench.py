@@ -69,7 +69,7 @@ class Summary:
     cov: float
 
     def text(self) -> str:
-        ps = ", ".join(f"p{k} = {v:.4g}" for k, v in self.percentiles.items())
+        ps = ", ".join(f"p{k} = {v:.4g} ms" for k, v in self.percentiles.items())
         return f"min = {self.min:.4g} ms, max = {self.max:.4g} ms, mean = {self.mean:.4g} ms, median = {self.median:.4g} ms, {ps}"
 
 
@@ -134,7 +134,8 @@ class BenchResult:
                  "gpu_compute": "GPU Compute Time", "d2h": "D2H Latency"}
         shapes = ", ".join(f"{k} {'x'.join(map(str, v))}" for k, v in self.shapes.items())
         lines = [f"{self.candidate}: {self.label}",
-                 f"inputs: {shapes}; transfers {'on' if self.transfers else 'off'}; CUDA graph {'on' if self.cuda_graph else 'off'}",
+                 f"inputs: {shapes}" + (f"; transfers {'on' if self.transfers else 'off'}; CUDA graph "
+                                         f"{'on' if self.cuda_graph else 'off'}" if self.runner == "engine" else ""),
                  (f"Throughput: {self.throughput_qps:.5g} qps ({self.queries} queries over {self.walltime_s:.3f} s "
                  f"host walltime, after {self.warmup_queries} warm-up queries)")]
         lines += [f"{names[k]}: {v.text()}" for k, v in self.metrics.items()]
