@@ -91,7 +91,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
         # TensorRT runs FP32 matrix math in TF32 unless told not to: fp32 means fp32.
         (config.set_flag if precision is Precision.TF32 else config.clear_flag)(trt.BuilderFlag.TF32)
 
-    tensors, profile = _io_tensors(network, backend, builder, options.shapes, typed_onnx)
+    tensors, profile = _io_tensors(network, builder, options.shapes, typed_onnx)
     if profile is not None:
         config.add_optimization_profile(profile)
     calibrator = _configure_implicit_int8(config, network, profile, backend, options, tensors, source_onnx) if implicit else None
@@ -122,7 +122,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     return info
 
 
-def _io_tensors(network, backend, builder, shapes, typed_onnx) -> tuple[list[TensorInfo], object]:
+def _io_tensors(network, builder, shapes, typed_onnx) -> tuple[list[TensorInfo], object]:
     """Return the network's I/O tensors and an optimization profile for its dynamic inputs."""
     tensors = []
     profile = None

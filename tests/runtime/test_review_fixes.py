@@ -111,7 +111,7 @@ def test_a_static_network_calibrates_at_its_own_batch_not_eight(tmp_path):
     builder = trt.Builder(trt.Logger(trt.Logger.ERROR))
     network = builder.create_network(0)
     assert trt.OnnxParser(network, trt.Logger(trt.Logger.ERROR)).parse_from_file(str(tmp_path / "mlp.onnx"))
-    tensors, _ = _io_tensors(network, None, builder, {}, tmp_path / "mlp.onnx")
+    tensors, _ = _io_tensors(network, builder, {}, tmp_path / "mlp.onnx")
     assert calibration_shapes(tensors) == {"x": (4, 16)}
 
 
