@@ -91,3 +91,36 @@ def test_ten_thousand_open_close_cycles_leave_nothing_behind():
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=600)
     print(result.stdout)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_results_held_past_close_free_nothing_late():
+    # A service may keep a PendingResult after closing its engine; the session it points to must not
+    # still own a stream or event then: pycuda cannot destroy them once the context is released.
+    code = textwrap.dedent("""
+        import gc
+        import numpy as np, pycuda.driver as cuda
+        from standin import compile_kernel, standin_engine
+        from trtpipe.runtime.cuda import CudaContext
+        holder = CudaContext(0)
+        kernel = compile_kernel(holder)
+        def free_bytes():
+            with holder:
+                return cuda.mem_get_info()[0]
+        before = free_bytes()
+        kept = []
+        for cycle in range(300):
+            engine = standin_engine(CudaContext(0), kernel)[0]
+            kept.append(engine.infer_async({"x": np.ones((8, 1024), np.float32)}))
+            engine.close()
+        del kept, engine
+        gc.collect()
+        after = free_bytes()
+        print("free MiB before/after:", before >> 20, after >> 20)
+        assert abs(after - before) <= 2 << 20, (before, after)
+        holder.release()
+    """)
+    root = HERE.parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=300)
+    print(result.stdout)
+    assert result.returncode == 0, result.stderr[-3000:]
