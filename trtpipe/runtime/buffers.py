@@ -87,6 +87,15 @@ class DeviceArray:
         return math.prod(self.shape) * self.dtype.itemsize
 
 
+def is_device_array(value) -> bool:
+    """Whether `value` is GPU memory: a CUDA torch tensor, or anything with `__cuda_array_interface__`
+    (asked of torch, that property builds the whole interface, so torch is asked `.is_cuda`)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.is_cuda
+    return hasattr(value, "__cuda_array_interface__")
+
+
 def device_array(value) -> DeviceArray:
     """Return a contiguous device array (torch, cupy, numba: `__cuda_array_interface__`) as a DeviceArray."""
     from trtpipe.errors import TrtpipeError

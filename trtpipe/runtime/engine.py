@@ -23,7 +23,7 @@ import numpy as np
 from trtpipe.errors import TrtpipeError, require
 from trtpipe.files import sha256
 from trtpipe.runtime import driver_api
-from trtpipe.runtime.buffers import ALIGNMENT, CU_STREAM_LEGACY, DeviceArray, TensorBuffer, device_array
+from trtpipe.runtime.buffers import ALIGNMENT, CU_STREAM_LEGACY, DeviceArray, TensorBuffer, device_array, is_device_array
 from trtpipe.runtime.cuda import CudaContext
 from trtpipe.runtime.dtypes import numpy_dtype
 from trtpipe.runtime.logger import shared_logger
@@ -104,7 +104,7 @@ class ExecutionSession:
         """Bind inputs (uploading host arrays) and outputs; return the downloads `fetch` queues. Caller holds the lock."""
         for spec in self.inputs:
             value = feeds[spec.name]
-            if hasattr(value, "__cuda_array_interface__"):
+            if is_device_array(value):
                 array = device_array(value)
                 check_shape(self.name, spec, array.shape)
                 check_device_array(self.name, f"input '{spec.name}'", array, np.dtype(spec.dtype), self.ctx.ordinal)
