@@ -104,6 +104,12 @@ bench-calibrate: $(BUILD)/digits/digits.onnx
 bench-copies: $(VENV)/.test
 	$(PY) scripts/bench_copies.py
 
+# GPU host only (pycuda, torch): trtpipe bench against a known 2 ms kernel and torch's copy, and the
+# runtime's per-call overhead against torch's, with the stand-in execution context (docs/runtime.md).
+.PHONY: bench-runtime
+bench-runtime: $(VENV)/.test
+	$(PY) scripts/h200_bench_proof.py
+
 # Wheels and sdists to install trtpipe[gpu] on an air-gapped GPU host: PYVER=3.12 PLATFORM=manylinux_2_28_x86_64
 PYVER ?= 3.12
 PLATFORM ?= manylinux_2_28_x86_64

@@ -106,8 +106,10 @@ class Backend:
         return self.spec.builds_without_gpu
 
     def logger(self, verbose: bool = False):
-        trt = self.trt
-        return trt.Logger(trt.Logger.VERBOSE if verbose else trt.Logger.ERROR)
+        """Return the process's one logger for this backend: TensorRT keeps the first it is given."""
+        from trtpipe.runtime.logger import shared_logger
+
+        return shared_logger(self.trt, verbose)
 
     def strongly_typed_flags(self) -> int:
         flag = getattr(self.trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)

@@ -20,6 +20,8 @@ from trtpipe.errors import TrtpipeError
 from trtpipe.files import ensure_dir, sha256, sidecar_path, write_bytes, write_json
 from trtpipe.graph import onnxio
 from trtpipe.graph.typed import write_typed_onnx
+from trtpipe.runtime.dtypes import numpy_dtype, trt_type_name
+from trtpipe.runtime.logger import shared_logger
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo
 from trtpipe.targets import Precision, Target, local_target
 
@@ -53,13 +55,12 @@ def engine_path(output_dir: Path, model_name: str, precision: Precision, target:
     return output_dir / f"{model_name}.{precision}.{target.sm}.engine"
 
 
-def _numpy_dtype(backend: backends.Backend, dtype) -> str:
-    import numpy as np
-
+def _numpy_dtype(dtype) -> str:
+    """The sidecar's dtype name: numpy's (bfloat16, float8_e4m3fn included), else TensorRT's in lower case (int4)."""
     try:
-        return np.dtype(backend.trt.nptype(dtype)).name
-    except (TypeError, KeyError, AttributeError):
-        return str(dtype).rsplit(".", 1)[-1].lower()
+        return numpy_dtype(dtype).name
+    except TrtpipeError:
+        return trt_type_name(dtype).lower()
 
 
 def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: BuildOptions,
@@ -74,7 +75,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
                 f"--target {target.sm}: {backend.name} builds only for this machine's GPU ({local}); "
                 "build on a machine with the target GPU, or use --backend tensorrt-rtx"
             )
-    logger = backend.logger(options.verbose)
+    logger = shared_logger(trt, options.verbose)  # TensorRT keeps the first logger of the process
     builder = trt.Builder(logger)
     implicit = options.calibration == "implicit"
     network = builder.create_network(0 if implicit else backend.strongly_typed_flags())
@@ -90,12 +91,11 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
         # TensorRT runs FP32 matrix math in TF32 unless told not to: fp32 means fp32.
         (config.set_flag if precision is Precision.TF32 else config.clear_flag)(trt.BuilderFlag.TF32)
 
-    tensors, profile = _io_tensors(network, backend, builder, options.shapes, typed_onnx)
+    tensors, profile = _io_tensors(network, builder, options.shapes, typed_onnx)
     if profile is not None:
         config.add_optimization_profile(profile)
-    calibrator = _configure_implicit_int8(config, backend, options, profile, typed_onnx) if implicit else None
-    if options.timing_cache is not None:
-        _load_timing_cache(config, options.timing_cache)
+    calibrator = _configure_implicit_int8(config, network, profile, backend, options, tensors, source_onnx) if implicit else None
+    timing_cache = _attach_timing_cache(config, options.timing_cache) if options.timing_cache is not None else None
 
     start = time.perf_counter()
     try:
@@ -104,11 +104,13 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
         if calibrator is not None:
             calibrator.free()
     seconds = time.perf_counter() - start
+    if calibrator is not None:
+        calibrator.feed.raise_error()  # TensorRT swallowed it and built anyway: write nothing
     if serialized is None:
         raise TrtpipeError(f"{typed_onnx}: {backend.name} failed to build a {precision} engine for {target.sm}; rerun with --verbose")
+    if timing_cache is not None:
+        write_bytes(options.timing_cache, bytes(timing_cache.serialize()), "--timing-cache")
     write_bytes(engine, bytes(serialized))
-    if options.timing_cache is not None:
-        write_bytes(options.timing_cache, bytes(config.get_timing_cache().serialize()), "--timing-cache")
     info = EngineInfo(
         engine=engine.name, backend=backend.name, backend_version=backend.version, target=target.sm,
         compute_capability=f"{target.major}.{target.minor}", precision=str(precision), onnx=str(source_onnx),
@@ -120,14 +122,19 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     return info
 
 
-def _io_tensors(network, backend, builder, shapes, typed_onnx) -> tuple[list[TensorInfo], object]:
+def _io_tensors(network, builder, shapes, typed_onnx) -> tuple[list[TensorInfo], object]:
     """Return the network's I/O tensors and an optimization profile for its dynamic inputs."""
     tensors = []
     profile = None
     for i in range(network.num_inputs):
         tensor = network.get_input(i)
         shape = list(tensor.shape)
-        info = TensorInfo(tensor.name, "input", _numpy_dtype(backend, tensor.dtype), shape)
+        if tensor.is_shape_tensor:
+            raise TrtpipeError(
+                f"{typed_onnx}: input '{tensor.name}' is a shape tensor (its values, read on the host, set other shapes); "
+                "trtpipe's runtime does not feed shape tensors: make it a constant in the ONNX, or feed a data tensor"
+            )
+        info = TensorInfo(tensor.name, "input", _numpy_dtype(tensor.dtype), shape)
         if any(d < 0 for d in shape):
             if tensor.name not in shapes:
                 raise TrtpipeError(
@@ -147,35 +154,88 @@ def _io_tensors(network, backend, builder, shapes, typed_onnx) -> tuple[list[Ten
         raise TrtpipeError(f"--shapes {min(unknown)}: the model has no such input ({', '.join(t.name for t in tensors)})")
     for i in range(network.num_outputs):
         tensor = network.get_output(i)
-        tensors.append(TensorInfo(tensor.name, "output", _numpy_dtype(backend, tensor.dtype), list(tensor.shape)))
+        tensors.append(TensorInfo(tensor.name, "output", _numpy_dtype(tensor.dtype), list(tensor.shape)))
     return tensors, profile
 
 
-def _load_timing_cache(config, path: Path) -> None:
+def _attach_timing_cache(config, path: Path):
+    """Return the timing cache attached to `config`: the one in `path`, or a new one if there is none.
+
+    TensorRT refuses (set_timing_cache returns False) a cache made on another GPU or version, and then
+    has none to give back after the build: say so before building, not after the engine is written.
+    """
     cache = config.create_timing_cache(path.read_bytes() if path.is_file() else b"")
-    config.set_timing_cache(cache, ignore_mismatch=False)
+    if cache is None or not config.set_timing_cache(cache, ignore_mismatch=False):
+        raise TrtpipeError(f"--timing-cache {path}: TensorRT will not use it (made on another GPU or TensorRT version, "
+                           "or not a timing cache); delete it or pass a new path")
+    return cache
 
 
-def _configure_implicit_int8(config, backend: backends.Backend, options: BuildOptions, profile, options_onnx: Path):
-    """TensorRT 10's legacy INT8 path: BuilderFlag.INT8 and our IInt8EntropyCalibrator2, returned.
+def calibration_shapes(tensors: list[TensorInfo]) -> dict[str, tuple[int, ...]]:
+    """Return the shape TensorRT calibrates each input at: the profile's OPT shape, or the static shape."""
+    return {t.name: tuple(t.profile[1]) if t.profile else tuple(t.shape) for t in tensors if t.mode == "input"}
+
+
+# What implicit INT8 engines compute layers TensorRT keeps out of INT8 in, as builder flags.
+UNQUANTIZED_FLAGS = {"fp32": (), "fp16": ("FP16",), "bf16": ("BF16",)}
+
+
+def implicit_flags(unquantized: str) -> tuple[str, ...]:
+    """Return the BuilderFlag names of an implicit INT8 build: INT8, and the type of unquantized layers."""
+    if unquantized not in UNQUANTIZED_FLAGS:
+        raise TrtpipeError(f"--unquantized {unquantized}: use one of {', '.join(UNQUANTIZED_FLAGS)}")
+    return ("INT8", *UNQUANTIZED_FLAGS[unquantized])
+
+
+def excluded_layers(network, onnx_path: Path, exclude: list[str]) -> list:
+    """Return the network's layers made from the ONNX nodes `exclude` matches (TensorRT's ONNX parser
+    names a layer after its node), or raise when patterns match nodes but no layer carries their names."""
+    from trtpipe.graph.half import node_matches
+    from trtpipe.graph.qdq import layer_name
+
+    if not exclude:
+        return []
+    names = {layer_name(node) for node in onnxio.load(onnx_path).graph.node if node_matches(node, exclude)}
+    layers = [network.get_layer(i) for i in range(network.num_layers) if network.get_layer(i).name in names]
+    if names and not layers:
+        raise TrtpipeError(f"--exclude: {len(names)} ONNX nodes match, but no TensorRT layer carries their names; "
+                           "use --calibration explicit, where --exclude works on the ONNX itself")
+    return layers
+
+
+def _configure_implicit_int8(config, network, profile, backend: backends.Backend, options: BuildOptions,
+                             tensors: list[TensorInfo], onnx_path: Path):
+    """TensorRT 10's legacy INT8 path: INT8 (and the unquantized type's) builder flags, layers kept out of
+    INT8 by --exclude, and our IInt8EntropyCalibrator2, returned.
 
     This path cannot run on the machines trtpipe is developed on (it needs TensorRT 10 and a GPU);
     it is written to TensorRT 10's documented Python API.
     """
     if options.cache is None and options.calibration_data is None:
         raise TrtpipeError("--calibration implicit needs --cache CACHE or --data DIR for TensorRT to calibrate from")
-    from calibrators.tensorrt import make_calibrator
+    from calibrators.tensorrt import CalibrationFeed, make_calibrator, tensorrt_version_number
 
-    # TensorRT calibrates at the calibration profile's OPT shape, so batches come in that size.
-    batch_size = next(iter(options.shapes.values()))[1][0] if options.shapes else options.batch_size
+    trt = backend.trt
+    shapes = calibration_shapes(tensors)
+    batch_size = next(iter(shapes.values()))[0]
+    for flag in implicit_flags(options.unquantized):
+        config.set_flag(getattr(trt.BuilderFlag, flag))
+    keep = {"fp32": trt.float32, "fp16": trt.float16, "bf16": getattr(trt, "bfloat16", None)}[options.unquantized]
+    layers = excluded_layers(network, onnx_path, options.exclude)
+    for layer in layers:
+        layer.precision = keep
+        for i in range(layer.num_outputs):
+            layer.set_output_type(i, keep)
+    if layers:
+        config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
     batches = []
     if options.calibration_data is not None:
-        spec = options.spec or spec_from_onnx(onnxio.load(options_onnx), options_onnx)
+        spec = options.spec or spec_from_onnx(onnxio.load(onnx_path), onnx_path)
         batches = (b.arrays for b in data.iter_batches(spec, options.calibration_data, batch_size))
-    trt = backend.trt
-    config.set_flag(trt.BuilderFlag.INT8)
-    config.set_flag(trt.BuilderFlag.FP16)  # layers TensorRT keeps out of INT8 may still run in FP16
-    calibrator = make_calibrator(trt, options.cache, batches, batch_size)
+    header = f"TRT-{tensorrt_version_number(trt.__version__)}-EntropyCalibration2"
+    # Data given: TensorRT calibrates from it and rewrites the cache, rather than reading an old one.
+    feed = CalibrationFeed(batches, shapes, options.cache, header, reuse_cache=options.calibration_data is None)
+    calibrator = make_calibrator(trt, feed)
     config.int8_calibrator = calibrator
     if profile is not None:
         config.set_calibration_profile(profile)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import os
 import re
 import shutil
 import subprocess
@@ -118,16 +119,30 @@ class Target:
 
 
 def local_target() -> Target:
-    """Return the target of GPU 0, read with nvidia-smi, or raise when this machine has none."""
+    """Return the target of CUDA device 0, the GPU TensorRT and the runtime use, or raise when there is none.
+
+    Read through the CUDA driver (pycuda) when it is installed. Else nvidia-smi, which numbers GPUs
+    by PCI bus and ignores CUDA_VISIBLE_DEVICES, is asked for the GPU that variable names first
+    (an index there is CUDA's, which matches nvidia-smi's under CUDA_DEVICE_ORDER=PCI_BUS_ID; a UUID always does).
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    first = visible.split(",")[0].strip() if visible is not None else None
+    if first in ("", "-1"):
+        raise TrtpipeError(f"--target auto: CUDA_VISIBLE_DEVICES={visible!r} hides every GPU; "
+                           "name a target, e.g. --target sm_89")
+    target = _cuda_device0()
+    if target is not None:
+        return target
     smi = shutil.which("nvidia-smi")
     if smi is None:
         raise TrtpipeError(
             "--target auto: no NVIDIA GPU found on this machine (nvidia-smi is not on PATH); "
             "name the GPU you deploy on, e.g. --target sm_89 or --target L4"
         )
+    select = [f"--id={first}"] if first is not None else []
     try:
         out = subprocess.run(
-            [smi, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+            [smi, *select, "--query-gpu=name,compute_cap", "--format=csv,noheader"],
             capture_output=True, text=True, timeout=30, check=True,
         ).stdout
     except (subprocess.SubprocessError, OSError) as exc:
@@ -138,3 +153,20 @@ def local_target() -> Target:
     name, cap = (part.strip() for part in lines[0].rsplit(",", 1))
     major, minor = cap.split(".")
     return Target(int(major), int(minor), name=name)
+
+
+def _cuda_device0() -> Target | None:
+    """Return CUDA device 0 as CUDA itself numbers it (after CUDA_VISIBLE_DEVICES), or None without pycuda or a driver."""
+    try:
+        import pycuda.driver as cuda
+    except ImportError:
+        return None
+    try:
+        cuda.init()
+        if cuda.Device.count() == 0:
+            return None
+        device = cuda.Device(0)
+        major, minor = device.compute_capability()
+        return Target(major, minor, name=device.name())
+    except cuda.Error:
+        return None

@@ -1,6 +1,6 @@
 """The runtime's buffer layer on a real GPU, driven by a stand-in execution context.
 
-TensorRT itself cannot run on the GPU the team has (see README), so `StandInContext` plays
+TensorRT itself cannot run on the GPU the team has (see README), so `standin.StandInContext` plays
 IExecutionContext: execute_async_v3 launches a real CUDA kernel (y = 2x + 1) on the addresses the
 session bound, on the session's stream. Everything else (pinned and device buffers, asynchronous
 copies, growth for new shapes, zero-copy device inputs, threads, freeing) is the real code.
@@ -20,51 +20,15 @@ except pycuda.Error:
     HAS_GPU = False
 pytestmark = pytest.mark.skipif(not HAS_GPU, reason="no CUDA GPU on this machine")
 
-KERNEL = """
-extern "C" __global__ void affine(const float *x, float *y, long long n) {
-    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i < n) y[i] = 2.0f * x[i] + 1.0f;
-}
-"""
-
-
-class StandInContext:
-    """Stand-in for TensorRT's IExecutionContext: one input 'x', one output 'y' of the same shape."""
-
-    def __init__(self, cuda_context):
-        from pycuda.compiler import SourceModule
-
-        with cuda_context:
-            self.kernel = SourceModule(KERNEL, no_extern_c=True).get_function("affine")
-        self.shapes, self.addresses, self.streams = {}, {}, {}
-
-    def set_input_shape(self, name, shape):
-        self.shapes[name] = tuple(shape)
-        return True
-
-    def get_tensor_shape(self, name):
-        return self.shapes["x"]
-
-    def set_tensor_address(self, name, pointer):
-        self.addresses[name] = pointer
-
-    def execute_async_v3(self, stream_handle):
-        n = int(np.prod(self.shapes["x"]))
-        self.kernel(np.uintp(self.addresses["x"]), np.uintp(self.addresses["y"]), np.int64(n),
-                    block=(256, 1, 1), grid=((n + 255) // 256, 1), stream=self.streams[stream_handle])
-        return True
+from standin import compile_kernel, make_session
 
 
 @pytest.fixture
 def session():
     from trtpipe.runtime.cuda import CudaContext
-    from trtpipe.runtime.engine import ExecutionSession
-    from trtpipe.runtime.runner import IOSpec
 
     ctx = CudaContext(0)
-    standin = StandInContext(ctx)
-    session = ExecutionSession(standin, [IOSpec("x", "float32", (-1, -1))], [IOSpec("y", "float32", (-1, -1))], ctx, "stand-in")
-    standin.streams[session.stream.handle] = session.stream
+    session, _ = make_session(ctx, compile_kernel(ctx))
     yield session
     session.free()
     ctx.release()
@@ -119,15 +83,11 @@ def test_many_threads(session):
 
 def test_everything_freed_on_close():
     from trtpipe.runtime.cuda import CudaContext
-    from trtpipe.runtime.engine import ExecutionSession
-    from trtpipe.runtime.runner import IOSpec
 
     ctx = CudaContext(0)
     with ctx:
         free_before = pycuda.mem_get_info()[0]
-    standin = StandInContext(ctx)
-    session = ExecutionSession(standin, [IOSpec("x", "float32", (-1,))], [IOSpec("y", "float32", (-1,))], ctx, "stand-in")
-    standin.streams[session.stream.handle] = session.stream
+    session, _ = make_session(ctx, compile_kernel(ctx), rank=1)
     x = np.ones(256 << 20 >> 2, np.float32)  # 256 MiB in, 256 MiB out
     session.run({"x": x})
     with ctx:

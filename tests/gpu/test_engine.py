@@ -107,3 +107,15 @@ def test_engine_takes_and_fills_torch_device_tensors(built):
     with Engine(path) as engine:
         engine.infer(engine.feeds({"x": x}), out={"probs": out})
     np.testing.assert_allclose(out.cpu().numpy(), reference(x.cpu().numpy()), atol=1e-4)
+
+
+def test_bench_times_a_real_engine(built):
+    from trtpipe.runtime.bench import BenchSettings, bench
+
+    for settings in (BenchSettings(warmup_ms=20, duration_s=0.2, iterations=20),
+                     BenchSettings(warmup_ms=20, duration_s=0.2, iterations=20, transfers=False, cuda_graph=True)):
+        result = bench(built[0], settings, batch=8)
+        assert result.runner == "engine" and result.shapes == {"x": [8, 16]} and result.queries >= 20
+        compute = result.metrics["gpu_compute"]
+        assert 0 < compute.min <= compute.median <= compute.max
+        assert ("h2d" in result.metrics) == settings.transfers

@@ -28,9 +28,11 @@ class CudaContext:
         self.cuda = cuda = driver()
         if not 0 <= device < cuda.Device.count():
             raise TrtpipeError(f"device {device}: this machine has {cuda.Device.count()} CUDA device(s)")
+        self.ordinal = device
         self.device = cuda.Device(device)
         self.context = self.device.retain_primary_context()
         self._local = threading.local()
+        self._release_lock = threading.Lock()
 
     @property
     def capability(self) -> tuple[int, int]:
@@ -41,6 +43,8 @@ class CudaContext:
         return self.device.name()
 
     def __enter__(self):
+        if self.context is None:
+            raise TrtpipeError("the CUDA context was released (the engine is closed); open the engine again")
         depth = getattr(self._local, "depth", 0)
         if depth == 0:
             self.context.push()
@@ -53,5 +57,23 @@ class CudaContext:
             self.cuda.Context.pop()
 
     def release(self) -> None:
-        """Drop our hold on the primary context (it lives on while others retain it)."""
-        self.context.detach()
+        """Drop our retain of the primary context (it lives on while others retain it), from any thread,
+        outside `with self`.
+
+        pycuda's `detach()` of a primary context releases nothing when called from another thread
+        than the one that retained it, and when it does release, it leaves the context pushed on the
+        calling thread's driver stack (both seen on the H200: docs/h200-probe.log). So: push it here,
+        which makes pycuda release it from this thread, then pop the driver's stack ourselves.
+        """
+        from trtpipe.runtime import driver_api
+
+        with self._release_lock:
+            context, self.context = self.context, None
+        if context is None:
+            return
+        below = self.cuda.Context.get_current() is not None  # another pycuda context entered in this thread
+        context.push()
+        context.detach()  # cuDevicePrimaryCtxRelease; pycuda forgets it but leaves the driver's stack as is
+        # Our push is still on the driver's stack; when a context was below it, pycuda pushed that one again.
+        for _ in range(2 if below else 1):
+            driver_api.pop_current()

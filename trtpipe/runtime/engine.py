@@ -11,6 +11,7 @@ its single execution context); services wanting parallel calls open one Engine p
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -21,8 +22,11 @@ import numpy as np
 
 from trtpipe.errors import TrtpipeError, require
 from trtpipe.files import sha256
-from trtpipe.runtime.buffers import TensorBuffer, device_pointer
+from trtpipe.runtime import driver_api
+from trtpipe.runtime.buffers import ALIGNMENT, CU_STREAM_LEGACY, DeviceArray, TensorBuffer, device_array, is_device_array
 from trtpipe.runtime.cuda import CudaContext
+from trtpipe.runtime.dtypes import numpy_dtype
+from trtpipe.runtime.logger import shared_logger
 from trtpipe.runtime.runner import IOSpec, Runner, check_shape
 from trtpipe.runtime.sidecar import EngineInfo, read_sidecar
 
@@ -52,11 +56,28 @@ def copy_out(views: dict) -> dict:
     return {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in views.items()}
 
 
+def check_device_array(session: str, what: str, array: DeviceArray, dtype: np.dtype, device: int) -> None:
+    """Raise unless `array` is something TensorRT may read or write as `what`: its dtype, not empty,
+    256-byte aligned, on this engine's GPU. TensorRT checks only the alignment, and only by returning
+    False from set_tensor_address."""
+    if array.dtype != dtype:
+        raise TrtpipeError(f"{session}: {what} is {array.dtype}, the engine's is {dtype}; convert it first")
+    if array.pointer == 0 or math.prod(array.shape) == 0:
+        raise TrtpipeError(f"{session}: {what} is empty (shape {list(array.shape)}); the engine needs at least one element")
+    if array.pointer % ALIGNMENT:
+        raise TrtpipeError(f"{session}: {what} starts at an address not aligned to {ALIGNMENT} bytes (a view such as x[1:]); "
+                           "pass a tensor of its own (.clone())")
+    where = array.device if array.device is not None else driver_api.pointer_device(array.pointer)
+    if where is not None and where != device:
+        raise TrtpipeError(f"{session}: {what} is on CUDA device {where}, the engine runs on device {device}; move it first")
+
+
 class ExecutionSession:
     """Binds inputs and outputs to an execution context and runs it on one stream.
 
     `context` needs TensorRT's IExecutionContext methods set_input_shape, get_tensor_shape,
     set_tensor_address and execute_async_v3; the GPU tests pass a stand-in that launches a kernel.
+    A call is prepare (bind and upload) + execute + fetch (download); `bench` times each stage.
     """
 
     def __init__(self, context, inputs: list[IOSpec], outputs: list[IOSpec], cuda_context: CudaContext, name: str):
@@ -65,53 +86,82 @@ class ExecutionSession:
         self.ctx = cuda_context
         self.name = name
         self.cuda = cuda_context.cuda
+        self.buffers = {spec.name: TensorBuffer(spec.dtype) for spec in inputs + outputs}
+        self.lock = threading.Lock()
+        self.pending: PendingResult | None = None
+        self.closed = False
         with self.ctx:
             self.stream = self.cuda.Stream()
             self.done = self.cuda.Event()
-        self.buffers = {spec.name: TensorBuffer(spec.dtype) for spec in inputs + outputs}
-        self.lock = threading.Lock()
+            self.ready = driver_api.event_create()  # orders our stream after a producer's
+
+    def _bind(self, spec: IOSpec, pointer: int) -> None:
+        # TensorRT returns False (and keeps the previous call's address bound) for an address it rejects.
+        if not self.context.set_tensor_address(spec.name, pointer):
+            raise TrtpipeError(f"{self.name}: the engine rejected the address of '{spec.name}' (unaligned or null)")
+
+    def prepare(self, feeds: Mapping, out: Mapping | None = None) -> list:
+        """Bind inputs (uploading host arrays) and outputs; return the downloads `fetch` queues. Caller holds the lock."""
+        for spec in self.inputs:
+            value = feeds[spec.name]
+            if is_device_array(value):
+                array = device_array(value)
+                check_shape(self.name, spec, array.shape)
+                check_device_array(self.name, f"input '{spec.name}'", array, np.dtype(spec.dtype), self.ctx.ordinal)
+                if array.stream not in (None, CU_STREAM_LEGACY):
+                    # The producer's stream may still be writing it (torch's side streams are non-blocking).
+                    # Our stream is a blocking one: CUDA already orders it after the legacy default stream.
+                    driver_api.stream_wait(self.stream.handle, array.stream, self.ready)
+                shape, pointer = array.shape, array.pointer
+            else:
+                value = np.ascontiguousarray(value)
+                shape = value.shape
+                buffer = self.buffers[spec.name]
+                buffer.upload(value, self.stream)
+                pointer = buffer.pointer
+            if not self.context.set_input_shape(spec.name, tuple(shape)):
+                raise TrtpipeError(f"{self.name}: input '{spec.name}' shape {list(shape)} is outside the engine's "
+                                   "optimization profile; rebuild with wider --shapes")
+            self._bind(spec, pointer)
+        downloads = []
+        for spec in self.outputs:
+            shape = tuple(self.context.get_tensor_shape(spec.name))
+            if any(d < 0 for d in shape):
+                raise TrtpipeError(f"{self.name}: output '{spec.name}' has a data-dependent shape, which this runtime does not size")
+            if out is not None and spec.name in out:
+                array = device_array(out[spec.name])
+                check_device_array(self.name, f"output buffer '{spec.name}'", array, np.dtype(spec.dtype), self.ctx.ordinal)
+                need = math.prod(shape) * np.dtype(spec.dtype).itemsize
+                if array.nbytes < need:
+                    raise TrtpipeError(f"{self.name}: output buffer '{spec.name}' holds {array.nbytes} bytes "
+                                       f"({list(array.shape)}), the output needs {need} ({list(shape)})")
+                downloads.append((spec.name, None, out[spec.name]))
+                pointer = array.pointer
+            else:
+                buffer = self.buffers[spec.name]
+                buffer.ensure(shape)
+                pointer = buffer.pointer
+                downloads.append((spec.name, buffer, shape))
+            self._bind(spec, pointer)
+        return downloads
+
+    def execute(self) -> None:
+        if not self.context.execute_async_v3(self.stream.handle):
+            raise TrtpipeError(f"{self.name}: execution failed; rerun with the TensorRT logger at VERBOSE")
+
+    def fetch(self, downloads: list) -> dict:
+        """Queue the downloads; return {output: pinned view or the caller's device array}."""
+        return {name: (buffer.download(target, self.stream) if buffer is not None else target)
+                for name, buffer, target in downloads}
 
     def launch(self, feeds: Mapping, out: Mapping | None = None) -> dict:
         """Queue copies and execution; return {output: pinned view or device array}. Caller holds the lock."""
+        if self.closed:
+            raise TrtpipeError(f"{self.name}: the engine is closed")
         with self.ctx:
-            for spec in self.inputs:
-                value = feeds[spec.name]
-                if hasattr(value, "__cuda_array_interface__"):
-                    pointer, shape, dtype = device_pointer(value)
-                    check_shape(self.name, spec, shape)
-                    if dtype != np.dtype(spec.dtype):
-                        raise TrtpipeError(f"{self.name}: input '{spec.name}' is {dtype}, the engine takes {spec.dtype}")
-                else:
-                    value = np.ascontiguousarray(value)
-                    shape = value.shape
-                    buffer = self.buffers[spec.name]
-                    buffer.upload(value, self.stream)
-                    pointer = buffer.pointer
-                if not self.context.set_input_shape(spec.name, tuple(shape)):
-                    raise TrtpipeError(f"{self.name}: input '{spec.name}' shape {list(shape)} is outside the engine's "
-                                       "optimization profile; rebuild with wider --shapes")
-                self.context.set_tensor_address(spec.name, pointer)
-            results = {}
-            pending = []
-            for spec in self.outputs:
-                shape = tuple(self.context.get_tensor_shape(spec.name))
-                if any(d < 0 for d in shape):
-                    raise TrtpipeError(f"{self.name}: output '{spec.name}' has a data-dependent shape, which this runtime does not size")
-                if out is not None and spec.name in out:
-                    pointer, given, _ = device_pointer(out[spec.name])
-                    if math.prod(given) < math.prod(shape):
-                        raise TrtpipeError(f"{self.name}: output buffer '{spec.name}' holds {list(given)}, needs {list(shape)}")
-                    results[spec.name] = out[spec.name]
-                else:
-                    buffer = self.buffers[spec.name]
-                    buffer.ensure(shape)
-                    pointer = buffer.pointer
-                    pending.append((spec.name, buffer, shape))
-                self.context.set_tensor_address(spec.name, pointer)
-            if not self.context.execute_async_v3(self.stream.handle):
-                raise TrtpipeError(f"{self.name}: execution failed; rerun with the TensorRT logger at VERBOSE")
-            for name, buffer, shape in pending:
-                results[name] = buffer.download(shape, self.stream)
+            downloads = self.prepare(feeds, out)
+            self.execute()
+            results = self.fetch(downloads)
             self.done.record(self.stream)
         return results
 
@@ -128,31 +178,70 @@ class ExecutionSession:
         except BaseException:
             self.lock.release()
             raise
-        return PendingResult(self, views)
+        # The result keeps the caller's arrays alive until it is read: the GPU reads and writes them until then.
+        self.pending = PendingResult(self, views, keep=(feeds, out))
+        return self.pending
+
+    def finished(self, pending: PendingResult) -> None:
+        """Called once by `pending` when its result is read: the engine takes calls again."""
+        self.pending = None
+        self.lock.release()
 
     def free(self) -> None:
-        with self.lock, self.ctx:
-            self.stream.synchronize()
-            for buffer in self.buffers.values():
-                buffer.free()
+        """Wait for the work in flight (reading an unread result), then free every buffer."""
+        while True:
+            pending = self.pending
+            if pending is not None:
+                with contextlib.suppress(Exception):  # closing: its reader gets the error
+                    pending.result()
+            if self.lock.acquire(timeout=0.05):
+                break
+        try:
+            if self.closed:
+                return
+            self.closed = True
+            with self.ctx:
+                self.stream.synchronize()
+                for buffer in self.buffers.values():
+                    buffer.free()
+                driver_api.event_destroy(self.ready)
+                # pycuda destroys a stream or event in the context it was made in, and cannot once that
+                # context is released: dropped later, each leaked ~0.5 MiB of device memory (seen on the H200).
+                # TensorRT's execution context, too, goes while its CUDA context is current.
+                self.context = self.stream = self.done = None
+        finally:
+            self.lock.release()
 
 
 class PendingResult:
     """An inference in flight; the engine takes no other call until `result()` is read."""
 
-    def __init__(self, session: ExecutionSession, views: dict):
-        self.session, self.views, self._result = session, views, None
+    def __init__(self, session: ExecutionSession, views: dict, keep=None):
+        self.session, self.views, self.keep = session, views, keep
+        self._lock = threading.Lock()
+        self._finished = False
+        self._result: dict | None = None
+        self._error: BaseException | None = None
 
     def done(self) -> bool:
-        return self._result is not None or self.session.done.query()
+        return self._finished or self.session.done is None or self.session.done.query()
 
     def result(self) -> dict:
-        if self._result is None:
-            try:
-                self.session.done.synchronize()
-                self._result = copy_out(self.views)
-            finally:
-                self.session.lock.release()
+        """Wait for the run and return its outputs; every later call returns (or raises) the same."""
+        with self._lock:
+            if not self._finished:
+                try:
+                    with self.session.ctx:
+                        self.session.done.synchronize()
+                    self._result = copy_out(self.views)
+                except BaseException as exc:  # noqa: BLE001 - kept and raised to every reader
+                    self._error = exc
+                finally:
+                    self._finished = True
+                    self.keep = None
+                    self.session.finished(self)
+        if self._error is not None:
+            raise self._error
         return self._result
 
 
@@ -164,6 +253,7 @@ class Engine(Runner):
     def __init__(self, path: str | os.PathLike, device: int = 0, verbose: bool = False):
         self.path = Path(path)
         self.name = self.path.name
+        self.session = None
         self.info = read_sidecar(self.path)
         if self.info.backend not in BACKEND_MODULES:
             raise TrtpipeError(f"{self.path}: built with unknown backend '{self.info.backend}'; rebuild the engine")
@@ -173,40 +263,65 @@ class Engine(Runner):
         if getattr(trt, "__version__", None) != self.info.backend_version:
             raise TrtpipeError(f"{self.path}: built with {self.info.backend} {self.info.backend_version}, this machine has "
                                f"{getattr(trt, '__version__', '?')}; rebuild the engine here or install that version")
-        self.ctx = CudaContext(device)
-        check_capability(self.path, self.info, self.ctx.capability)
         self.trt = trt
+        self.ctx = CudaContext(device)
+        try:
+            self._load(trt, verbose)
+        except BaseException:
+            self.close()  # the context retain, and whatever TensorRT made, go back
+            raise
+
+    def _load(self, trt, verbose: bool) -> None:
+        check_capability(self.path, self.info, self.ctx.capability)
         with self.ctx:
-            self.logger = trt.Logger(trt.Logger.VERBOSE if verbose else trt.Logger.ERROR)
-            self.runtime = trt.Runtime(self.logger)
+            self.runtime = trt.Runtime(shared_logger(trt, verbose))
             self.engine = self.runtime.deserialize_cuda_engine(self.path.read_bytes())
             if self.engine is None:
                 raise TrtpipeError(f"{self.path}: {self.info.backend} could not load the engine; rebuild it for this GPU")
+            inputs, outputs = [], []
+            for i in range(self.engine.num_io_tensors):
+                name = self.engine.get_tensor_name(i)
+                is_input = self.engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
+                if is_input and self.engine.is_shape_inference_io(name):
+                    raise TrtpipeError(f"{self.path}: input '{name}' is a shape tensor (TensorRT reads its values on the host), "
+                                       "which this runtime does not feed; make it a constant in the ONNX and rebuild")
+                kind = "input" if is_input else "output"
+                dtype = numpy_dtype(self.engine.get_tensor_dtype(name), f"{self.path}: {kind} '{name}'")
+                spec = IOSpec(name, dtype.name, tuple(self.engine.get_tensor_shape(name)))
+                (inputs if is_input else outputs).append(spec)
             context = self.engine.create_execution_context()
-        inputs, outputs = [], []
-        for i in range(self.engine.num_io_tensors):
-            name = self.engine.get_tensor_name(i)
-            spec = IOSpec(name, np.dtype(trt.nptype(self.engine.get_tensor_dtype(name))).name,
-                          tuple(self.engine.get_tensor_shape(name)))
-            (inputs if self.engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT else outputs).append(spec)
+            if context is None:  # TensorRT returns None when the activation memory cannot be allocated
+                raise TrtpipeError(f"{self.path}: TensorRT could not create an execution context (out of GPU memory?); "
+                                   "free GPU memory or open fewer engines")
         self.inputs, self.outputs = inputs, outputs
         self.session = ExecutionSession(context, inputs, outputs, self.ctx, self.name)
 
     def infer(self, feeds: Mapping, out: Mapping | None = None) -> dict:
         """Run synchronously; numpy outputs are fresh arrays, device outputs the buffers given in `out`."""
-        return self.session.run(feeds, out)
+        return self._open().run(feeds, out)
 
     def infer_async(self, inputs, out: Mapping | None = None) -> PendingResult:
-        """Queue a run and return at once; `.result()` waits for it."""
-        return self.session.run_async(self.feeds(inputs), out)
+        """Queue a run and return at once; `.result()` waits for it. The result holds the inputs until read."""
+        return self._open().run_async(self.feeds(inputs), out)
+
+    def _open(self) -> ExecutionSession:
+        if self.session is None:
+            raise TrtpipeError(f"{self.path}: the engine is closed; open it again")
+        return self.session
 
     def close(self) -> None:
-        if getattr(self, "session", None) is None:
+        """Free everything, waiting for (and reading) a result still in flight; safe to call twice."""
+        ctx = getattr(self, "ctx", None)
+        if ctx is None:
             return
-        self.session.free()
-        with self.ctx:
-            self.session.context = None
-            self.session = None
-            self.engine = None
-            self.runtime = None
-        self.ctx.release()
+        if self.session is not None:
+            self.session.free()
+        if ctx.context is not None:
+            with ctx:  # TensorRT frees its objects in the context they were made in
+                if self.session is not None:
+                    self.session.context = None
+                self.session = None
+                self.engine = None
+                self.runtime = None
+        ctx.release()
+        self.ctx = None

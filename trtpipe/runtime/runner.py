@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
+from trtpipe.runtime.buffers import is_device_array
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Runner:
             raise TrtpipeError(f"{self.name}: inputs {sorted(inputs)} do not match the model's {sorted(names)}")
         for spec in self.inputs:
             value = inputs[spec.name]
-            if hasattr(value, "__cuda_array_interface__"):
+            if is_device_array(value):
                 continue  # device memory: checked by the engine itself
             value = np.asarray(value)
             check_shape(self.name, spec, value.shape)

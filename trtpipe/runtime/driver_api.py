@@ -1,0 +1,156 @@
+"""The few CUDA driver calls pycuda does not expose, through ctypes on libcuda.
+
+pycuda (2026.1) has no way to record an event on a stream it did not create, no stream capture
+(CUDA graphs), no pointer attributes and no primary-context state; the runtime needs each of them
+once. The driver library is the one pycuda itself loaded, so there is nothing more to install.
+Every call is checked: a failing one raises `DriverError` with CUDA's error name.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+
+# CUDA driver API constants (cuda.h).
+CU_EVENT_DISABLE_TIMING = 0x2
+CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
+CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+CU_MEMORYTYPE_HOST = 1
+CU_MEMORYTYPE_DEVICE = 2
+CU_MEMORYTYPE_UNIFIED = 4
+CUDA_ERROR_INVALID_VALUE = 1
+
+
+class DriverError(RuntimeError):
+    """A CUDA driver call failed; `code` is CUresult."""
+
+    def __init__(self, call: str, code: int, name: str):
+        super().__init__(f"{call} failed: {name} ({code})")
+        self.code = code
+
+
+@functools.cache
+def libcuda() -> ctypes.CDLL:
+    """Return the CUDA driver library (libcuda.so.1), loaded once."""
+    name = "libcuda.so.1"
+    try:
+        return ctypes.CDLL(name)
+    except OSError:
+        found = ctypes.util.find_library("cuda")
+        if found is None:
+            raise
+        return ctypes.CDLL(found)
+
+
+def _call(name: str, *args) -> None:
+    lib = libcuda()
+    code = getattr(lib, name)(*args)
+    if code != 0:
+        text = ctypes.c_char_p()
+        lib.cuGetErrorName(code, ctypes.byref(text))
+        raise DriverError(name, code, (text.value or b"?").decode())
+
+
+def _symbol(*names: str) -> str:
+    """Return the first of `names` libcuda exports (versioned entry points first)."""
+    lib = libcuda()
+    for name in names:
+        if hasattr(lib, name):
+            return name
+    raise DriverError(names[0], -1, "not exported by this driver")
+
+
+# Streams and events -------------------------------------------------------------------------------
+
+def event_create() -> int:
+    """Return a new CUevent without timing (the cheapest kind, for ordering only)."""
+    event = ctypes.c_void_p()
+    _call("cuEventCreate", ctypes.byref(event), ctypes.c_uint(CU_EVENT_DISABLE_TIMING))
+    return event.value
+
+
+def event_destroy(event: int) -> None:
+    _call(_symbol("cuEventDestroy_v2", "cuEventDestroy"), ctypes.c_void_p(event))
+
+
+def stream_wait(consumer: int, producer: int, event: int) -> None:
+    """Make stream `consumer` wait for the work queued so far on stream `producer` (no host wait).
+
+    `producer` may be CUDA's legacy default stream (1) or the per-thread default stream (2), as
+    the CUDA Array Interface v3 names them.
+    """
+    _call("cuEventRecord", ctypes.c_void_p(event), ctypes.c_void_p(producer))
+    _call("cuStreamWaitEvent", ctypes.c_void_p(consumer), ctypes.c_void_p(event), ctypes.c_uint(0))
+
+
+# Pointers -----------------------------------------------------------------------------------------
+
+def pointer_device(pointer: int) -> int | None:
+    """Return the ordinal of the device `pointer` lives on, or None if CUDA does not know it."""
+    kind = ctypes.c_uint()
+    try:
+        _call("cuPointerGetAttribute", ctypes.byref(kind), ctypes.c_int(CU_POINTER_ATTRIBUTE_MEMORY_TYPE),
+              ctypes.c_uint64(pointer))
+    except DriverError as exc:
+        if exc.code == CUDA_ERROR_INVALID_VALUE:
+            return None  # not memory CUDA allocated or registered
+        raise
+    ordinal = ctypes.c_int()
+    _call("cuPointerGetAttribute", ctypes.byref(ordinal), ctypes.c_int(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL),
+          ctypes.c_uint64(pointer))
+    return ordinal.value
+
+
+# CUDA graphs --------------------------------------------------------------------------------------
+
+def begin_capture(stream: int) -> None:
+    _call(_symbol("cuStreamBeginCapture_v2", "cuStreamBeginCapture"), ctypes.c_void_p(stream),
+          ctypes.c_int(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+
+
+def end_capture(stream: int) -> int:
+    """Return the CUgraph captured on `stream` since `begin_capture`."""
+    graph = ctypes.c_void_p()
+    _call("cuStreamEndCapture", ctypes.c_void_p(stream), ctypes.byref(graph))
+    return graph.value
+
+
+def graph_instantiate(graph: int) -> int:
+    executable = ctypes.c_void_p()
+    _call("cuGraphInstantiateWithFlags", ctypes.byref(executable), ctypes.c_void_p(graph), ctypes.c_ulonglong(0))
+    return executable.value
+
+
+def graph_launch(executable: int, stream: int) -> None:
+    _call("cuGraphLaunch", ctypes.c_void_p(executable), ctypes.c_void_p(stream))
+
+
+def graph_destroy(graph: int, executable: int | None) -> None:
+    if executable:
+        _call("cuGraphExecDestroy", ctypes.c_void_p(executable))
+    _call("cuGraphDestroy", ctypes.c_void_p(graph))
+
+
+# Contexts -----------------------------------------------------------------------------------------
+
+def current_context() -> int:
+    """Return the CUcontext current in this thread (0 when none)."""
+    context = ctypes.c_void_p()
+    _call("cuCtxGetCurrent", ctypes.byref(context))
+    return context.value or 0
+
+
+def pop_current() -> int:
+    """Pop this thread's current context off the driver's stack; return it."""
+    context = ctypes.c_void_p()
+    _call(_symbol("cuCtxPopCurrent_v2", "cuCtxPopCurrent"), ctypes.byref(context))
+    return context.value or 0
+
+
+def primary_context_active(device: int = 0) -> bool:
+    """Return whether anyone in this process holds a retain on `device`'s primary context."""
+    flags, active = ctypes.c_uint(), ctypes.c_int()
+    _call("cuDevicePrimaryCtxGetState", ctypes.c_int(device), ctypes.byref(flags), ctypes.byref(active))
+    return bool(active.value)
