@@ -1,0 +1,75 @@
+"""A `trtpipe serve` subprocess on free 127.0.0.1 ports, stopped (and its Triton with it) when done."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from trtpipe.serve.environment import free_port
+
+START_TIMEOUT_S = 240  # a loaded 2-core machine; Triton starts in 5-15 s when idle
+STOP_TIMEOUT_S = 90
+
+
+def needs_pytriton():
+    import importlib.util
+
+    return pytest.mark.skipif(importlib.util.find_spec("pytriton") is None or importlib.util.find_spec("tritonclient") is None,
+                              reason="nvidia-pytriton and tritonclient are not installed: pip install 'trtpipe[serve]'")
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen
+    log: Path
+    http: int
+    grpc: int
+    metrics: int
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def terminate(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """SIGTERM the server and wait for it; return its exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        finally:
+            self.kill_group()
+
+    def kill_group(self) -> None:
+        """Kill what is left of the process group this test started (Triton, its stubs), if anything."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def start_server(args: list[str], log: Path, extra_env: dict | None = None) -> Server:
+    """Start `trtpipe serve ARGS` on free ports; return once it says ready, or fail with its output."""
+    http, grpc, metrics = free_port(), free_port(), free_port()
+    while len({http, grpc, metrics}) < 3:
+        grpc, metrics = free_port(), free_port()
+    command = [sys.executable, "-m", "trtpipe.cli", "serve", *map(str, args), "--host", "127.0.0.1",
+               "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
+    env = {**os.environ, **(extra_env or {})}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    server = Server(process, log, http, grpc, metrics)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if "ready;" in server.output:
+            return server
+        if process.poll() is not None:
+            break
+        time.sleep(0.25)
+    server.terminate(timeout=30)
+    pytest.fail(f"trtpipe serve did not become ready:\n{server.output[-3000:]}")
