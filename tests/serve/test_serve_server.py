@@ -143,7 +143,7 @@ def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(served):
 
 
 def test_loadtest_checks_every_answer_and_plots(served, cli, tmp_path):
-    server, root = served
+    server, _root = served
     data = tmp_path / "data"
     models.save_batches(data, np.random.default_rng(5).random((32, 3, 16, 16), dtype=np.float32))
     code, out, err = cli("loadtest", f"grpc://127.0.0.1:{server.grpc}", "--model", "conv_fp16", "--data", data,

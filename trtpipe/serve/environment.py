@@ -29,13 +29,14 @@ from trtpipe.errors import TrtpipeError
 
 STUB_SITE_VARIABLE = "TRTPIPE_TRITON_STUB_SITE"
 STUB_PTH = "trtpipe_triton_stub.pth"
-STUB_PTH_LINE = f'import os, sys; p = os.environ.get("{STUB_SITE_VARIABLE}"); p and sys.path.insert(0, p)\n'
+# One line, as .pth files need: the directories in the variable go first on the stub's sys.path.
+STUB_PTH_LINE = f'import os, sys; p = os.environ.get("{STUB_SITE_VARIABLE}"); sys.path[:0] = p.split(os.pathsep) if p else []\n'
 STUB_NUMPY = "1.26.4"
 
 
 def stub_site() -> Path:
-    """Return where the stub's numpy 1.x lives: $TRTPIPE_TRITON_STUB_SITE, else <venv>/triton-stub."""
-    return Path(os.environ.get(STUB_SITE_VARIABLE) or Path(sys.prefix) / "triton-stub")
+    """Return where the stub's numpy 1.x lives: <venv>/triton-stub."""
+    return Path(sys.prefix) / "triton-stub"
 
 
 def library_path(current: str | None, libdir: str | None) -> str | None:
@@ -65,6 +66,8 @@ def prepare_environment() -> None:
             f"this environment has numpy {np.__version__}, and the Triton Python-backend stub of nvidia-pytriton 0.7.0 "
             f"needs numpy<2: run 'python -m trtpipe.serve.environment' once (it installs numpy {STUB_NUMPY} for the "
             f"stub alone into {site}), or install trtpipe[serve] into an environment with numpy<2")
+    if Path(sysconfig.get_paths()["purelib"], STUB_PTH).read_text() != STUB_PTH_LINE:
+        raise TrtpipeError(f"{pth}: written by another trtpipe version; run 'python -m trtpipe.serve.environment' again")
     os.environ[STUB_SITE_VARIABLE] = str(site)
 
 
