@@ -1,14 +1,15 @@
 """Benchmark: serving on Triton (trtpipe serve) against the same runner in-process, in one run.
 
 The ceiling is the runner's own batched throughput in this process: OnnxRunner on the same file,
-with the same threads, on batches of the size Triton forms at concurrency 16. The served figures come
-from `trtpipe serve` (a subprocess: PyTriton, Triton, its Python stub) measured by trtpipe's load test
-(closed-loop tritonclient gRPC clients, batch 1 per request, every answer checked against the
-in-process runner). The ceiling is measured before and after the served run and averaged, because
-this machine is shared. The batch-1 overhead of serving is served p50 at concurrency 1 minus
-in-process p50 at batch 1. CPU only: ONNX Runtime's CPU provider; the clients share the cores.
+with the same threads, on batches of 16, the size Triton forms at concurrency 16. The served figures
+come from `trtpipe serve` (a subprocess: PyTriton, Triton, its Python stub) measured by trtpipe's load
+test (closed-loop tritonclient gRPC clients, batch 1 per request, every answer checked against the
+in-process runner). This machine is shared, so the two are measured round by round, each in the same
+window length, and the ratio is the median over rounds; the batch-1 overhead is the median of paired
+differences, one in-process call then one served call, alternating. Then a sweep of concurrency for
+the plot. CPU only: ONNX Runtime's CPU provider; the load-test clients share the cores with the server.
 
-    python scripts/bench_serve.py [--model efficientnet-lite0] [--duration-s 10] [-o build/serve-bench]
+    python scripts/bench_serve.py [--model efficientnet-lite0] [--window-s 10] [-o build/serve-bench]
 """
 
 from __future__ import annotations
@@ -26,26 +27,32 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "serve"))
 
 
-def in_process(path: Path, payload1: dict, payload_batch: dict, threads: int, seconds: float) -> dict:
-    """Return batched samples/s and batch-1 p50 ms of the runner in this process."""
+def batched(runner, payload: dict, seconds: float) -> float:
+    """Return samples/s of the runner on `payload` (one batch) called back to back for `seconds`."""
+    batch = len(next(iter(payload.values())))
+    count, began = 0, time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        runner(payload)
+        count += batch
+    return count / (time.perf_counter() - began)
+
+
+def paired_latency(runner, client, model: str, samples: list[dict], outputs: list[str], pairs: int) -> dict:
+    """Time batch-1 calls in-process and served alternately, so both see the same load; return medians (ms)."""
     import numpy as np
 
-    from trtpipe.runtime import OnnxRunner
-
-    with OnnxRunner(path, threads=threads) as runner:
-        batch = len(next(iter(payload_batch.values())))
-        runner(payload_batch)  # warm up
-        count, began = 0, time.perf_counter()
-        while time.perf_counter() - began < seconds:
-            runner(payload_batch)
-            count += batch
-        batched = count / (time.perf_counter() - began)
-        latencies, began = [], time.perf_counter()
-        while time.perf_counter() - began < seconds:
-            start = time.perf_counter()
-            runner(payload1)
-            latencies.append(time.perf_counter() - start)
-    return {"batched_samples_per_s": batched, "batch": batch, "batch1_p50_ms": float(np.percentile(latencies, 50) * 1e3)}
+    local, served = [], []
+    for i in range(pairs):
+        sample = samples[i % len(samples)]
+        began = time.perf_counter()
+        runner(sample)
+        local.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        client.infer(model, sample, outputs)
+        served.append(time.perf_counter() - began)
+    local, served = np.asarray(local) * 1e3, np.asarray(served) * 1e3
+    return {"pairs": pairs, "in_process_p50_ms": float(np.median(local)), "served_p50_ms": float(np.median(served)),
+            "overhead_p50_ms": float(np.median(served - local))}
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -65,7 +72,9 @@ def peak_rss_mb(pid: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="efficientnet-lite0", help="a shipped model with build/M/M.onnx")
-    parser.add_argument("--duration-s", type=float, default=10.0, help="seconds per measurement")
+    parser.add_argument("--window-s", type=float, default=10.0, help="seconds per measurement window")
+    parser.add_argument("--rounds", type=int, default=3, help="in-process/served rounds for the throughput ratio")
+    parser.add_argument("--pairs", type=int, default=200, help="alternating batch-1 calls for the overhead")
     parser.add_argument("--concurrency", default="1,4,16,64", help="served levels; 16 is the one compared")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="ONNX Runtime threads, both sides")
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "build" / "serve-bench")
@@ -76,7 +85,8 @@ def main() -> None:
     from trtpipe import data
     from trtpipe.config import load_spec
     from trtpipe.files import write_json
-    from trtpipe.serve.loadtest import LoadOptions, LoadReport, format_table, parse_levels, plot_levels, run_level
+    from trtpipe.runtime import OnnxRunner
+    from trtpipe.serve.loadtest import Client, LoadOptions, LoadReport, format_table, parse_levels, run_level
     from trtpipe.serve.models import model_name
 
     model = ROOT / "build" / args.model / f"{args.model}.onnx"
@@ -84,19 +94,27 @@ def main() -> None:
     levels = parse_levels(args.concurrency)
     samples = [b.arrays for b in data.iter_batches(spec, spec.validation, 1, limit=64)]
     batch16 = next(data.iter_batches(spec, spec.validation, 16, limit=16)).arrays
-    before = in_process(model, samples[0], batch16, args.threads, args.duration_s)
-    print(f"in-process before: {before}", flush=True)
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, OnnxRunner(model, threads=args.threads) as runner:
         server = start_server([model, "--threads", args.threads, "--max-batch", 32, "--max-queue-delay-us", 2000],
                               Path(tmp) / "serve.log")
         try:
-            options = LoadOptions(f"grpc://127.0.0.1:{server.grpc}", model_name(model), levels, args.duration_s)
-            from trtpipe.runtime import OnnxRunner
-
-            with OnnxRunner(model, threads=args.threads) as runner:
-                expected = [runner(s) for s in samples]
+            options = LoadOptions(f"grpc://127.0.0.1:{server.grpc}", model_name(model), levels, args.window_s)
+            expected = [runner(s) for s in samples]
             outputs = [o.name for o in runner.outputs]
+            client = Client("grpc", f"127.0.0.1:{server.grpc}")
+            # Round by round, the ceiling and the served throughput at 16 each get the same window.
+            rounds = []
+            for r in range(args.rounds):
+                ceiling = batched(runner, batch16, args.window_s)
+                at16 = run_level(options, 16, samples, expected, outputs)
+                rounds.append({"in_process_batched": ceiling, "served_16": at16.throughput, "ratio": at16.throughput / ceiling,
+                               "errors": at16.errors, "wrong": at16.wrong})
+                print(f"round {r + 1}: in-process batch 16 {ceiling:.1f} samples/s, served at 16 {at16.throughput:.1f}: "
+                      f"{at16.throughput / ceiling:.0%}", flush=True)
+            latency = paired_latency(runner, client, options.model, samples, outputs, args.pairs)
+            client.close()
+            print(f"batch 1, {args.pairs} alternating pairs: {latency}", flush=True)
             report = LoadReport(options.url, options.model, "grpc", 1, str(model))
             for level in levels:
                 report.levels.append(run_level(options, level, samples, expected, outputs))
@@ -104,32 +122,24 @@ def main() -> None:
             rss = peak_rss_mb(server.process.pid)
         finally:
             code = server.terminate()
-    after = in_process(model, samples[0], batch16, args.threads, args.duration_s)
-    print(f"in-process after:  {after}", flush=True)
 
-    ceiling = (before["batched_samples_per_s"] + after["batched_samples_per_s"]) / 2
-    inproc_p50 = (before["batch1_p50_ms"] + after["batch1_p50_ms"]) / 2
-    at16 = next((lv for lv in report.levels if lv.concurrency == 16), None)
-    at1 = next((lv for lv in report.levels if lv.concurrency == 1), None)
+    ratios = sorted(r["ratio"] for r in rounds)
+    ceiling = sorted(r["in_process_batched"] for r in rounds)[len(rounds) // 2]
     result = {
         "model": args.model, "device": f"CPU ({os.cpu_count()} cores, ONNX Runtime CPUExecutionProvider, {args.threads} threads)",
-        "in_process": {"before": before, "after": after, "ceiling_samples_per_s": ceiling, "batch1_p50_ms": inproc_p50},
-        "served": report.to_json(), "server_exit_code": code, "server_peak_rss_mb": rss,
-        "served_over_ceiling_at_16": at16.throughput / ceiling if at16 else None,
-        "batch1_overhead_ms": at1.p50_ms - inproc_p50 if at1 else None,
+        "load_average": os.getloadavg(), "rounds": rounds, "served_over_ceiling_at_16_median": ratios[len(ratios) // 2],
+        "batch1": latency, "sweep": report.to_json(), "server_exit_code": code, "server_peak_rss_mb": rss,
     }
     args.output.mkdir(parents=True, exist_ok=True)
     write_json(args.output / f"{args.model}.json", result)
     plot(report, ceiling, args.output / f"{args.model}.png")
-    plot_levels(report, args.output / f"{args.model}.loadtest.png")
     print(format_table(report))
-    if at16:
-        print(f"served at concurrency 16: {at16.throughput:.1f} samples/s = {result['served_over_ceiling_at_16']:.0%} of "
-              f"in-process batched {ceiling:.1f} samples/s (batch {before['batch']}; before {before['batched_samples_per_s']:.1f}, "
-              f"after {after['batched_samples_per_s']:.1f})")
-    if at1:
-        print(f"batch-1 p50: served {at1.p50_ms:.2f} ms, in-process {inproc_p50:.2f} ms: overhead {result['batch1_overhead_ms']:.2f} ms")
-    print(f"server (trtpipe serve + Triton + stub) peak RSS {rss:.0f} MB; CPU only; wrote {args.output / (args.model + '.json')}")
+    print(f"served at concurrency 16 / in-process batched (batch 16), median of {args.rounds} rounds: "
+          f"{result['served_over_ceiling_at_16_median']:.0%} (rounds: {', '.join(f'{r:.0%}' for r in ratios)})")
+    print(f"batch-1 p50: served {latency['served_p50_ms']:.2f} ms, in-process {latency['in_process_p50_ms']:.2f} ms; "
+          f"median paired overhead {latency['overhead_p50_ms']:.2f} ms")
+    print(f"server (trtpipe serve + Triton + stub) peak RSS {rss:.0f} MB; load average {os.getloadavg()[0]:.1f}; "
+          f"CPU only; wrote {args.output / (args.model + '.json')} and .png")
 
 
 def plot(report, ceiling: float, path: Path) -> None:

@@ -24,6 +24,8 @@ def _check_positive(value: int, flag: str) -> None:
 
 @main.command()
 @click.argument("candidates", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path),
+              help="model.toml: an ONNX model batches up to its [shapes] maximum of dimension 0 unless --max-batch is given")
 @click.option("--host", default="0.0.0.0", show_default=True, help="address to listen on (127.0.0.1: this machine only)")
 @click.option("--http-port", type=int, default=8000, show_default=True, help="HTTP/REST port (KServe v2 protocol)")
 @click.option("--grpc-port", type=int, default=8001, show_default=True, help="gRPC port")
@@ -34,7 +36,7 @@ def _check_positive(value: int, flag: str) -> None:
 @INSTANCES_OPTION
 @click.option("--threads", type=int, help="ONNX Runtime threads per instance; default: the CPU cores shared by the instances")
 @click.option("--verbose", is_flag=True, help="show Triton's own log")
-def serve(candidates, host, http_port, grpc_port, metrics_port, max_batch, max_queue_delay_us, instances, threads, verbose):
+def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_batch, max_queue_delay_us, instances, threads, verbose):
     """Serve engines (on this GPU) or ONNX models (ONNX Runtime) on Triton, over HTTP and gRPC, until SIGTERM."""
     from trtpipe.serve.models import describe, open_runner
     from trtpipe.serve.server import ServerOptions
@@ -44,6 +46,8 @@ def serve(candidates, host, http_port, grpc_port, metrics_port, max_batch, max_q
     if max_queue_delay_us < 0:
         raise TrtpipeError(f"--max-queue-delay-us {max_queue_delay_us}: must be 0 or more")
     threads = threads or max(1, (os.cpu_count() or 1) // (instances * len(candidates)))
+    if max_batch is None and spec_path is not None:
+        max_batch = _spec_max_batch(spec_path, candidates)
     models, runners = [], {}
     try:
         for path in candidates:
@@ -72,6 +76,17 @@ def serve(candidates, host, http_port, grpc_port, metrics_port, max_batch, max_q
         for opened in runners.values():
             for runner in opened:
                 runner.close()
+
+
+def _spec_max_batch(spec_path: Path, candidates) -> int | None:
+    """Return the smallest [shapes] maximum of dimension 0 in the spec, for ONNX candidates (engines have their own)."""
+    from trtpipe.config import load_spec, parse_shapes
+
+    if all(Path(c).suffix == ".engine" for c in candidates):
+        return None
+    spec = load_spec(spec_path)
+    shapes = parse_shapes([f"{name}:{value}" for name, value in spec.shapes.items()], f"--spec {spec_path}: [shapes]")
+    return min((triple[2][0] for triple in shapes.values()), default=None)
 
 
 @main.command()
