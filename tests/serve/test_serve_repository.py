@@ -73,6 +73,19 @@ def test_max_batch_over_the_profile_is_refused_before_anything_is_written(engine
     assert not (tmp_path / "repo" / "conv_fp16").exists()
 
 
+@needs_rtx
+def test_serving_an_engine_without_a_gpu_names_the_typed_onnx_instead(engines, cli):
+    import shutil
+
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has a GPU: the engine would be served")
+    root, built = engines
+    code, _out, err = cli("serve", built[0], "--host", "127.0.0.1")
+    assert code == 2 and err.count("\n") == 1 and "serve the typed ONNX beside it instead" in err
+    code, _out, err = cli("serve", root / "missing.onnx")
+    assert code == 2 and "missing.onnx: no such file" in err
+
+
 def test_tensorrt_engines_pick_a_plan_per_gpu():
     spec = IOSpec("input", "float16", (-1, 3, 16, 16))
     model = ServedModel("conv", Path("conv.fp16.sm90.engine"), "engine", "fp16", False, 16,

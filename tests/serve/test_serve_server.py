@@ -27,7 +27,8 @@ def served(tmp_path_factory):
     model = models.conv_net(batch="N")
     models.save(model, root / "conv.onnx")
     onnxio.save(typed_model(model, Precision.FP16, None), root / "conv.fp16.onnx")
-    server = start_server([root / "conv.onnx", root / "conv.fp16.onnx", "--max-batch", MAX_BATCH,
+    models.save(models.conv_net(batch=1, seed=4), root / "fixed.onnx")  # a fixed first dimension: no batching
+    server = start_server([root / "conv.onnx", root / "conv.fp16.onnx", root / "fixed.onnx", "--max-batch", MAX_BATCH,
                            "--max-queue-delay-us", 2000], root / "serve.log")
     yield server, root
     assert server.terminate() == 0, server.output[-2000:]
@@ -73,6 +74,16 @@ def test_health_metrics_and_simulated_metadata(served):
         parameters[name] = {k: v["string_value"] for k, v in config["parameters"].items()}
     assert parameters["conv"]["trtpipe.simulated"] == "false" and parameters["conv"]["trtpipe.precision"] == "fp32"
     assert parameters["conv_fp16"]["trtpipe.simulated"] == "true" and parameters["conv_fp16"]["trtpipe.precision"] == "fp16"
+
+
+def test_a_model_with_a_fixed_batch_is_served_without_batching(served):
+    server, root = served
+    status, config = http_json(server.http, "/v2/models/fixed/config")
+    assert status == 200 and config.get("max_batch_size", 0) == 0
+    sample = np.random.default_rng(1).random((1, 3, 16, 16), dtype=np.float32)
+    with OnnxRunner(root / "fixed.onnx") as runner:
+        np.testing.assert_allclose(infer_grpc(server.grpc, "fixed", sample), runner({"input": sample})["logits"],
+                                   rtol=1e-4, atol=1e-5)
 
 
 def test_concurrent_http_and_grpc_requests_are_answered_right(served):

@@ -57,10 +57,7 @@ def model_name(path: str | os.PathLike) -> str:
 def _max_batch(name: str, specs: list[IOSpec], limit: int | None, given: int | None, why: str) -> int:
     """Return the batch limit: 0 when some tensor's first dimension is fixed, else `given` or `limit`."""
     if any(not s.shape or s.shape[0] != -1 for s in specs):
-        if given:
-            raise TrtpipeError(f"--max-batch {given}: {name} has a fixed first dimension, so it does not batch; "
-                               "leave --max-batch out or export the model with a dynamic batch")
-        return 0
+        return 0  # a fixed first dimension: served as it is, whatever --max-batch says (it names the others)
     if given is not None and given < 1:
         raise TrtpipeError(f"--max-batch {given}: must be at least 1")
     if given is not None and limit is not None and given > limit:
