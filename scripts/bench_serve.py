@@ -156,6 +156,7 @@ def plot(report, ceiling: float, path: Path) -> None:
     left.set_xscale("log", base=2)
     left.set_xlabel("concurrency (requests in flight)")
     left.set_ylabel("samples/s")
+    left.set_ylim(bottom=0)
     left.legend(loc="lower right", fontsize=8)
     right = left.twinx()
     right.plot(x, [lv.p99_ms for lv in report.levels], "s--", color="tab:red")

@@ -295,9 +295,11 @@ def plot_levels(report: LoadReport, path) -> None:
     left.set_xscale("log", base=2)
     left.set_xlabel("concurrency (requests in flight)")
     left.set_ylabel("throughput (samples/s)", color="tab:blue")
+    left.set_ylim(bottom=0)
     right = left.twinx()
     right.plot(x, [lv.p99_ms for lv in report.levels], "s--", color="tab:red")
     right.set_ylabel("p99 latency (ms)", color="tab:red")
+    right.set_ylim(bottom=0)
     left.set_title(f"{report.model} over {report.protocol}, batch {report.batch}")
     fig.tight_layout()
     with atomic_path(path, "--plot") as tmp:
