@@ -88,6 +88,8 @@ def check_port(port: int, flag: str, host: str = "127.0.0.1") -> None:
     if not 0 < port < 65536:
         raise TrtpipeError(f"{flag} {port}: not a port; choose one in 1-65535")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As Triton binds: a port a stopped server left in TIME_WAIT is free, one with a listener is not.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:

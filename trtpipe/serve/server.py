@@ -95,11 +95,11 @@ def _last_error(log: Path | None) -> str | None:
 def serve(models: Sequence[ServedModel], runners: dict[str, list[Runner]], options: ServerOptions,
           on_ready: Callable[[], None] | None = None, stop: threading.Event | None = None) -> None:
     """Serve `models`, each with its instances' runners, until SIGTERM/SIGINT (or `stop` is set)."""
-    for port, flag in ((options.http_port, "--http-port"), (options.grpc_port, "--grpc-port"),
-                       (options.metrics_port, "--metrics-port")):
-        check_port(port, flag, "127.0.0.1" if options.host in ("0.0.0.0", "localhost") else options.host)
     if len({options.http_port, options.grpc_port, options.metrics_port}) != 3:
         raise TrtpipeError("--http-port, --grpc-port and --metrics-port must differ")
+    for port, flag in ((options.http_port, "--http-port"), (options.grpc_port, "--grpc-port"),
+                       (options.metrics_port, "--metrics-port")):
+        check_port(port, flag, "127.0.0.1" if options.host == "localhost" else options.host)
     require("pytriton", "serve", "serving on Triton")
     prepare_environment()
     if not options.verbose:
