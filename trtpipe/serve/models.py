@@ -115,6 +115,5 @@ def describe(path: str | os.PathLike, runner: Runner, max_batch: int | None = No
     """Return the ServedModel of a candidate whose runner is open."""
     path = Path(path)
     if path.suffix == ENGINE_SUFFIX:
-        model = describe_engine(path, max_batch, name)
-        return model
+        return describe_engine(path, max_batch, name)
     return describe_runner(path, runner, max_batch, name)
