@@ -75,9 +75,9 @@ def start_server(args: list[str], log: Path, extra_env: dict | None = None) -> S
     pytest.fail(f"trtpipe serve did not become ready:\n{server.output[-3000:]}")
 
 
-def bundled_triton(root: Path, repository: Path, log: Path) -> tuple[subprocess.Popen, int]:
+def bundled_triton(root: Path, repository: Path, log: Path) -> tuple[subprocess.Popen, int, int]:
     """Start the Triton server inside nvidia-pytriton on `repository` (as a deployment would run it);
-    return the process and its HTTP port once the server is ready."""
+    return the process, its HTTP port and its metrics port once the server is ready."""
     import shutil
     import urllib.request
 
@@ -115,7 +115,7 @@ def bundled_triton(root: Path, repository: Path, log: Path) -> tuple[subprocess.
         with contextlib.suppress(OSError), urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/ready",
                                                                   timeout=5) as response:
             if response.status == 200:
-                return process, http
+                return process, http, metrics
         time.sleep(0.25)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)

@@ -101,11 +101,11 @@ def test_tensorrt_engines_pick_a_plan_per_gpu():
 def test_onnx_repository_runs_in_the_real_triton_server(cli, tmp_path):
     models.save(models.conv_net(batch="N"), tmp_path / "conv.onnx")
     code, _out, err = cli("triton", tmp_path / "conv.onnx", "-o", tmp_path / "repo", "--kind", "cpu", "--max-batch", 8,
-                         "--max-queue-delay-us", 200_000)
+                         "--max-queue-delay-us", 1_000_000)
     assert code == 0, err
     config = parse(tmp_path / "repo" / "conv" / "config.pbtxt")
     assert config.instance_group[0].kind == 2 and config.max_batch_size == 8  # KIND_CPU
-    process, port = bundled_triton(tmp_path, tmp_path / "repo", tmp_path / "triton.log")
+    process, port, metrics = bundled_triton(tmp_path, tmp_path / "repo", tmp_path / "triton.log")
     try:
         import concurrent.futures
 
@@ -127,6 +127,11 @@ def test_onnx_repository_runs_in_the_real_triton_server(cli, tmp_path):
         with OnnxRunner(tmp_path / "conv.onnx") as runner:
             for sample, answer in zip(samples, got):
                 np.testing.assert_allclose(answer, runner({"input": sample})["logits"], rtol=1e-4, atol=1e-5)
+        # model.py ran requests the batcher handed over together as one batch: fewer executions than requests.
+        from test_serve_server import metric_counts
+
+        counts = metric_counts(metrics, "conv")
+        assert counts["nv_inference_request_success"] == len(samples) and counts["nv_inference_exec_count"] < len(samples), counts
     finally:
         os.killpg(process.pid, signal.SIGINT)  # Triton and its stubs: the group this test started
         try:
