@@ -24,7 +24,7 @@ SM ?= $(subst _,,$(TARGET))
 CANDIDATE = onnx
 endif
 
-.PHONY: all demo test lint engines validate clean bench-copies bench-calibrate wheelhouse venv
+.PHONY: all demo test lint engines validate clean bench-copies bench-calibrate wheelhouse venv serve bench-serve
 all: demo
 
 $(VENV)/.created:
@@ -32,8 +32,12 @@ $(VENV)/.created:
 	$(PY) -m pip install -q --upgrade pip
 	touch $@
 
+# Serving (pyproject's serve extra) without giving up numpy 2: see the comment there.
+SERVE_PINS := nvidia-pytriton==0.7.0 tritonclient==2.73.0
 $(VENV)/.test: pyproject.toml $(VENV)/.created
-	$(PY) -m pip install -q -e '.[rtx,test]'
+	$(PY) -m pip install -q -e '.[rtx,test,serve-deps]'
+	$(PY) -m pip install -q --no-deps $(SERVE_PINS)
+	$(PY) -m trtpipe.serve.environment
 	touch $@
 
 $(VENV)/.demo: pyproject.toml $(VENV)/.test
@@ -99,6 +103,18 @@ demo: $(REPORTS)
 # trtpipe's entropy calibration against ONNX Runtime's on 1,000 and 10,000 real digits, in one run.
 bench-calibrate: $(BUILD)/digits/digits.onnx
 	$(PY) scripts/bench_calibrate.py
+
+# Serve one shipped model on Triton until Ctrl-C (HTTP 8000, gRPC 8001, metrics 8002):
+#   make serve MODEL=digits [PRECISION=int8] [SERVE_FLAGS='--instances 2']
+# FP32 ONNX by default; with PRECISION, its engine on a GPU host, else its typed ONNX (simulated).
+SERVE_MODEL := $(or $(MODEL),digits)
+SERVE_FILE := $(BUILD)/$(SERVE_MODEL)/$(SERVE_MODEL).$(if $(PRECISION),$(PRECISION).$(if $(filter engine,$(CANDIDATE)),$(SM).engine,onnx),onnx)
+serve: $(if $(PRECISION),$(BUILD)/$(SERVE_MODEL)/$(SERVE_MODEL).$(PRECISION).$(SM).engine,$(BUILD)/$(SERVE_MODEL)/$(SERVE_MODEL).onnx)
+	$(TRTPIPE) serve $(SERVE_FILE) $(SERVE_FLAGS)
+
+# Served throughput and latency against the same runner in-process, in one run, with a plot (CPU here).
+bench-serve: $(BUILD)/$(or $(MODEL),efficientnet-lite0)/$(or $(MODEL),efficientnet-lite0).onnx
+	$(PY) scripts/bench_serve.py --model $(or $(MODEL),efficientnet-lite0)
 
 # GPU host only: the runtime's copies against torch's, in one run.
 bench-copies: $(VENV)/.test

@@ -55,4 +55,9 @@ def main():
 
 
 # The commands, one module per family; imported last so that they find `main`.
-from trtpipe.cli import pipeline, quality, runtime  # noqa: F401
+from trtpipe.cli import (  # noqa: F401
+    pipeline,
+    quality,
+    runtime,
+    serving,
+)

@@ -1,0 +1,55 @@
+"""The pure pieces of serving: names, batch limits from sidecars, levels, percentiles, URLs, LD_LIBRARY_PATH."""
+
+import json
+
+import numpy as np
+import pytest
+
+from trtpipe.errors import TrtpipeError
+from trtpipe.serve.environment import library_path
+from trtpipe.serve.loadtest import parse_levels, percentiles, split_url
+from trtpipe.serve.models import describe_engine, model_name
+
+
+def test_model_names_drop_the_suffix_and_the_target():
+    assert model_name("build/digits/digits.int8.sm89.engine") == "digits_int8"
+    assert model_name("digits.onnx") == "digits"
+    assert model_name("efficientnet-lite0.fp16.onnx") == "efficientnet-lite0_fp16"
+
+
+def test_engine_batch_limit_is_the_smallest_profile_maximum(tmp_path):
+    engine = tmp_path / "two.fp16.sm89.engine"
+    engine.write_bytes(b"plan")
+    tensors = [{"name": "a", "mode": "input", "dtype": "float32", "shape": [-1, 4], "profile": [[1, 4], [8, 4], [32, 4]]},
+               {"name": "b", "mode": "input", "dtype": "int64", "shape": [-1, 7], "profile": [[1, 7], [4, 7], [16, 7]]},
+               {"name": "y", "mode": "output", "dtype": "float32", "shape": [-1, 2], "profile": None}]
+    sidecar = {"engine": engine.name, "backend": "tensorrt-rtx", "backend_version": "1.7", "target": "sm89",
+               "compute_capability": "8.9", "precision": "fp16", "onnx": "two.onnx", "onnx_sha256": "0",
+               "engine_sha256": "0", "tensors": tensors}
+    (tmp_path / f"{engine.name}.json").write_text(json.dumps(sidecar))
+    model = describe_engine(engine)
+    assert model.name == "two_fp16" and model.max_batch == 16 and model.engines == {"8.9": engine}
+    assert [model.dims(s) for s in model.inputs] == [(4,), (7,)]
+    assert describe_engine(engine, max_batch=8).max_batch == 8
+    with pytest.raises(TrtpipeError, match=r"--max-batch 17: two.fp16.sm89.engine takes at most 16"):
+        describe_engine(engine, max_batch=17)
+
+
+def test_levels_percentiles_and_urls():
+    assert parse_levels("1,4,16,64") == (1, 4, 16, 64)
+    for bad in ("", "0", "1,x", "-2"):
+        with pytest.raises(TrtpipeError, match="--concurrency"):
+            parse_levels(bad)
+    p50, p90, p99 = percentiles([i / 1000 for i in range(1, 101)])  # 1..100 ms
+    assert (p50, p90) == pytest.approx((50.5, 90.1)) and p99 == pytest.approx(99.01)
+    assert all(np.isnan(percentiles([])))
+    assert split_url("grpc://h:8001/", None) == ("grpc", "h:8001")
+    assert split_url("h:8000", None) == ("http", "h:8000") and split_url("h:8001", "grpc") == ("grpc", "h:8001")
+    with pytest.raises(TrtpipeError, match="--protocol http: the URL says grpc"):
+        split_url("grpc://h:8001", "http")
+
+
+def test_library_path_puts_the_interpreters_libdir_first_once():
+    assert library_path(None, "/py/lib") == "/py/lib"
+    assert library_path("/a:/py/lib:/b", "/py/lib") == "/py/lib:/a:/b"
+    assert library_path("/a", None) == "/a"

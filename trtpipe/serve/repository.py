@@ -1,0 +1,149 @@
+"""`trtpipe triton`: a Triton model repository from engines (or ONNX models), one model per family.
+
+    REPO/digits_int8/config.pbtxt
+    REPO/digits_int8/1/model.sm89.plan  (+ .json sidecar)   one plan per compute capability
+    REPO/digits_int8/1/model.sm120.plan
+
+TensorRT engines go to Triton's TensorRT backend, which picks the plan for each GPU through
+`cc_model_filenames` and falls back to `default_model_filename`. TensorRT-RTX engines (which that
+backend cannot load: it links libnvinfer) and ONNX models go to the Python backend with trtpipe's
+runner inside (python_model.py). Dims are written without the batch dimension when the model
+batches; max_batch_size is at most the smallest profile maximum of dimension 0, as Triton requires.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trtpipe.errors import TrtpipeError
+from trtpipe.files import atomic_path, ensure_dir, sidecar_path, write_text
+from trtpipe.serve.models import ENGINE_SUFFIX, ServedModel, describe_engine, model_name
+
+TRITON_TYPES = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "float64": "TYPE_FP64",
+                "int64": "TYPE_INT64", "int32": "TYPE_INT32", "int16": "TYPE_INT16", "int8": "TYPE_INT8",
+                "uint8": "TYPE_UINT8", "bool": "TYPE_BOOL"}
+PYTHON_BACKENDS = ("tensorrt-rtx", "onnx")  # what Triton's TensorRT backend cannot load
+
+
+@dataclass(frozen=True)
+class RepositoryOptions:
+    max_batch: int | None = None  # None: the profile's maximum (64 for ONNX)
+    dynamic_batching: bool = True
+    max_queue_delay_us: int = 100
+    instances: int = 1
+    kind: str = "gpu"  # instance group kind: gpu or cpu
+
+
+def plan_name(capability: str) -> str:
+    """Return the plan file name for a compute capability: 8.9 -> model.sm89.plan."""
+    return f"model.sm{capability.replace('.', '')}.plan"
+
+
+def _triton_type(dtype: str, where: str) -> str:
+    if dtype not in TRITON_TYPES:
+        raise TrtpipeError(f"{where}: dtype {dtype} has no Triton type; export the model with another dtype")
+    return TRITON_TYPES[dtype]
+
+
+def _tensors(kind: str, model: ServedModel, specs) -> str:
+    rows = []
+    for spec in specs:
+        dims = ", ".join(str(d) for d in model.dims(spec)) or "1"  # a scalar is written as [1], as Triton asks
+        rows.append(f'  {{ name: "{spec.name}" data_type: {_triton_type(spec.dtype, str(model.path))} dims: [ {dims} ] }}')
+    return f"{kind} [\n" + ",\n".join(rows) + "\n]\n"
+
+
+def config_text(model: ServedModel, backend: str, options: RepositoryOptions, files: dict[str, str]) -> str:
+    """Return config.pbtxt for `model`; `files` maps compute capability (or "onnx") to the file in 1/."""
+    lines = [f'name: "{model.name}"']
+    if backend == "tensorrt":
+        lines.append('platform: "tensorrt_plan"')
+        lines.append(f'default_model_filename: "{next(iter(files.values()))}"')
+        lines += [f'cc_model_filenames {{ key: "{cc}" value: "{name}" }}' for cc, name in files.items()]
+    else:
+        lines.append('backend: "python"')
+    lines.append(f"max_batch_size: {model.max_batch}")
+    text = "\n".join(lines) + "\n" + _tensors("input", model, model.inputs) + _tensors("output", model, model.outputs)
+    kind = "KIND_GPU" if options.kind == "gpu" else "KIND_CPU"
+    text += f"instance_group [ {{ count: {options.instances} kind: {kind} }} ]\n"
+    if options.dynamic_batching and model.max_batch:
+        text += f"dynamic_batching {{ max_queue_delay_microseconds: {options.max_queue_delay_us} }}\n"
+    parameters = dict(model.parameters())
+    parameters.pop("trtpipe.file")
+    if backend != "tensorrt":
+        parameters["trtpipe.files"] = json.dumps(files, sort_keys=True)
+    for key, value in parameters.items():
+        text += f"parameters {{ key: {json.dumps(key)} value: {{ string_value: {json.dumps(value)} }} }}\n"
+    return text
+
+
+def describe_family(paths: Sequence[Path], max_batch: int | None, name: str) -> tuple[ServedModel, str]:
+    """Return one model for engines of one family (one per compute capability) and its Triton backend."""
+    from trtpipe.runtime.sidecar import read_sidecar
+
+    if paths[0].suffix != ENGINE_SUFFIX:
+        if len(paths) > 1:
+            raise TrtpipeError(f"{paths[1]}: ONNX models are not grouped by compute capability; pass --name per model")
+        from trtpipe.serve.models import describe_runner, open_runner
+
+        with open_runner(paths[0], threads=1) as runner:
+            return describe_runner(paths[0], runner, max_batch, name), "onnx"
+    models = [describe_engine(p, max_batch, name) for p in paths]
+    infos = [read_sidecar(p) for p in paths]
+    first, engines = models[0], {}
+    for path, model, info in zip(paths, models, infos):
+        if (model.inputs, model.outputs) != (first.inputs, first.outputs) or info.backend != infos[0].backend:
+            raise TrtpipeError(f"{path}: its inputs, outputs or backend differ from {paths[0]}'s; "
+                               "one model's engines must differ only by target (pass --name to keep them apart)")
+        if info.compute_capability in engines:
+            raise TrtpipeError(f"{path}: {engines[info.compute_capability]} is also built for compute capability "
+                               f"{info.compute_capability}; pass one engine per GPU")
+        engines[info.compute_capability] = path
+    batch = min(m.max_batch for m in models)
+    model = ServedModel(first.name, first.path, "engine", first.precision, False, batch, first.inputs, first.outputs,
+                        first.runner, engines)
+    return model, infos[0].backend
+
+
+def write_repository(paths: Sequence[str | os.PathLike], output: str | os.PathLike, options: RepositoryOptions,
+                     name: str | None = None) -> list[Path]:
+    """Write one model directory per family of `paths` under `output`; return the config files written."""
+    families: dict[str, list[Path]] = {}
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise TrtpipeError(f"{path}: no such file; pass engines (.engine) or ONNX models (.onnx)")
+        if path.suffix not in (ENGINE_SUFFIX, ".onnx"):
+            raise TrtpipeError(f"{path}: not an engine (.engine) or an ONNX model (.onnx)")
+        families.setdefault(name or model_name(path), []).append(path)
+    root = ensure_dir(output)
+    written = []
+    for family, members in families.items():
+        model, backend = describe_family(members, options.max_batch, family)
+        directory = root / family
+        version = ensure_dir(directory / "1")
+        if backend == "onnx":
+            files = {"onnx": "model.onnx"}
+            _copy(model.path, version / "model.onnx")
+        else:
+            files = {cc: plan_name(cc) for cc in sorted(model.engines)}
+            for cc, engine in model.engines.items():
+                _copy(engine, version / files[cc])
+                info = json.loads(sidecar_path(engine).read_text())
+                info["engine"] = files[cc]  # the sidecar names the file it describes
+                write_text(sidecar_path(version / files[cc]), json.dumps(info, indent=2) + "\n")
+        if backend in PYTHON_BACKENDS:
+            write_text(version / "model.py", (Path(__file__).parent / "python_model.py").read_text())
+        config = directory / "config.pbtxt"
+        write_text(config, config_text(model, "tensorrt" if backend == "tensorrt" else "python", options, files))
+        written.append(config)
+    return written
+
+
+def _copy(source: Path, target: Path) -> None:
+    with atomic_path(target) as tmp:
+        shutil.copyfile(source, tmp)
