@@ -30,7 +30,7 @@ def test_onnx_runner_matches_onnxruntime_and_reads_precision(workdir):
     x = np.random.default_rng(1).normal(0, 1, (5, 16)).astype(np.float32)
     want = ort.InferenceSession(str(workdir / "mlp.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     with OnnxRunner(workdir / "mlp.onnx") as runner:
-        assert (runner.precision, runner.measured) == ("fp32", True)
+        assert (runner.precision, runner.measured) == ("fp32", False)  # no engine ran: never "measured"
         assert [(i.name, i.dtype, i.shape) for i in runner.inputs] == [("x", "float32", (-1, 16))]
         np.testing.assert_array_equal(runner({"x": x})["probs"], want)
         np.testing.assert_array_equal(runner([x])["probs"], want)  # a list in input order
