@@ -48,9 +48,9 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
     with OnnxRunner("baseline", model=model) as baseline:
         if spec is None and classifier:
             first = next(o for o in baseline.outputs if o.dtype.startswith("float"))
-            tasks = lambda: [make_task(OutputSpec(first.name, "classification"))]  # noqa: E731
+            tasks = lambda: [make_task(OutputSpec(first.name, "classification"))]
         else:
-            tasks = lambda: make_tasks(spec, baseline.outputs)  # noqa: E731
+            tasks = lambda: make_tasks(spec, baseline.outputs)
         for i, batch in enumerate(batches):
             check_inputs(batch, [f"batch {i}"] * len(next(iter(batch.values()))))
         wanted = [baseline(batch) for batch in batches]

@@ -23,9 +23,9 @@ from trtpipe.runtime.runner import Runner
 # agreement to a classifier, mAP to a detector...). The cosine and top-1 figures were chosen from
 # measurements on the shipped models with margin; the task figures from YOLOv8n (nudenet) and
 # PP-OCRv4's text detector on real photos (docs/validation.md lists the measurements).
-_LOOSE = {"top1_agreement": 0.98, "neighbour_agreement": 0.9, "map50": 0.9, "f1": 0.9, "box_iou": 0.9,
+_LOOSE = {"top1_agreement": 0.98, "confident_top1_agreement": 0.99, "neighbour_agreement": 0.9, "map50": 0.9, "f1": 0.9, "box_iou": 0.9,
           "iou": 0.9, "pixel_agreement": 0.98}
-_TIGHT = {"top1_agreement": 0.99, "neighbour_agreement": 0.95, "map50": 0.95, "f1": 0.95, "box_iou": 0.95,
+_TIGHT = {"top1_agreement": 0.98, "confident_top1_agreement": 0.995, "neighbour_agreement": 0.95, "map50": 0.95, "f1": 0.95, "box_iou": 0.95,
           "iou": 0.95, "pixel_agreement": 0.99}
 DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
     "fp32": {"cosine": 0.99999, "channel_cosine_min": 0.9999, **_TIGHT},
@@ -246,7 +246,7 @@ def headline(report: dict) -> str:
     decided = deciding(checks)
     if decided is None:
         return "nothing judged"
-    words = f"{decided.metric} {decided.value:.4g} (min {decided.minimum:g})"
+    words = f"{decided.metric} {decided.value:.6g} (min {decided.minimum:g})"
     if len(report["outputs"]) > 1:
         words = f"{decided.output}: {words}"
     metrics = report["outputs"].get(decided.output, {})

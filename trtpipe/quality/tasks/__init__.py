@@ -81,9 +81,10 @@ class Task:
 
     def finish(self) -> None:
         """Raise Degenerate when the whole run cannot judge this output."""
-        if self.raw.count and self.baseline_min == self.baseline_max:
+        span = self.baseline_max - self.baseline_min
+        if self.raw.count and span <= 1e-6 * max(1.0, abs(self.baseline_max), abs(self.baseline_min)):
             raise Degenerate(
-                f"output '{self.output}': the FP32 baseline is {self.baseline_min:g} in every element of all "
+                f"output '{self.output}': the FP32 baseline is {self.baseline_min:.3g} (to 1e-6) in every element of all "
                 f"{self.raw.count} samples, so no metric can tell a good candidate from a bad one; likely cause: "
                 f"{constant_cause(self)}; validate on data where this output varies")
 
@@ -133,7 +134,7 @@ def check_inputs(arrays: Mapping[str, np.ndarray], ids: Sequence[str]) -> None:
 
 
 def constant_cause(task: Task) -> str:
-    if task.baseline_min == 0:
+    if abs(task.baseline_min) < 1e-6:
         return ("the data holds nothing this output responds to (a detector or a text map on images without "
                 "objects or text), or the preprocessing blanks the inputs")
     return "an output that does not depend on the inputs (a constant or a passthrough), or inputs that are all alike"

@@ -43,6 +43,7 @@ class DenseTask(Task):
         self.intersection: dict[int, int] = {}
         self.union: dict[int, int] = {}
         self.agree = 0
+        self.baseline_foreground = 0
         self.pixels = 0
         self.worst: MaskSample | None = None
 
@@ -55,6 +56,7 @@ class DenseTask(Task):
         want_mask = masks(baseline, axis, self.threshold)
         self.agree += int((got_mask == want_mask).sum())
         self.pixels += want_mask.size
+        self.baseline_foreground += int((want_mask > 0).sum())
         binary = axis is None or baseline.shape[axis] == 1
         for cls in ([1] if binary else np.union1d(np.unique(want_mask), np.unique(got_mask)).tolist()):
             a, b = got_mask == cls, want_mask == cls
@@ -69,16 +71,18 @@ class DenseTask(Task):
 
     def finish(self) -> None:
         super().finish()
-        if not any(self.union.values()):
-            raise Degenerate(f"output '{self.output}': no pixel of the FP32 baseline or the candidate is above threshold "
-                             f"{self.threshold:g} in {self.raw.count} samples, so the masks cannot be compared; likely "
+        if not self.baseline_foreground:
+            raise Degenerate(f"output '{self.output}': no pixel of the FP32 baseline is foreground (above threshold "
+                             f"{self.threshold:g}, or a class other than 0) in {self.raw.count} samples, so IoU cannot "
+                             "judge the candidate; likely "
                              "cause: data without what this map marks (text, objects) or a threshold set too high "
                              "for this output; use such data or set threshold in [[outputs]]")
 
     def metrics(self) -> dict[str, float]:
         ious = [self.intersection[c] / self.union[c] for c in self.union if self.union[c]]
         return {"iou": float(np.mean(ious)) if ious else float("nan"),
-                "pixel_agreement": self.agree / max(self.pixels, 1), "threshold": self.threshold}
+                "pixel_agreement": self.agree / max(self.pixels, 1), "threshold": self.threshold,
+                "baseline_foreground": self.baseline_foreground / max(self.pixels, 1)}
 
     def picture(self):
         from trtpipe.quality.pictures import MaskPair

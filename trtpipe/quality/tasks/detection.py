@@ -22,6 +22,11 @@ CONF = 0.25  # Ultralytics' and most detectors' default confidence threshold
 NMS_IOU = 0.45
 MATCH_IOU = 0.5
 MAX_BOXES = 300
+PRE_NMS = 3000
+# mAP ranks the candidate's boxes down to this score, as COCO-style evaluation does (Ultralytics
+# validates at conf 0.001): a box whose score slips just under `conf` lowers precision, recall and F1
+# at the operating point, but still counts, ranked lower, in the AP curve.
+AP_CONF = 0.001
 PICTURES = 4
 
 
@@ -54,25 +59,26 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def nms(dets: Detections, iou: float, limit: int = MAX_BOXES) -> Detections:
-    """Return the detections greedy per-class NMS keeps, highest score first."""
-    order = np.argsort(-dets.scores, kind="stable")
+    """Return the detections greedy per-class NMS keeps, highest score first, at most `limit`."""
+    order = np.argsort(-dets.scores, kind="stable")[:PRE_NMS]
     keep: list[int] = []
-    for cls in np.unique(dets.classes):
-        candidates = [i for i in order if dets.classes[i] == cls]
-        while candidates:
-            best, candidates = candidates[0], candidates[1:]
-            keep.append(best)
-            if candidates:
-                overlap = iou_matrix(dets.boxes[[best]], dets.boxes[candidates])[0]
-                candidates = [c for c, o in zip(candidates, overlap) if o <= iou]
+    for cls in np.unique(dets.classes[order]):
+        members = order[dets.classes[order] == cls]
+        overlap = iou_matrix(dets.boxes[members], dets.boxes[members])
+        alive = np.ones(len(members), bool)
+        for i in range(len(members)):
+            if alive[i]:
+                keep.append(int(members[i]))
+                alive[i + 1:] &= overlap[i, i + 1:] <= iou
     keep = sorted(keep, key=lambda i: -dets.scores[i])[:limit]
     return Detections(dets.boxes[keep], dets.scores[keep], dets.classes[keep])
 
 
-def decode(outputs: dict, index: int, spec) -> Detections:
-    """Return sample `index`'s detections above the confidence threshold, after NMS, by `spec.layout`."""
+def decode(outputs: dict, index: int, spec, conf: float | None = None) -> Detections:
+    """Return sample `index`'s detections above `conf` (default: the spec's), after NMS, by `spec.layout`."""
     layout = spec.layout or "yolov8"
-    conf = spec.conf if spec.conf is not None else CONF
+    if conf is None:
+        conf = spec.conf if spec.conf is not None else CONF
     main = np.asarray(outputs[spec.name][index], np.float64)
     if layout == "yolov8":
         rows = main.T  # boxes x (4 + classes)
@@ -161,6 +167,8 @@ class DetectionTask(Task):
         self.matched_ious: list[float] = []
         self.score_errors: list[float] = []
         self.candidate_boxes = 0
+        self.tp = 0
+        self.conf = spec.conf if spec.conf is not None else CONF
         self.samples: list[DetectionSample] = []
 
     @property
@@ -172,13 +180,17 @@ class DetectionTask(Task):
 
         self._check_shape(baseline)
         for i, sample in enumerate(ids):
-            base, cand = decode(want, i, self.spec), decode(got, i, self.spec)
+            base, ranked = decode(want, i, self.spec), decode(got, i, self.spec, AP_CONF)
+            at_conf = ranked.scores >= self.conf
+            cand = Detections(ranked.boxes[at_conf], ranked.scores[at_conf], ranked.classes[at_conf])
             ious, matched = match(cand, base)
             for cls in base.classes.tolist():
                 self.truths[cls] = self.truths.get(cls, 0) + 1
-            self.scores.append(cand.scores)
-            self.classes.append(cand.classes)
-            self.hits.append(matched >= 0)
+            _, ranked_matched = match(ranked, base)
+            self.scores.append(ranked.scores)
+            self.classes.append(ranked.classes)
+            self.hits.append(ranked_matched >= 0)
+            self.tp += int((matched >= 0).sum())
             self.matched_ious += ious[matched >= 0].tolist()
             self.score_errors += np.abs(cand.scores[matched >= 0] - base.scores[matched[matched >= 0]]).tolist()
             self.candidate_boxes += len(cand)
@@ -213,7 +225,7 @@ class DetectionTask(Task):
         scores = np.concatenate(self.scores) if self.scores else np.zeros(0)
         classes = np.concatenate(self.classes) if self.classes else np.zeros(0, np.int64)
         truths = sum(self.truths.values())
-        tp = int(hits.sum())
+        tp = self.tp
         precision = tp / self.candidate_boxes if self.candidate_boxes else (1.0 if not truths else 0.0)
         recall = tp / truths if truths else 1.0
         aps = [average_precision(scores[classes == c], hits[classes == c], n) for c, n in self.truths.items()]

@@ -46,7 +46,7 @@ class ChannelSums:
         cosine = np.where(live, self.dot / np.sqrt(np.maximum(self.cand * self.base, 1e-300)), np.inf)
         snr = np.array([snr_db(s, n) if s > 0 else np.inf for s, n in zip(self.base, self.noise)])
         return {"channel_cosine_min": float(cosine.min()), "channel_snr_db_min": float(snr.min()),
-                "worst_channel": int(cosine.argmin()), "channels": int(len(self.dot))}
+                "worst_channel": int(cosine.argmin()), "channels": len(self.dot)}
 
 
 class GenericTask(Task):
