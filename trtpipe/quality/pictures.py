@@ -11,9 +11,20 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def _figure(plt, panels: int, size: float = 3.2):
-    fig, axes = plt.subplots(1, panels, figsize=(size * panels, size + 0.4), squeeze=False)
-    return fig, axes[0]
+def _figure(plt, panels: int, size: float = 3.2, columns: int = 4):
+    """Return a figure and `panels` axes in rows of `columns`, with room for a title above."""
+    rows = -(-panels // columns)
+    width = min(panels, columns)
+    fig, axes = plt.subplots(rows, width, figsize=(size * width, (size + 0.5) * rows + 0.4), squeeze=False)
+    axes = axes.ravel()
+    for ax in axes[panels:]:
+        ax.axis("off")
+    return fig, axes[:panels]
+
+
+def _title(fig, text: str) -> None:
+    fig.suptitle(text, fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
 
 
 @dataclass
@@ -30,6 +41,7 @@ class ErrorHistogram:
         ax.set_xlabel("log10 |candidate − baseline|")
         ax.set_ylabel("elements (sampled)")
         ax.set_title(title, fontsize=9)
+        fig.tight_layout()
         return fig
 
 
@@ -46,6 +58,7 @@ class CosineHistogram:
         ax.set_xlabel("1 − cosine with FP32 (per sample; left is better)")
         ax.set_ylabel("samples")
         ax.set_title(title, fontsize=9)
+        fig.tight_layout()
         return fig
 
 
@@ -67,7 +80,7 @@ class Flips:
             ax.set_xticks([]), ax.set_yticks([])
             ax.set_title(f"{flip.sample[:18]}\nFP32 {flip.baseline_class} ({flip.baseline_p:.2f})\n"
                          f"→ {flip.candidate_class} ({flip.candidate_p:.2f})", fontsize=7)
-        fig.suptitle(f"{title}: top-1 flipped on {self.flipped} of {self.samples} samples", fontsize=9)
+        _title(fig, f"{title}: top-1 flipped on {self.flipped} of {self.samples} samples (first {len(self.flips)})")
         return fig
 
 
@@ -95,7 +108,7 @@ class BoxSamples:
                 ax.invert_yaxis()
             ax.set_xticks([]), ax.set_yticks([])
             ax.set_title(f"{sample.sample[:20]}: {sample.misses} unmatched", fontsize=7)
-        fig.suptitle(f"{title}: FP32 boxes green, candidate red dashed", fontsize=9)
+        _title(fig, f"{title}: FP32 boxes green, candidate red dashed (the samples with most unmatched boxes)")
         return fig
 
 
@@ -115,5 +128,5 @@ class MaskPair:
             ax.imshow(image, cmap="gray" if name == "differs" else "viridis", interpolation="nearest")
             ax.set_title(name, fontsize=8)
             ax.set_xticks([]), ax.set_yticks([])
-        fig.suptitle(f"{title}: lowest IoU {w.iou:.3f} on {w.sample}", fontsize=9)
+        _title(fig, f"{title}: the sample with the lowest IoU, {w.iou:.3f}, {w.sample}")
         return fig

@@ -228,7 +228,6 @@ def write_report(report: Report, directory: str | os.PathLike, stem: str) -> lis
         if fig is None:
             continue
         path = directory / f"{stem}.{_safe(name)}.png"
-        fig.tight_layout()
         with atomic_path(path, "--report") as tmp:
             fig.savefig(tmp, format="png", dpi=90)
         plt.close(fig)
