@@ -5,9 +5,9 @@ import json
 
 import onnx
 import pytest
-
 from damage import scale_layer, zero_channel
 from shipped import ROOT, shipped
+
 from trtpipe import data
 from trtpipe.config import load_spec
 from trtpipe.quality.validate import compare, thresholds_for, write_report
@@ -22,7 +22,7 @@ def digits():
 
 
 def test_undamaged_int8_passes_and_says_how_it_ran(digits, cli, tmp_path):
-    code, out, err = cli("validate", digits / "digits.int8.onnx", "--baseline", digits / "digits.onnx", "--spec", SPEC,
+    code, out, _err = cli("validate", digits / "digits.int8.onnx", "--baseline", digits / "digits.onnx", "--spec", SPEC,
                          "--limit", 128, "--report", tmp_path, "--json")
     report = json.loads(out)
     assert code == 0, report["checks"]

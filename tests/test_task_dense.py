@@ -7,9 +7,9 @@ import json
 import numpy as np
 import onnx
 import pytest
-
 from damage import scale_layer
-from zoo import PPOCR_DET, face_photos, page_photos, wheel_model
+from zoo import PPOCR_DET, page_photos, wheel_model
+
 from trtpipe.config import load_spec
 from trtpipe.quality.validate import compare, thresholds_for
 from trtpipe.runtime.onnxrt import OnnxRunner

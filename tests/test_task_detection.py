@@ -7,9 +7,9 @@ import json
 import numpy as np
 import onnx
 import pytest
-
 from damage import scale_layer, shift_boxes, zero_channel
 from zoo import YOLOV8N, Recorded, face_photos, wheel_model
+
 from trtpipe.config import load_spec
 from trtpipe.quality.validate import compare, thresholds_for
 from trtpipe.runtime.onnxrt import OnnxRunner
@@ -57,7 +57,7 @@ def yolo(tmp_path_factory):
 
 
 def test_undamaged_int8_passes_with_its_report_and_picture(yolo, cli):
-    code, out, err = cli("validate", yolo / "yolo.int8.onnx", "--baseline", yolo / "yolo.onnx", "--spec", yolo / "model.toml",
+    code, out, _err = cli("validate", yolo / "yolo.int8.onnx", "--baseline", yolo / "yolo.onnx", "--spec", yolo / "model.toml",
                          "--report", yolo / "reports", "--json")
     report = json.loads(out)
     assert code == 0, report["checks"]

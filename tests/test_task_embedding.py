@@ -6,10 +6,10 @@ import json
 
 import onnx
 import pytest
-from onnx import helper
-
 from damage import scale_layer
+from onnx import helper
 from shipped import ROOT, shipped
+
 from trtpipe.config import load_spec
 from trtpipe.quality.validate import compare, thresholds_for
 from trtpipe.runtime.onnxrt import OnnxRunner
@@ -34,7 +34,7 @@ def with_ids_first(model: onnx.ModelProto) -> onnx.ModelProto:
 def test_int8_passes_and_an_int64_passthrough_is_never_judged(minilm, cli, tmp_path):
     onnx.save(with_ids_first(onnx.load(minilm / "minilm.onnx")), tmp_path / "minilm.onnx")
     onnx.save(with_ids_first(onnx.load(minilm / "minilm.int8.onnx")), tmp_path / "minilm.int8.onnx")
-    code, out, err = cli("validate", tmp_path / "minilm.int8.onnx", "--baseline", tmp_path / "minilm.onnx", "--spec", SPEC,
+    code, out, _err = cli("validate", tmp_path / "minilm.int8.onnx", "--baseline", tmp_path / "minilm.onnx", "--spec", SPEC,
                          "--limit", LIMIT, "--report", tmp_path / "reports", "--json")
     report = json.loads(out)
     assert code == 0, report["checks"]

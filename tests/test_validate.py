@@ -63,7 +63,8 @@ def test_validate_passes_writes_the_report_and_says_simulated(workdir, cli):
     assert report["outputs"]["probs"]["cosine"] > 0.9999
     assert json.loads((workdir / "report" / "mlp.fp16.onnx.json").read_text()) == report
     markdown = (workdir / "report" / "mlp.fp16.onnx.md").read_text()
-    assert "simulated" in markdown and "| probs | cosine |" in markdown and "**PASS**" in markdown
+    assert "simulated" in markdown and "## probs (generic)" in markdown and "**PASS**" in markdown
+    assert "| cosine | " in markdown and "| 0.9999 | pass |" in markdown
     assert (workdir / "report" / "mlp.fp16.onnx.probs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -102,8 +103,9 @@ def test_thresholds_defaults_then_spec_then_command_line(tmp_path):
     spec_path = tmp_path / "model.toml"
     spec_path.write_text('name = "m"\n[thresholds.int8]\ncosine = 0.995\ntop5_agreement = 0.97\n')
     spec = load_spec(spec_path)
-    assert thresholds_for("int8") == {"cosine": 0.99, "top1_agreement": 0.98}
-    assert thresholds_for("int8", spec) == {"cosine": 0.995, "top1_agreement": 0.98, "top5_agreement": 0.97}
+    assert thresholds_for("int8") == DEFAULT_THRESHOLDS["int8"]
+    assert (thresholds_for("int8")["cosine"], thresholds_for("int8")["top1_agreement"]) == (0.99, 0.98)
+    assert thresholds_for("int8", spec) == {**DEFAULT_THRESHOLDS["int8"], "cosine": 0.995, "top5_agreement": 0.97}
     assert thresholds_for("int8", spec, {"cosine": 0.9})["cosine"] == 0.9
     assert thresholds_for("fp16", spec) == DEFAULT_THRESHOLDS["fp16"]
 
