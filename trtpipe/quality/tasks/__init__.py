@@ -46,6 +46,8 @@ class Task:
         self.baseline_max = -np.inf
         self.finite = 0
         self.elements = 0
+        self.first: np.ndarray | None = None  # the baseline's first sample, and whether any other differs
+        self.varies = False
 
     @property
     def output(self) -> str:
@@ -70,6 +72,10 @@ class Task:
                                f"{list(baseline.shape)}; compare builds of one model")
         self.baseline_min = min(self.baseline_min, float(baseline.min(initial=np.inf)))
         self.baseline_max = max(self.baseline_max, float(baseline.max(initial=-np.inf)))
+        if self.first is None and len(baseline):
+            self.first = baseline[0]
+        if not self.varies and self.first is not None:
+            self.varies = not np.allclose(baseline, self.first[None], rtol=1e-5, atol=1e-6 * max(1.0, abs(self.baseline_max)))
         finite = np.isfinite(candidate)
         self.finite += int(finite.sum())
         self.elements += candidate.size
@@ -87,6 +93,11 @@ class Task:
                 f"output '{self.output}': the FP32 baseline is {self.baseline_min:.3g} (to 1e-6) in every element of all "
                 f"{self.raw.count} samples, so no metric can tell a good candidate from a bad one; likely cause: "
                 f"{constant_cause(self)}; validate on data where this output varies")
+        if self.raw.count > 1 and not self.varies:
+            raise Degenerate(
+                f"output '{self.output}': the FP32 baseline is the same for every one of the {self.raw.count} samples, "
+                "so they are one sample judged many times; likely cause: inputs that are all alike (blank images, "
+                "padding only) or an output that does not depend on the inputs; validate on varied data")
 
     def metrics(self) -> dict[str, float]:
         """Return the task's metrics (judged ones first), then the raw-tensor ones."""
