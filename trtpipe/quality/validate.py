@@ -23,10 +23,12 @@ from trtpipe.runtime.runner import Runner
 # agreement to a classifier, mAP to a detector...). The cosine and top-1 figures were chosen from
 # measurements on the shipped models with margin; the task figures from YOLOv8n (nudenet) and
 # PP-OCRv4's text detector on real photos (docs/validation.md lists the measurements).
-_LOOSE = {"top1_agreement": 0.98, "confident_top1_agreement": 0.99, "neighbour_agreement": 0.9, "map50": 0.9, "f1": 0.9, "box_iou": 0.9,
-          "iou": 0.9, "pixel_agreement": 0.98}
-_TIGHT = {"top1_agreement": 0.98, "confident_top1_agreement": 0.995, "neighbour_agreement": 0.95, "map50": 0.95, "f1": 0.95, "box_iou": 0.95,
-          "iou": 0.95, "pixel_agreement": 0.99}
+# F1 is lower than mAP and box IoU for INT8/FP8: it counts boxes whose score crosses `conf` either
+# way, which any requantization moves (YOLOv8n INT8: F1 0.903 with mAP@0.5 0.997 and box IoU 0.941).
+_LOOSE = {"top1_agreement": 0.98, "confident_top1_agreement": 0.99, "neighbour_agreement": 0.9,
+          "map50": 0.9, "f1": 0.85, "box_iou": 0.9, "iou": 0.9, "pixel_agreement": 0.98}
+_TIGHT = {"top1_agreement": 0.98, "confident_top1_agreement": 0.995, "neighbour_agreement": 0.95,
+          "map50": 0.95, "f1": 0.95, "box_iou": 0.95, "iou": 0.95, "pixel_agreement": 0.99}
 DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
     "fp32": {"cosine": 0.99999, "channel_cosine_min": 0.9999, **_TIGHT},
     "tf32": {"cosine": 0.9999, "channel_cosine_min": 0.999, **_TIGHT},
