@@ -56,6 +56,13 @@ def yolo(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="module")
+def fp32(yolo):
+    """One FP32 run shared by the damaged candidates."""
+    with OnnxRunner(yolo / "yolo.onnx") as runner:
+        yield Recorded(runner)
+
+
 def test_undamaged_int8_passes_with_its_report_and_picture(yolo, cli):
     code, out, _err = cli("validate", yolo / "yolo.int8.onnx", "--baseline", yolo / "yolo.onnx", "--spec", yolo / "model.toml",
                          "--report", yolo / "reports", "--json")
@@ -81,22 +88,13 @@ def test_undamaged_int8_passes_with_its_report_and_picture(yolo, cli):
     # every box 4 pixels right and down: all still match at IoU 0.5, but not closely
     (lambda m: shift_boxes(m, "output0", 4, 22), {"box_iou"}),
 ], ids=["layer-scale-100x", "class-zeroed", "boxes-shifted-4px"])
-def test_damaged_candidates_fail_on_the_metric_that_sees_the_damage(yolo, damage, failing):
+def test_damaged_candidates_fail_on_the_metric_that_sees_the_damage(yolo, fp32, damage, failing):
     spec = load_spec(yolo / "model.toml")
-    with OnnxRunner(yolo / "yolo.onnx") as fp32, OnnxRunner("damaged.onnx", model=damage(onnx.load(yolo / "yolo.int8.onnx"))) as bad:
-        report = compare(bad, _baseline(fp32), spec, yolo / "val", "int8", thresholds=thresholds_for("int8", spec),
-                         show_progress=False)
+    with OnnxRunner("damaged.onnx", model=damage(onnx.load(yolo / "yolo.int8.onnx"))) as bad:
+        report = compare(bad, fp32, spec, yolo / "val", "int8", thresholds=thresholds_for("int8", spec), show_progress=False)
     assert not report.passed
     assert report.outputs["output0"]["cosine"] > 0.99  # what the old, tensor-wide verdict passed
     assert failing <= {c.metric for c in report.checks if not c.passed}
-
-
-_baselines: dict = {}
-
-
-def _baseline(runner):
-    """One FP32 run shared by the damaged candidates (keyed by the model file)."""
-    return _baselines.setdefault(str(runner.path), Recorded(runner))
 
 
 def test_no_object_in_the_data_is_an_error_not_a_verdict(yolo, cli):
