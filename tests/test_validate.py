@@ -83,6 +83,7 @@ def test_validate_exit_code_1_when_a_threshold_fails(workdir, cli):
     (["--data", "missing"], "missing"),
     (["--threshold", "cosine=high"], "METRIC=NUMBER"),
     (["--threshold", "speed=1"], "unknown metric"),
+    (["--threshold", "map50=0.9"], "--threshold map50: no judged output"),
 ])
 def test_validate_bad_input_exit_code_2(workdir, cli, args, needle):
     args = [a if a != "missing" else workdir / "missing" for a in args]

@@ -76,6 +76,7 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
     2 bad input or data that cannot judge (a constant or non-finite baseline)."""
     from trtpipe import data
     from trtpipe.graph import onnxio
+    from trtpipe.quality.tasks import make_tasks
     from trtpipe.quality.validate import compare, thresholds_for, write_report
     from trtpipe.runtime.onnxrt import OnnxRunner
 
@@ -99,9 +100,15 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
 
         runner = Engine(candidate)
         precision = runner.info.precision
+    limits = thresholds_for(precision, spec, parsed)  # unknown metric names fail here, before anything runs
     with runner, OnnxRunner(baseline, model=baseline_model) as base:
+        judged = {metric for task in make_tasks(spec, base.outputs) for metric in task.judged}
+        for metric in parsed:
+            if metric not in judged:
+                raise TrtpipeError(f"--threshold {metric}: no judged output of {baseline} has this metric; "
+                                   f"its outputs' tasks judge {', '.join(sorted(judged))}")
         report = compare(runner, base, spec, data_dir, precision, label_map,
-                         thresholds_for(precision, spec, parsed), batch_size, limit)
+                         limits, batch_size, limit)
     if report_dir:
         write_report(report, report_dir, candidate.name)
     if as_json:
