@@ -65,6 +65,7 @@ def test_validate_passes_writes_the_report_and_says_simulated(workdir, cli):
     markdown = (workdir / "report" / "mlp.fp16.onnx.md").read_text()
     assert "simulated" in markdown and "## probs (generic)" in markdown and "**PASS**" in markdown
     assert "| cosine | " in markdown and "| 0.9999 | pass |" in markdown
+    assert "![probs](mlp.fp16.onnx.probs.png)" in markdown  # the picture sits under its table
     assert (workdir / "report" / "mlp.fp16.onnx.probs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

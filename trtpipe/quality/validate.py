@@ -123,7 +123,8 @@ class Report:
             "checks": [c.to_json() for c in self.checks],
         }
 
-    def markdown(self) -> str:
+    def markdown(self, pictures: dict[str, str] | None = None) -> str:
+        """Return the report as Markdown; `pictures` maps an output to its picture's file name, linked under it."""
         how = (f"measured: the engine ran on its GPU ({self.candidate_runner})" if self.measured else
                f"simulated: the ONNX ran in {self.candidate_runner}; no engine ran")
         decided = deciding(self.checks)
@@ -141,6 +142,8 @@ class Report:
                 lines.append(f"| {metric} | {shown} | {f'{check.minimum:g}' if check else ''} | "
                              f"{('pass' if check.passed else 'FAIL') if check else 'not judged'} |")
             lines.append("")
+            if pictures and name in pictures:
+                lines += [f"![{name}]({pictures[name]})", ""]
         for name, equal in self.passthrough.items():
             lines.append(f"- {name}: not a float output, not judged; equal to the baseline in {equal:.2%} of elements")
         return "\n".join(lines).rstrip() + "\n"
@@ -215,17 +218,17 @@ def write_report(report: Report, directory: str | os.PathLike, stem: str) -> lis
     directory = ensure_dir(directory, "--report")
     written = [directory / f"{stem}.json", directory / f"{stem}.md"]
     write_json(written[0], report.to_json(), "--report")
-    write_text(written[1], report.markdown(), "--report")
+    pictures = {}
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return written
+        plt = None
     from trtpipe.files import atomic_path
 
-    for name, picture in report.pictures.items():
+    for name, picture in (report.pictures.items() if plt is not None else ()):
         fig = picture.draw(plt, f"{name}: {report.precision}, {report.mode}")
         if fig is None:
             continue
@@ -234,6 +237,8 @@ def write_report(report: Report, directory: str | os.PathLike, stem: str) -> lis
             fig.savefig(tmp, format="png", dpi=90)
         plt.close(fig)
         written.append(path)
+        pictures[name] = path.name
+    write_text(written[1], report.markdown(pictures), "--report")
     return written
 
 
