@@ -37,3 +37,34 @@ def test_a_cache_of_another_model_is_named(tmp_path, cli):
     code, _, err = cli("sensitivity", save(conv_net(batch="N"), tmp_path / "conv.onnx"), "--cache", tmp_path / "other.cache",
                        "--data", tmp_path / "data")
     assert code == 2 and "other.cache" in err and "calibrate" in err and "Traceback" not in err
+
+
+def test_an_int64_first_output_does_not_hide_the_float_one(tmp_path, cli):
+    """A model whose first output is an int64 passthrough: rows are scored on the float output."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = conv_net(batch="N")
+    model.graph.node.append(helper.make_node("ArgMax", ["logits"], ["classes"], axis=1, keepdims=0, name="argmax"))
+    model.graph.output.insert(0, helper.make_tensor_value_info("classes", TensorProto.INT64, ["N"]))
+    onnx.checker.check_model(model)
+    x = np.random.default_rng(0).random((32, 3, 16, 16), np.float32)
+    histograms = collect_histograms(model, quantized_activations(model), [{"input": x}])
+    table = CalibrationTable({name: compute_amax(h, "max") for name, h in histograms.items()})
+    table.amax["r0"] /= 50
+    (tmp_path / "c.cache").write_text(render(table))
+    (tmp_path / "data").mkdir()
+    np.save(tmp_path / "data" / "x.npy", x)
+    (tmp_path / "model.toml").write_text('name = "conv"\ntask = "classification"\n[[inputs]]\nname = "input"\n'
+                                         'shape = [-1, 3, 16, 16]\n')
+    code, out, err = cli("sensitivity", save(model, tmp_path / "conv.onnx"), "--cache", tmp_path / "c.cache",
+                         "--data", tmp_path / "data", "--spec", tmp_path / "model.toml", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert rows[0]["node"] == "conv1" and rows[0]["cosine"] < 0.95
+    assert {r["metric"] for r in rows} == {"logits top1_agreement"}
+    assert all(r["score"] == r["top1_agreement"] for r in rows)  # top-1 ties here: the raw cosine breaks them
+    assert {"node", "op", "cosine", "score", "top1_agreement"} <= set(rows[0])
+    code, out, _ = cli("sensitivity", tmp_path / "conv.onnx", "--cache", tmp_path / "c.cache", "--data", tmp_path / "data",
+                       "--spec", tmp_path / "model.toml")
+    assert code == 0 and "logits top1_agreement" in out and "conv1 (Conv)" in out.splitlines()[2]

@@ -30,7 +30,7 @@ def test_onnx_runner_matches_onnxruntime_and_reads_precision(workdir):
     x = np.random.default_rng(1).normal(0, 1, (5, 16)).astype(np.float32)
     want = ort.InferenceSession(str(workdir / "mlp.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     with OnnxRunner(workdir / "mlp.onnx") as runner:
-        assert (runner.precision, runner.measured) == ("fp32", True)
+        assert (runner.precision, runner.measured) == ("fp32", False)  # no engine ran: never "measured"
         assert [(i.name, i.dtype, i.shape) for i in runner.inputs] == [("x", "float32", (-1, 16))]
         np.testing.assert_array_equal(runner({"x": x})["probs"], want)
         np.testing.assert_array_equal(runner([x])["probs"], want)  # a list in input order
@@ -63,7 +63,9 @@ def test_validate_passes_writes_the_report_and_says_simulated(workdir, cli):
     assert report["outputs"]["probs"]["cosine"] > 0.9999
     assert json.loads((workdir / "report" / "mlp.fp16.onnx.json").read_text()) == report
     markdown = (workdir / "report" / "mlp.fp16.onnx.md").read_text()
-    assert "simulated" in markdown and "| probs | cosine |" in markdown and "**PASS**" in markdown
+    assert "simulated" in markdown and "## probs (generic)" in markdown and "**PASS**" in markdown
+    assert "| cosine | " in markdown and "| 0.9999 | pass |" in markdown
+    assert "![probs](mlp.fp16.onnx.probs.png)" in markdown  # the picture sits under its table
     assert (workdir / "report" / "mlp.fp16.onnx.probs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -82,6 +84,7 @@ def test_validate_exit_code_1_when_a_threshold_fails(workdir, cli):
     (["--data", "missing"], "missing"),
     (["--threshold", "cosine=high"], "METRIC=NUMBER"),
     (["--threshold", "speed=1"], "unknown metric"),
+    (["--threshold", "map50=0.9"], "--threshold map50: no judged output"),
 ])
 def test_validate_bad_input_exit_code_2(workdir, cli, args, needle):
     args = [a if a != "missing" else workdir / "missing" for a in args]
@@ -102,8 +105,9 @@ def test_thresholds_defaults_then_spec_then_command_line(tmp_path):
     spec_path = tmp_path / "model.toml"
     spec_path.write_text('name = "m"\n[thresholds.int8]\ncosine = 0.995\ntop5_agreement = 0.97\n')
     spec = load_spec(spec_path)
-    assert thresholds_for("int8") == {"cosine": 0.99, "top1_agreement": 0.98}
-    assert thresholds_for("int8", spec) == {"cosine": 0.995, "top1_agreement": 0.98, "top5_agreement": 0.97}
+    assert thresholds_for("int8") == DEFAULT_THRESHOLDS["int8"]
+    assert (thresholds_for("int8")["cosine"], thresholds_for("int8")["top1_agreement"]) == (0.99, 0.98)
+    assert thresholds_for("int8", spec) == {**DEFAULT_THRESHOLDS["int8"], "cosine": 0.995, "top5_agreement": 0.97}
     assert thresholds_for("int8", spec, {"cosine": 0.9})["cosine"] == 0.9
     assert thresholds_for("fp16", spec) == DEFAULT_THRESHOLDS["fp16"]
 

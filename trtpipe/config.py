@@ -45,13 +45,53 @@ class Preprocess:
     dtype: str = "float32"
 
 
+TASKS = ("classification", "embedding", "detection", "dense", "generic")
+
+
+@dataclass
+class OutputSpec:
+    """One `[[outputs]]` entry: an output that validation judges, its task and how to read it.
+
+    Keys: name, task, layout, and per task: conf, iou (NMS), classes, score_output, class_output
+    (detection), margin (classification), neighbours (embedding), threshold (dense).
+    None means the task's default (trtpipe.quality.tasks says which and why).
+    """
+
+    name: str
+    task: str = "generic"
+    layout: str | None = None  # detection: yolov8, yolov5, separate; dense/generic: e.g. NCHW, NHWC
+    conf: float | None = None
+    iou: float | None = None
+    classes: int | None = None
+    score_output: str | None = None
+    class_output: str | None = None
+    margin: float | None = None
+    neighbours: int | None = None
+    threshold: float | None = None
+
+
+OUTPUT_KEYS = {"name": str, "task": str, "layout": str, "conf": float, "iou": float, "classes": int,
+               "score_output": str, "class_output": str, "margin": float, "neighbours": int, "threshold": float}
+
+
+def _output_spec(raw: dict) -> OutputSpec:
+    unknown = sorted(set(raw) - set(OUTPUT_KEYS))
+    if unknown or "name" not in raw:
+        raise ValueError(f"[[outputs]] {raw.get('name', '?')}: " + (f"unknown key '{unknown[0]}'" if unknown else "needs a name")
+                         + f" (keys: {', '.join(OUTPUT_KEYS)})")
+    values = {key: OUTPUT_KEYS[key](value) for key, value in raw.items()}
+    if values.get("task", "generic") not in TASKS:
+        raise ValueError(f"[[outputs]] {raw['name']}: task {values['task']} is not one of {', '.join(TASKS)}")
+    return OutputSpec(**values)
+
+
 @dataclass
 class ModelSpec:
     """Everything the pipeline needs to know of a model beyond its ONNX file."""
 
     name: str
     root: Path
-    task: str = "generic"  # classification, embedding or generic
+    task: str = "generic"  # one of TASKS: the task of float outputs that `outputs` does not name
     inputs: list[InputSpec] = field(default_factory=list)
     preprocess: Preprocess | None = None
     shapes: dict[str, str] = field(default_factory=dict)  # name -> "MIN/OPT/MAX" as trtexec writes them
@@ -61,6 +101,7 @@ class ModelSpec:
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
     smooth: float | None = None  # SmoothQuant alpha for INT8 ('trtpipe smooth'); None: not smoothed
     exclude: list[str] = field(default_factory=list)  # nodes kept out of INT8/FP8 when --exclude is not given
+    outputs: list[OutputSpec] = field(default_factory=list)  # [[outputs]]: empty judges every float output
 
     def input(self, name: str) -> InputSpec:
         for spec in self.inputs:
@@ -95,6 +136,8 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
             )
             if preprocess.color not in ("RGB", "BGR", "L") or preprocess.layout not in ("NCHW", "NHWC"):
                 raise ValueError("preprocess: color is RGB, BGR or L and layout is NCHW or NHWC")
+        if raw.get("task", "generic") not in TASKS:
+            raise ValueError(f"task {raw['task']} is not one of {', '.join(TASKS)}")
         data = raw.get("data", {})
         quantize = raw.get("quantize", {})
         smooth = quantize.get("smooth")
@@ -108,6 +151,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
             validation=rel("validation"), labels=rel("labels"),
             thresholds={k: dict(v) for k, v in raw.get("thresholds", {}).items()},
             smooth=float(smooth) if smooth is not None else None, exclude=[str(e) for e in quantize.get("exclude", [])],
+            outputs=[_output_spec(o) for o in raw.get("outputs", [])],
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TrtpipeError(f"--spec {path}: {exc}; see models/digits/model.toml for the format") from None

@@ -14,17 +14,19 @@ from trtpipe.errors import TrtpipeError
 
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True)
+@click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True,
+              help="the precision each layer is quantized to in turn")
 @click.option("--cache", type=click.Path(path_type=Path), required=True, help="the calibration cache for --precision")
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's calibration directory")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path),
+              help="model.toml: needed for images; its task and [[outputs]] choose the metric")
 @click.option("--limit", type=int, default=64, show_default=True, help="samples; every layer runs on all of them")
-@click.option("--batch-size", type=int, default=16, show_default=True)
+@click.option("--batch-size", type=int, default=16, show_default=True, help="samples per run")
 @UNQUANTIZED_OPTION
 @click.option("--top", type=int, default=10, show_default=True, help="rows to print")
-@click.option("--json", "as_json", is_flag=True, help="print every layer as JSON")
+@click.option("--json", "as_json", is_flag=True, help="print every layer as JSON (node, op, score, metric, cosine)")
 def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size, unquantized, top, as_json):
-    """Quantize one layer at a time and rank the layers by how far the outputs move (--exclude candidates)."""
+    """Quantize one layer at a time and rank the layers by the spec's task metric (--exclude candidates)."""
     from trtpipe import data
     from trtpipe.calibrate import load_table
     from trtpipe.graph import onnxio
@@ -43,16 +45,17 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
     with progress_bar(layers, f"quantizing {Path(model).name} one layer at a time", "layers") as bar, \
             data.model_runs_on(data_dir):
-        rows = layer_sensitivity(graph, table, Precision.parse(precision), batches,
-                                 classifier=spec.task == "classification", unquantized=unquantized, on_layer=bar.update)
+        rows = layer_sensitivity(graph, table, Precision.parse(precision), batches, unquantized=unquantized,
+                                 on_layer=bar.update, spec=spec)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{precision} one layer at a time, against FP32 (first output; lowest cosine first):")
-    click.echo(f"{'cosine':>9} {'top-1':>7}  node")
+    metrics = sorted({row["metric"] for row in rows})
+    click.echo(f"{precision} one layer at a time, against FP32, most sensitive first; score: the lowest of "
+               f"{', '.join(metrics)} (ties by the lowest raw cosine of the judged outputs):")
+    click.echo(f"{'score':>9} {'cosine':>9}  node")
     for row in rows[:top]:
-        top1 = f"{row['top1_agreement']:7.2%}" if row["top1_agreement"] is not None else f"{'-':>7}"
-        click.echo(f"{row['cosine']:9.5f} {top1}  {row['node']} ({row['op']})")
+        click.echo(f"{row['score']:9.5f} {row['cosine']:9.5f}  {row['node']} ({row['op']})")
 
 
 @main.command()
@@ -60,16 +63,20 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
 @click.option("--baseline", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX")
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's validation directory")
 @click.option("--labels", type=click.Path(path_type=Path), help="'<sample id> <class>' lines; default: the spec's")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path))
-@click.option("--report", "report_dir", type=click.Path(path_type=Path), help="write JSON, Markdown and PNGs here")
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path),
+              help="model.toml: inputs, preprocessing, data, thresholds, task and [[outputs]] to judge")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path),
+              help="write JSON, Markdown and one picture per judged output here")
 @click.option("--threshold", "overrides", multiple=True, help="METRIC=MIN, e.g. cosine=0.995 (repeatable)")
-@click.option("--batch-size", type=int, default=16, show_default=True)
-@click.option("--limit", type=int)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--batch-size", type=int, default=16, show_default=True, help="samples per run")
+@click.option("--limit", type=int, help="judge only the first N samples (default: all)")
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON instead of Markdown")
 def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overrides, batch_size, limit, as_json):
-    """Compare an engine or typed ONNX with the FP32 baseline; exit 0 on pass, 1 on fail."""
+    """Judge an engine or any ONNX against the FP32 baseline, every output by its task; exit 0 pass, 1 fail,
+    2 bad input or data that cannot judge (a constant or non-finite baseline)."""
     from trtpipe import data
     from trtpipe.graph import onnxio
+    from trtpipe.quality.tasks import make_tasks
     from trtpipe.quality.validate import compare, thresholds_for, write_report
     from trtpipe.runtime.onnxrt import OnnxRunner
 
@@ -93,9 +100,15 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
 
         runner = Engine(candidate)
         precision = runner.info.precision
+    limits = thresholds_for(precision, spec, parsed)  # unknown metric names fail here, before anything runs
     with runner, OnnxRunner(baseline, model=baseline_model) as base:
+        judged = {metric for task in make_tasks(spec, base.outputs) for metric in task.judged}
+        for metric in parsed:
+            if metric not in judged:
+                raise TrtpipeError(f"--threshold {metric}: no judged output of {baseline} has this metric; "
+                                   f"its outputs' tasks judge {', '.join(sorted(judged))}")
         report = compare(runner, base, spec, data_dir, precision, label_map,
-                         thresholds_for(precision, spec, parsed), batch_size, limit)
+                         limits, batch_size, limit)
     if report_dir:
         write_report(report, report_dir, candidate.name)
     if as_json:
@@ -109,7 +122,7 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--fail/--no-fail", default=True, help="exit 1 when a report failed (default)")
 def summary(reports, fail):
-    """Print one table of validation reports: model, precision, engine size, accuracy, pass/fail."""
+    """Print one table of validation reports: model, precision, engine size, the deciding metric, pass/fail."""
     from trtpipe.quality.validate import summary_markdown, summary_rows
 
     rows = summary_rows(list(reports))

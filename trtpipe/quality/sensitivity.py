@@ -1,8 +1,10 @@
-"""Per-layer sensitivity: quantize one layer at a time and measure how far the outputs move.
+"""Per-layer sensitivity: quantize one layer at a time and measure how far the judged outputs move.
 
 The layers whose quantization alone costs the most are the candidates for `--exclude` (the
-shipped specs' exclusions were chosen this way). It runs on calibration data by default, so the
-validation set stays a fair judge of the choice.
+shipped specs' exclusions were chosen this way). Each layer is scored by the spec's task metric
+(top-1 agreement, mAP@0.5, mask IoU, cosine...) over every judged output, the worst output
+counting; ties (top-1 agreement is coarse on few samples) are broken by the raw cosine. It runs on
+calibration data by default, so the validation set stays a fair judge of the choice.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 
 from calibrators.cache import CalibrationTable
 from calibrators.graph import constant_names
+from trtpipe.config import ModelSpec
 from trtpipe.graph.qdq import layer_name, quantizable
 from trtpipe.targets import Precision
 
@@ -25,12 +28,17 @@ def quantizable_layers(model, table: CalibrationTable) -> list:
 
 def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Mapping[str, np.ndarray]],
                       classifier: bool = False, unquantized: str = "fp16",
-                      on_layer: Callable[[int], None] | None = None) -> list[dict]:
-    """Return one row per quantizable layer, the most sensitive first: the first output's mean cosine
-    with FP32 (and top-1 agreement for a classifier) when only that layer is quantized. No rows when
-    the cache holds none of the model's scales (the CLI says so, naming the cache)."""
+                      on_layer: Callable[[int], None] | None = None, spec: ModelSpec | None = None) -> list[dict]:
+    """Return one row per quantizable layer, the most sensitive first.
+
+    A row holds "node", "op", "score" (the lowest task metric over the judged outputs, named by
+    "metric"), "cosine" (the lowest mean raw cosine over them) and "top1_agreement" (classifiers,
+    else None). `spec` picks the outputs and tasks (its [[outputs]] or task); without one every float
+    output is judged generically (a classifier when `classifier`). No rows when the cache holds none
+    of the model's scales (the CLI says so, naming the cache)."""
+    from trtpipe.config import OutputSpec
     from trtpipe.graph.typed import typed_model
-    from trtpipe.quality.metrics import OutputMetrics
+    from trtpipe.quality.tasks import check_inputs, make_task, make_tasks
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     layers = quantizable_layers(model, table)
@@ -38,19 +46,35 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
         return []
     batches = list(batches)  # every layer runs on the same samples: keep --limit modest
     with OnnxRunner("baseline", model=model) as baseline:
-        output = baseline.outputs[0].name
-        wanted = [baseline(batch)[output] for batch in batches]
+        if spec is None and classifier:
+            first = next(o for o in baseline.outputs if o.dtype.startswith("float"))
+            tasks = lambda: [make_task(OutputSpec(first.name, "classification"))]
+        else:
+            tasks = lambda: make_tasks(spec, baseline.outputs)
+        for i, batch in enumerate(batches):
+            check_inputs(batch, [f"batch {i}"] * len(next(iter(batch.values()))))
+        wanted = [baseline(batch) for batch in batches]
     rows = []
     for node in layers:
         name = layer_name(node)
         typed = typed_model(model, precision, table, unquantized=unquantized, only=[name])
-        metrics = OutputMetrics(classifier=classifier)
+        judged = tasks()
         with OnnxRunner(name, model=typed) as runner:
             for batch, want in zip(batches, wanted):
-                metrics.update(runner(batch)[output], want)
-        summary = metrics.summary()
-        rows.append({"node": name, "op": node.op_type, "cosine": summary["cosine"],
-                     "top1_agreement": summary.get("top1_agreement")})
+                got = runner(batch)
+                ids = [f"sample {j}" for j in range(len(next(iter(want.values()))))]
+                for task in judged:
+                    task.update(got, want, ids, batch)
+        summaries = []
+        for task in judged:
+            task.finish()  # a constant baseline cannot rank layers either: say so once, at the first layer
+            summaries.append((task, task.summary()))
+        score_task, score = min(((t, s[t.primary]) for t, s in summaries), key=lambda pair: pair[1])
+        top1 = [s["top1_agreement"] for t, s in summaries if "top1_agreement" in s]
+        rows.append({"node": name, "op": node.op_type, "score": float(score),
+                     "metric": f"{score_task.output} {score_task.primary}",
+                     "cosine": float(min(s["cosine"] for _, s in summaries)),
+                     "top1_agreement": min(top1) if top1 else None})
         if on_layer is not None:
             on_layer(1)
-    return sorted(rows, key=lambda row: row["cosine"])
+    return sorted(rows, key=lambda row: (row["score"], row["cosine"]))

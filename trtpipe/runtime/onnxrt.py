@@ -21,8 +21,9 @@ def _dtype(ort_type: str) -> str:
 class OnnxRunner(Runner):
     """Runs an ONNX model in ONNX Runtime: the CUDA provider when present, else the CPU.
 
-    A typed ONNX (FP16, BF16, Q/DQ) is a simulation of its engine (`measured` is False); an FP32
-    model is the baseline itself. BF16 graphs run through trtpipe.graph.simulate on the CPU provider.
+    Any ONNX it runs stands in for an engine, so `measured` is False whatever the precision (an FP32
+    candidate, a smoothed graph say, is simulated too); the FP32 baseline is labelled by validation.
+    BF16 graphs run through trtpipe.graph.simulate on the CPU provider.
     """
 
     def __init__(self, path: str | os.PathLike, providers: list[str] | None = None, threads: int | None = None,
@@ -35,7 +36,7 @@ class OnnxRunner(Runner):
         self.name = self.path.name
         model = model if model is not None else onnxio.load(self.path)
         self.precision = onnxio.typed_precision(model)
-        self.measured = self.precision == "fp32"  # a typed ONNX stands in for its engine
+        self.measured = False  # no engine ran: ONNX Runtime stands in for it
         ort.set_default_logger_severity(3)  # a CUDA provider that cannot load is not an error here
         cuda_possible = "CUDAExecutionProvider" in ort.get_available_providers() and shutil.which("nvidia-smi")
         if providers is None:
@@ -47,7 +48,7 @@ class OnnxRunner(Runner):
         # A typed graph runs as written: ONNX Runtime's rewrites of Q/DQ graphs compute something else
         # than TensorRT builds. Extended fusions make QGemm, which has no float8 kernel; basic ones
         # moved EfficientNet's FP16 Q/DQ logits to cosine 0.925 from its FP32 twin (0.999 unrewritten).
-        options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_BASIC if self.measured
+        options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_BASIC if self.precision == "fp32"
                                             else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
         self.session = None
         if "CUDAExecutionProvider" in providers:

@@ -1,0 +1,107 @@
+"""Detection is judged by its boxes: YOLOv8n (NudeNet's export, [1, 4+18, boxes]) on real photos.
+The undamaged INT8 typed ONNX passes; one layer's scale off by 100x, one class channel zeroed and
+boxes shifted by 4 pixels each fail, though the raw tensor's cosine stays above 0.99 for all three."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from damage import scale_layer, shift_boxes, zero_channel
+from zoo import YOLOV8N, Recorded, face_photos, wheel_model
+
+from trtpipe.config import load_spec
+from trtpipe.quality.validate import compare, thresholds_for
+from trtpipe.runtime.onnxrt import OnnxRunner
+
+SPEC = """name = "yolov8n"
+task = "detection"
+[[inputs]]
+name = "images"
+shape = [-1, 3, 320, 320]
+[preprocess]
+size = [320, 320]
+scale = 0.00392156862745098
+mean = [0.0]
+std = [1.0]
+[data]
+calibration = "calib"
+validation = "val"
+[[outputs]]
+name = "output0"
+task = "detection"
+layout = "yolov8"
+classes = 18
+"""
+
+
+@pytest.fixture(scope="module")
+def yolo(tmp_path_factory):
+    """YOLOv8n, its spec, 6 validation photos, and its INT8 typed ONNX (max calibration on 4 other photos)."""
+    from click.testing import CliRunner
+
+    from trtpipe.cli import main
+
+    root = tmp_path_factory.mktemp("yolo")
+    (root / "yolo.onnx").write_bytes(wheel_model(*YOLOV8N).read_bytes())
+    (root / "model.toml").write_text(SPEC)
+    face_photos(root / "calib", 12, 4)
+    face_photos(root / "val", 0, 5, extra=("astronaut",))
+    for args in (["calibrate", root / "yolo.onnx", "--spec", root / "model.toml", "--method", "max", "-o", root / "yolo.cache"],
+                 # FP32 outside the Q/DQ layers: trtpipe's FP16 pass cannot yet convert this graph's Range
+                 ["quantize", root / "yolo.onnx", "--precision", "int8", "--cache", root / "yolo.cache",
+                  "--unquantized", "fp32", "-o", root / "yolo.int8.onnx"]):
+        result = CliRunner().invoke(main, [str(a) for a in args])
+        assert result.exit_code == 0, result.output
+    return root
+
+
+@pytest.fixture(scope="module")
+def fp32(yolo):
+    """One FP32 run shared by the damaged candidates."""
+    with OnnxRunner(yolo / "yolo.onnx") as runner:
+        yield Recorded(runner)
+
+
+def test_undamaged_int8_passes_with_its_report_and_picture(yolo, cli):
+    code, out, _err = cli("validate", yolo / "yolo.int8.onnx", "--baseline", yolo / "yolo.onnx", "--spec", yolo / "model.toml",
+                         "--report", yolo / "reports", "--json")
+    report = json.loads(out)
+    assert code == 0, report["checks"]
+    box = report["outputs"]["output0"]
+    assert box["task"] == "detection" and box["baseline_boxes"] >= 20
+    assert box["map50"] > 0.95 and box["box_iou"] > 0.9
+    assert report["mode"] == "simulated" and report["candidate_runner"] == "ONNX Runtime CPUExecutionProvider"
+    assert {c["metric"] for c in report["checks"]} >= {"map50", "f1", "box_iou"}
+    assert "cosine" not in {c["metric"] for c in report["checks"]}  # the raw tensor is shown, never judged
+    assert (yolo / "reports" / "yolo.int8.onnx.output0.png").read_bytes()[:4] == b"\x89PNG"
+    code, out, _ = cli("summary", yolo / "reports" / "yolo.int8.onnx.json")
+    assert code == 0 and "| pass | simulated |" in out
+    assert any(m in out for m in ("map50", "f1", "box_iou", "precision", "recall")) and "cosine" not in out
+
+
+@pytest.mark.parametrize("damage,failing", [
+    # a backbone layer quantized on a grid 100x too coarse: raw cosine 0.994, not one box left
+    (lambda m: scale_layer(m, "/model.4/m.0/cv1/conv/Conv", 100), {"f1", "box_iou"}),
+    # class 1 (the faces) zeroed: every face changes class
+    (lambda m: zero_channel(m, "output0", 4 + 1, 22), {"f1", "map50"}),
+    # every box 4 pixels right and down: all still match at IoU 0.5, but not closely
+    (lambda m: shift_boxes(m, "output0", 4, 22), {"box_iou"}),
+], ids=["layer-scale-100x", "class-zeroed", "boxes-shifted-4px"])
+def test_damaged_candidates_fail_on_the_metric_that_sees_the_damage(yolo, fp32, damage, failing):
+    spec = load_spec(yolo / "model.toml")
+    with OnnxRunner("damaged.onnx", model=damage(onnx.load(yolo / "yolo.int8.onnx"))) as bad:
+        report = compare(bad, fp32, spec, yolo / "val", "int8", thresholds=thresholds_for("int8", spec), show_progress=False)
+    assert not report.passed
+    assert report.outputs["output0"]["cosine"] > 0.99  # what the old, tensor-wide verdict passed
+    assert failing <= {c.metric for c in report.checks if not c.passed}
+
+
+def test_no_object_in_the_data_is_an_error_not_a_verdict(yolo, cli):
+    from PIL import Image
+
+    (yolo / "empty").mkdir()
+    Image.fromarray(np.full((320, 320, 3), 128, np.uint8)).save(yolo / "empty" / "grey.png")
+    code, _, err = cli("validate", yolo / "yolo.int8.onnx", "--baseline", yolo / "yolo.onnx", "--spec", yolo / "model.toml",
+                       "--data", yolo / "empty")
+    assert code == 2 and "output0" in err and "detects nothing" in err and "Traceback" not in err

@@ -1,0 +1,244 @@
+"""Detection: decode boxes by the declared layout, keep those above the confidence threshold after
+NMS, and match the candidate's boxes to the baseline's (IoU >= 0.5, same class). The baseline is
+the ground truth: precision, recall, F1, mAP@0.5, and the mean IoU of matched boxes (which catches
+boxes shifted by a few pixels that still match at 0.5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trtpipe.errors import TrtpipeError
+from trtpipe.quality.tasks import Degenerate, Task
+
+LAYOUTS = {
+    "yolov8": "[batch, 4+classes, boxes]: cx, cy, w, h, then one score per class",
+    "yolov5": "[batch, boxes, 4+1+classes]: cx, cy, w, h, objectness, then one score per class",
+    "separate": "boxes [batch, boxes, 4] as x1, y1, x2, y2, with score_output [batch, boxes] and "
+                "class_output [batch, boxes] (or score_output [batch, boxes, classes])",
+}
+CONF = 0.25  # Ultralytics' and most detectors' default confidence threshold
+NMS_IOU = 0.45
+MATCH_IOU = 0.5
+MAX_BOXES = 300
+PRE_NMS = 3000
+# mAP ranks the candidate's boxes down to this score, as COCO-style evaluation does (Ultralytics
+# validates at conf 0.001): a box whose score slips just under `conf` lowers precision, recall and F1
+# at the operating point, but still counts, ranked lower, in the AP curve.
+AP_CONF = 0.001
+PICTURES = 4
+
+
+@dataclass
+class Detections:
+    """One sample's detections: boxes as x1, y1, x2, y2, their scores and classes."""
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    classes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+
+def cxcywh_to_xyxy(boxes: np.ndarray) -> np.ndarray:
+    cx, cy, w, h = boxes.T
+    return np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
+
+
+def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Return the IoU of every box in `a` with every box in `b` (x1, y1, x2, y2)."""
+    top_left = np.maximum(a[:, None, :2], b[None, :, :2])
+    bottom_right = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.prod(np.clip(bottom_right - top_left, 0, None), axis=2)
+    area_a = np.prod(np.clip(a[:, 2:] - a[:, :2], 0, None), axis=1)
+    area_b = np.prod(np.clip(b[:, 2:] - b[:, :2], 0, None), axis=1)
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+
+
+def nms(dets: Detections, iou: float, limit: int = MAX_BOXES) -> Detections:
+    """Return the detections greedy per-class NMS keeps, highest score first, at most `limit`."""
+    order = np.argsort(-dets.scores, kind="stable")[:PRE_NMS]
+    keep: list[int] = []
+    for cls in np.unique(dets.classes[order]):
+        members = order[dets.classes[order] == cls]
+        overlap = iou_matrix(dets.boxes[members], dets.boxes[members])
+        alive = np.ones(len(members), bool)
+        for i in range(len(members)):
+            if alive[i]:
+                keep.append(int(members[i]))
+                alive[i + 1:] &= overlap[i, i + 1:] <= iou
+    keep = sorted(keep, key=lambda i: -dets.scores[i])[:limit]
+    return Detections(dets.boxes[keep], dets.scores[keep], dets.classes[keep])
+
+
+def decode(outputs: dict, index: int, spec, conf: float | None = None) -> Detections:
+    """Return sample `index`'s detections above `conf` (default: the spec's), after NMS, by `spec.layout`."""
+    layout = spec.layout or "yolov8"
+    if conf is None:
+        conf = spec.conf if spec.conf is not None else CONF
+    main = np.asarray(outputs[spec.name][index], np.float64)
+    if layout == "yolov8":
+        rows = main.T  # boxes x (4 + classes)
+        boxes, class_scores = cxcywh_to_xyxy(rows[:, :4]), rows[:, 4:]
+    elif layout == "yolov5":
+        boxes, class_scores = cxcywh_to_xyxy(main[:, :4]), main[:, 5:] * main[:, 4:5]
+    else:
+        boxes = main
+        scores = np.asarray(outputs[spec.score_output][index], np.float64)
+        if scores.ndim == 2:
+            class_scores = scores
+        else:
+            classes = np.asarray(outputs[spec.class_output][index]).astype(np.int64)
+            keep = scores >= conf
+            return nms(Detections(boxes[keep], scores[keep], classes[keep]), _nms_iou(spec))
+    classes = class_scores.argmax(axis=1) if class_scores.shape[1] else np.zeros(len(boxes), np.int64)
+    scores = class_scores.max(axis=1) if class_scores.shape[1] else np.zeros(len(boxes))
+    keep = scores >= conf
+    return nms(Detections(boxes[keep], scores[keep], classes[keep]), _nms_iou(spec))
+
+
+def _nms_iou(spec) -> float:
+    return spec.iou if spec.iou is not None else NMS_IOU
+
+
+def match(candidate: Detections, baseline: Detections, threshold: float = MATCH_IOU) -> tuple[np.ndarray, np.ndarray]:
+    """Return, per candidate box (score order as given), the IoU with the baseline box it matched (0: none),
+    and the index of that box (-1): greedy by score, same class, IoU >= `threshold`, each baseline box once."""
+    ious = np.zeros(len(candidate))
+    matched = np.full(len(candidate), -1)
+    if not len(candidate) or not len(baseline):
+        return ious, matched
+    overlap = iou_matrix(candidate.boxes, baseline.boxes)
+    overlap[candidate.classes[:, None] != baseline.classes[None, :]] = 0
+    taken = np.zeros(len(baseline), bool)
+    for i in np.argsort(-candidate.scores, kind="stable"):
+        row = np.where(taken, 0.0, overlap[i])
+        j = int(row.argmax())
+        if row[j] >= threshold:
+            taken[j], ious[i], matched[i] = True, row[j], j
+    return ious, matched
+
+
+def average_precision(scores: np.ndarray, true_positive: np.ndarray, positives: int) -> float:
+    """Return the all-point interpolated AP of detections (scores, TP flags) against `positives` truths."""
+    if positives == 0:
+        return float("nan")
+    order = np.argsort(-scores, kind="stable")
+    tp = np.cumsum(true_positive[order])
+    fp = np.cumsum(~true_positive[order])
+    recall = np.concatenate([[0.0], tp / positives, [1.0]])
+    precision = np.concatenate([[1.0], tp / np.maximum(tp + fp, 1), [0.0]])
+    precision = np.maximum.accumulate(precision[::-1])[::-1]
+    steps = np.flatnonzero(recall[1:] != recall[:-1])
+    return float(np.sum((recall[steps + 1] - recall[steps]) * precision[steps + 1]))
+
+
+@dataclass
+class DetectionSample:
+    """A sample to draw: the input image, the baseline's and the candidate's boxes."""
+
+    sample: str
+    image: np.ndarray | None
+    baseline: Detections
+    candidate: Detections
+    misses: int
+
+
+class DetectionTask(Task):
+    name = "detection"
+    judged = ("map50", "f1", "box_iou", "precision", "recall")
+    primary = "map50"
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        layout = spec.layout or "yolov8"
+        if layout not in LAYOUTS:
+            raise TrtpipeError(f"--spec: [[outputs]] {spec.name}: layout {layout} is not one of "
+                               f"{', '.join(LAYOUTS)} ({'; '.join(f'{k}: {v}' for k, v in LAYOUTS.items())})")
+        if layout == "separate" and spec.score_output is None:
+            raise TrtpipeError(f"--spec: [[outputs]] {spec.name}: layout separate needs score_output (and class_output)")
+        self.scores: list[np.ndarray] = []  # candidate scores, classes and TP flags over the set, for AP
+        self.classes: list[np.ndarray] = []
+        self.hits: list[np.ndarray] = []
+        self.truths: dict[int, int] = {}
+        self.matched_ious: list[float] = []
+        self.score_errors: list[float] = []
+        self.candidate_boxes = 0
+        self.tp = 0
+        self.conf = spec.conf if spec.conf is not None else CONF
+        self.samples: list[DetectionSample] = []
+
+    @property
+    def reads(self) -> list[str]:
+        return [n for n in (self.spec.name, self.spec.score_output, self.spec.class_output) if n is not None]
+
+    def add(self, candidate, baseline, got, want, ids, inputs) -> None:
+        from trtpipe.quality.tasks.classification import thumbnail
+
+        self._check_shape(baseline)
+        for i, sample in enumerate(ids):
+            base, ranked = decode(want, i, self.spec), decode(got, i, self.spec, AP_CONF)
+            at_conf = ranked.scores >= self.conf
+            cand = Detections(ranked.boxes[at_conf], ranked.scores[at_conf], ranked.classes[at_conf])
+            ious, matched = match(cand, base)
+            for cls in base.classes.tolist():
+                self.truths[cls] = self.truths.get(cls, 0) + 1
+            _, ranked_matched = match(ranked, base)
+            self.scores.append(ranked.scores)
+            self.classes.append(ranked.classes)
+            self.hits.append(ranked_matched >= 0)
+            self.tp += int((matched >= 0).sum())
+            self.matched_ious += ious[matched >= 0].tolist()
+            self.score_errors += np.abs(cand.scores[matched >= 0] - base.scores[matched[matched >= 0]]).tolist()
+            self.candidate_boxes += len(cand)
+            misses = int((matched < 0).sum() + len(base) - (matched >= 0).sum())
+            if (len(base) or len(cand)) and (len(self.samples) < PICTURES or misses > self.samples[-1].misses):
+                self.samples.append(DetectionSample(sample, thumbnail(inputs, i), base, cand, misses))
+                self.samples.sort(key=lambda s: -s.misses)
+                del self.samples[PICTURES:]
+
+    def _check_shape(self, baseline: np.ndarray) -> None:
+        layout = self.spec.layout or "yolov8"
+        width = {"yolov8": (baseline.shape[1] if baseline.ndim == 3 else 0),
+                 "yolov5": (baseline.shape[2] if baseline.ndim == 3 else 0), "separate": None}[layout]
+        if layout != "separate" and (baseline.ndim != 3 or width < 5):
+            raise TrtpipeError(f"output '{self.output}' has shape {list(baseline.shape)}, which layout {layout} cannot "
+                               f"read ({LAYOUTS[layout]}); set layout in the spec's [[outputs]]")
+        if self.spec.classes is not None and layout != "separate" and width - (4 if layout == "yolov8" else 5) != self.spec.classes:
+            raise TrtpipeError(f"output '{self.output}' has {width} values per box, not {self.spec.classes} classes plus "
+                               f"the box ({LAYOUTS[layout]}); fix classes or layout in the spec's [[outputs]]")
+
+    def finish(self) -> None:
+        super().finish()
+        if not self.truths:
+            conf = self.spec.conf if self.spec.conf is not None else CONF
+            raise Degenerate(f"output '{self.output}': the FP32 baseline detects nothing above conf {conf:g} in "
+                             f"{self.raw.count} samples, so no box can be compared; likely cause: data without the "
+                             "objects this model finds, preprocessing that differs from training, or a wrong layout; "
+                             "use data with objects or lower conf in [[outputs]]")
+
+    def metrics(self) -> dict[str, float]:
+        hits = np.concatenate(self.hits) if self.hits else np.zeros(0, bool)
+        scores = np.concatenate(self.scores) if self.scores else np.zeros(0)
+        classes = np.concatenate(self.classes) if self.classes else np.zeros(0, np.int64)
+        truths = sum(self.truths.values())
+        tp = self.tp
+        precision = tp / self.candidate_boxes if self.candidate_boxes else (1.0 if not truths else 0.0)
+        recall = tp / truths if truths else 1.0
+        aps = [average_precision(scores[classes == c], hits[classes == c], n) for c, n in self.truths.items()]
+        return {
+            "map50": float(np.mean(aps)) if aps else float("nan"),
+            "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
+            "box_iou": float(np.mean(self.matched_ious)) if self.matched_ious else 0.0,
+            "precision": precision, "recall": recall,
+            "score_error_median": float(np.median(self.score_errors)) if self.score_errors else float("nan"),
+            "baseline_boxes": truths, "candidate_boxes": self.candidate_boxes,
+        }
+
+    def picture(self):
+        from trtpipe.quality.pictures import BoxSamples
+
+        return BoxSamples(self.samples)

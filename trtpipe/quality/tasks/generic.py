@@ -1,0 +1,68 @@
+"""Generic outputs: cosine and SNR over the tensor, and the worst channel's, so that a small
+channel (a class score next to box coordinates, a rarely active feature) cannot hide behind a large one."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trtpipe.quality.metrics import snr_db
+from trtpipe.quality.tasks import Task
+
+
+def channel_axis(layout: str | None, rank: int) -> int | None:
+    """Return the channel axis: where C stands in `layout` (NCHW, NHWC, NTC...), else 1 (None for rank 1)."""
+    if layout and "C" in layout.upper():
+        if len(layout) != rank:
+            from trtpipe.errors import TrtpipeError
+
+            raise TrtpipeError(f"--spec: [[outputs]] layout {layout} has {len(layout)} axes, the output has {rank}; fix it")
+        return layout.upper().index("C")
+    return 1 if rank >= 2 else None
+
+
+class ChannelSums:
+    """Per-channel sums that stream: dot products, energies and noise of each channel."""
+
+    def __init__(self):
+        self.dot = self.cand = self.base = self.noise = None
+
+    def update(self, candidate: np.ndarray, baseline: np.ndarray, axis: int) -> None:
+        a = np.moveaxis(candidate, axis, 0).reshape(candidate.shape[axis], -1)
+        b = np.moveaxis(baseline, axis, 0).reshape(baseline.shape[axis], -1)
+        sums = [(a * b).sum(1), (a * a).sum(1), (b * b).sum(1), ((a - b) ** 2).sum(1)]
+        if self.dot is None:
+            self.dot, self.cand, self.base, self.noise = sums
+        else:
+            for total, part in zip((self.dot, self.cand, self.base, self.noise), sums):
+                total += part
+
+    def worst(self) -> dict[str, float]:
+        """Return the worst channel's cosine and SNR (channels silent in the baseline are skipped)."""
+        if self.dot is None:
+            return {}
+        live = self.base > 0
+        if not live.any():
+            return {}
+        cosine = np.where(live, self.dot / np.sqrt(np.maximum(self.cand * self.base, 1e-300)), np.inf)
+        snr = np.array([snr_db(s, n) if s > 0 else np.inf for s, n in zip(self.base, self.noise)])
+        return {"channel_cosine_min": float(cosine.min()), "channel_snr_db_min": float(snr.min()),
+                "worst_channel": int(cosine.argmin()), "channels": len(self.dot)}
+
+
+class GenericTask(Task):
+    name = "generic"
+    judged = ("cosine", "cosine_min", "snr_db", "channel_cosine_min", "channel_snr_db_min")
+    primary = "cosine"
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        self.channels = ChannelSums()
+
+    def add(self, candidate, baseline, got, want, ids, inputs) -> None:
+        axis = channel_axis(self.spec.layout, candidate.ndim)
+        if axis is not None:
+            self.channels.update(np.nan_to_num(candidate), baseline, axis)
+
+    def metrics(self) -> dict[str, float]:
+        raw = self.raw.summary()
+        return {"cosine": raw["cosine"], "cosine_min": raw["cosine_min"], "snr_db": raw["snr_db"], **self.channels.worst()}
