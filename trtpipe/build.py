@@ -19,7 +19,7 @@ from trtpipe.config import ModelSpec, Shape, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import ensure_dir, sha256, sidecar_path, write_bytes, write_json
 from trtpipe.graph import onnxio
-from trtpipe.graph.typed import write_typed_onnx
+from trtpipe.graph.typed import kept_nodes, write_typed_onnx
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo
 from trtpipe.targets import Precision, Target, local_target
 
@@ -115,6 +115,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
         onnx_sha256=sha256(source_onnx), engine_sha256=sha256(engine),
         cache_sha256=sha256(options.cache) if options.cache and precision.quantized else None,
         build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_onnx.name}, tensors=tensors,
+        kept_fp32=kept_nodes(onnxio.load(typed_onnx)),
     )
     write_json(sidecar_path(engine), info.to_json())
     return info
