@@ -156,8 +156,8 @@ def _kept_reasons(model, precision, is_float, keep, default_keep, ranges) -> dic
     reasons: dict[int, str] = {}
     for i, node in enumerate(graph.node):
         floats = [n for n in list(node.input) + list(node.output) if n in is_float]
-        if not floats:
-            continue  # nothing float to convert: integer shape math
+        if not floats or node.op_type in SHAPE_SOURCES:
+            continue  # nothing float to convert (integer shape math), or only a shape read off a tensor
         reason = None
         if node_matches(node, keep):
             reason = "named by --exclude"
@@ -288,7 +288,7 @@ def _rewrite(model, half: int, precision: Precision, is_float: set[str], reasons
     slots_fp32 = [_fixed_float_slots(node, opset) for node in nodes]
     wants_half: set[str] = set()  # tensors some half node reads
     for i, node in enumerate(nodes):
-        if i not in reasons:
+        if i not in reasons and node.op_type not in SHAPE_SOURCES:
             wants_half.update(n for k, n in enumerate(node.input) if n in is_float and k not in slots_fp32[i])
 
     available: dict[str, dict[int, str]] = {}  # float tensor -> {precision: name holding it}
@@ -327,7 +327,9 @@ def _rewrite(model, half: int, precision: Precision, is_float: set[str], reasons
     for i, node in enumerate(nodes):
         node_type = fp32 if i in reasons else half
         for k, name in enumerate(node.input):
-            if name in is_float:
+            if name in is_float and node.op_type in SHAPE_SOURCES:
+                node.input[k] = next(iter(available[name].values())) if name in available else name  # any precision
+            elif name in is_float:
                 node.input[k] = get(name, fp32 if node_type == fp32 or k in slots_fp32[i] else half)
         for attr in node.attribute:  # outer-scope values a subgraph reads: FP32, like the subgraph
             if attr.type == AttributeProto.GRAPH:
