@@ -112,13 +112,13 @@ RANGE_SAMPLES = 32
 
 def observe_data_ranges(model, data_dir: str | os.PathLike, spec: ModelSpec | None = None,
                         limit: int = RANGE_SAMPLES, batch_size: int = 8) -> dict:
-    """Return what `data_dir` shows of every float tensor of the cleaned `model` (graph.half.Observed by name).
+    """Return what `data_dir` shows of every float tensor of the cleaned `model` (graph.keep.Observed by name).
 
     Half conversion keeps the nodes whose activations leave FP16's range in FP32. The model is
     cleaned first (graph.cleanup), so the names are those the typed passes see.
     """
     from trtpipe.graph.cleanup import cleanup
-    from trtpipe.graph.half import observe_ranges
+    from trtpipe.graph.keep import observe_ranges
 
     cleaned, _ = cleanup(model)
     spec = spec or spec_from_onnx(model, "MODEL")

@@ -10,7 +10,8 @@ from onnx import TensorProto
 
 from trtpipe.graph import onnxio
 from trtpipe.graph.cleanup import cleanup
-from trtpipe.graph.half import convert, observe_ranges
+from trtpipe.graph.half import convert
+from trtpipe.graph.keep import observe_ranges
 from trtpipe.graph.typed import kept_nodes, typed_graph, write_typed_onnx
 from trtpipe.targets import Precision
 

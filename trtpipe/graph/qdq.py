@@ -16,7 +16,7 @@ from calibrators.cache import CalibrationTable
 from calibrators.graph import activation_inputs, constant_names, weight_slot
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
-from trtpipe.graph.half import node_matches
+from trtpipe.graph.keep import node_matches
 from trtpipe.targets import Precision
 
 QMAX = {Precision.INT8: 127.0, Precision.FP8: 448.0}

@@ -15,7 +15,8 @@ from calibrators.cache import CalibrationTable
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
 from trtpipe.graph.cleanup import CleanupReport, cleanup
-from trtpipe.graph.half import KeptNode, Observed, convert
+from trtpipe.graph.half import convert
+from trtpipe.graph.keep import KeptNode, Observed
 from trtpipe.graph.qdq import insert_qdq
 from trtpipe.targets import Precision
 
@@ -61,7 +62,7 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
     what is not quantized (excluded layers, normalizations, softmax, elementwise ops) in
     `unquantized`: FP16 by default, as a weakly typed TensorRT build with the FP16 and INT8 flags
     would, or FP32. `only` names the nodes to quantize, all others stay out. `ranges`, what
-    calibration data showed of each tensor (half.observe_ranges), keeps nodes whose activations
+    calibration data showed of each tensor (keep.observe_ranges), keeps nodes whose activations
     leave FP16's range in FP32.
     """
     if precision not in (Precision.FP32, Precision.TF32, Precision.FP16, Precision.BF16) and not implicit:
