@@ -7,12 +7,13 @@ a new calibration.
 
 from __future__ import annotations
 
-# op type -> (input slots that are activations when not constant, the weight slot)
+# op type -> (input slots that are activations when not constant, slots that may hold the weight).
+# MatMul and Gemm take a constant on either side (W @ x as well as x @ W); the second slot is asked first.
 QUANTIZED_OPS = {
-    "Conv": ((0,), 1),
-    "ConvTranspose": ((0,), 1),
-    "Gemm": ((0,), 1),
-    "MatMul": ((0, 1), 1),
+    "Conv": ((0,), (1,)),
+    "ConvTranspose": ((0,), (1,)),
+    "Gemm": ((0, 1), (1, 0)),
+    "MatMul": ((0, 1), (1, 0)),
 }
 
 
@@ -25,16 +26,20 @@ def constant_names(model) -> set[str]:
 
 def activation_inputs(node, constants: set[str]) -> list[str]:
     """Return the inputs of `node` that need a per-tensor activation scale."""
-    slots, _ = QUANTIZED_OPS.get(node.op_type, ((), None))
-    return [node.input[i] for i in slots if i < len(node.input) and node.input[i] not in constants]
+    slots, _ = QUANTIZED_OPS.get(node.op_type, ((), ()))
+    return [node.input[i] for i in slots if i < len(node.input) and node.input[i] and node.input[i] not in constants]
+
+
+def weight_slot(node, constants: set[str]) -> int | None:
+    """Return the input slot of `node`'s constant weight, if it has one."""
+    _, slots = QUANTIZED_OPS.get(node.op_type, ((), ()))
+    return next((i for i in slots if i < len(node.input) and node.input[i] in constants), None)
 
 
 def weight_input(node, constants: set[str]) -> str | None:
     """Return the constant weight input of `node`, if it has one."""
-    _, slot = QUANTIZED_OPS.get(node.op_type, ((), None))
-    if slot is not None and slot < len(node.input) and node.input[slot] in constants:
-        return node.input[slot]
-    return None
+    slot = weight_slot(node, constants)
+    return node.input[slot] if slot is not None else None
 
 
 def quantized_activations(model) -> list[str]:

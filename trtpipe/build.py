@@ -14,12 +14,12 @@ from pathlib import Path
 
 from trtpipe import backend as backends
 from trtpipe import data
-from trtpipe.calibrate import load_table
+from trtpipe.calibrate import load_table, observe_data_ranges
 from trtpipe.config import ModelSpec, Shape, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import ensure_dir, sha256, sidecar_path, write_bytes, write_json
 from trtpipe.graph import onnxio
-from trtpipe.graph.typed import write_typed_onnx
+from trtpipe.graph.typed import kept_nodes, write_typed_onnx
 from trtpipe.runtime.dtypes import numpy_dtype, trt_type_name
 from trtpipe.runtime.logger import shared_logger
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo
@@ -38,7 +38,9 @@ class BuildOptions:
     calibration: str = "explicit"  # explicit Q/DQ, or TensorRT 10's implicit INT8 calibrator
     exclude: list[str] = field(default_factory=list)
     unquantized: str = "fp16"  # what INT8/FP8 engines compute their unquantized layers in
-    calibration_data: Path | None = None  # implicit calibration only: TensorRT calibrates from this
+    # Implicit calibration: TensorRT calibrates from this. Explicit: half-precision parts keep the
+    # nodes whose activations on it leave FP16's range in FP32.
+    calibration_data: Path | None = None
     spec: ModelSpec | None = None  # how calibration_data maps to inputs
     batch_size: int = 8
     verbose: bool = False
@@ -117,6 +119,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
         onnx_sha256=sha256(source_onnx), engine_sha256=sha256(engine),
         cache_sha256=sha256(options.cache) if options.cache and precision.quantized else None,
         build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_onnx.name}, tensors=tensors,
+        kept_fp32=kept_nodes(onnxio.load(typed_onnx)),
     )
     write_json(sidecar_path(engine), info.to_json())
     return info
@@ -268,11 +271,15 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
             "use --calibration explicit"
         )
     output_dir = ensure_dir(output_dir)
+    ranges = None
+    if options.calibration_data is not None and options.calibration == "explicit" \
+            and any(p not in (Precision.FP32, Precision.TF32) for p in chosen):
+        ranges = observe_data_ranges(model, options.calibration_data, options.spec)
     results = []
     for precision in chosen:
         typed = write_typed_onnx(model, precision, output_dir / f"{model_path.stem}.{precision}.onnx",
                                  table, options.exclude, implicit=options.calibration == "implicit",
-                                 unquantized=options.unquantized)
+                                 unquantized=options.unquantized, ranges=ranges)
         engine = engine_path(output_dir, model_path.stem, precision, options.target)
         info = build_engine(typed, engine, precision, options, backend, model_path)
         results.append(BuildResult(typed, engine, info))

@@ -104,3 +104,24 @@ def load_table(path: Path) -> CalibrationTable:
         return read_cache(path)
     except CacheError as exc:
         raise TrtpipeError(f"--cache {exc}; recalibrate with 'trtpipe calibrate'") from None
+
+
+# Activation ranges for FP16/BF16 need the extremes, not a distribution: a few batches show them.
+RANGE_SAMPLES = 32
+
+
+def observe_data_ranges(model, data_dir: str | os.PathLike, spec: ModelSpec | None = None,
+                        limit: int = RANGE_SAMPLES, batch_size: int = 8) -> dict:
+    """Return what `data_dir` shows of every float tensor of the cleaned `model` (graph.keep.Observed by name).
+
+    Half conversion keeps the nodes whose activations leave FP16's range in FP32. The model is
+    cleaned first (graph.cleanup), so the names are those the typed passes see.
+    """
+    from trtpipe.graph.cleanup import cleanup
+    from trtpipe.graph.keep import observe_ranges
+
+    cleaned, _ = cleanup(model)
+    spec = spec or spec_from_onnx(model, "MODEL")
+    batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
+    with data.model_runs_on(data_dir):
+        return observe_ranges(cleaned, batches)

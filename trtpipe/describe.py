@@ -35,6 +35,8 @@ def describe(path: str | os.PathLike) -> dict:
 def describe_onnx(path: Path) -> dict:
     from onnx import TensorProto
 
+    from trtpipe.graph.typed import kept_nodes
+
     model = onnxio.load(path)
     types = onnxio.tensor_types(model)
     ops = Counter(node.op_type for node in model.graph.node)
@@ -50,6 +52,7 @@ def describe_onnx(path: Path) -> dict:
                 for v in values]
 
     initializers = {i.name for i in model.graph.initializer}
+    kept = kept_nodes(model)
     return {
         "kind": "onnx", "path": str(path), "opset": onnxio.opset(model), "ir_version": model.ir_version,
         "nodes": len(model.graph.node), "qdq_pairs": ops.get("QuantizeLinear", 0),
@@ -57,6 +60,7 @@ def describe_onnx(path: Path) -> dict:
         "inputs": io(v for v in model.graph.input if v.name not in initializers), "outputs": io(model.graph.output),
         "ops": dict(ops.most_common()), "ops_by_output_dtype": dict(sorted(ops_by_dtype.items())),
         "tensor_dtypes": dict(dtypes.most_common()),
+        **({"kept_fp32": kept} if kept else {}),
     }
 
 

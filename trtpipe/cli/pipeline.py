@@ -46,19 +46,25 @@ def plan(target_text, backend_name, as_json):
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep unquantized (repeatable); default: the spec's")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: [quantize] exclude comes from it")
 @UNQUANTIZED_OPTION
+@click.option("--data", "data_dir", type=click.Path(path_type=Path),
+              help="samples: nodes whose activations on them leave FP16's range stay FP32 (default: constants only)")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
-def quantize(model, precision, cache, exclude, spec_path, unquantized, output):
+def quantize(model, precision, cache, exclude, spec_path, unquantized, data_dir, output):
     """Write the typed ONNX for a precision (FP16/BF16 casts or INT8/FP8 Q/DQ)."""
-    from trtpipe.calibrate import load_table
+    from trtpipe.calibrate import load_table, observe_data_ranges
     from trtpipe.graph import onnxio
-    from trtpipe.graph.typed import write_typed_onnx
+    from trtpipe.graph.typed import kept_nodes, write_typed_onnx
     from trtpipe.targets import Precision
 
     table = load_table(cache) if cache is not None else None
-    exclude = _exclude(exclude, _spec(spec_path))
-    path = write_typed_onnx(onnxio.load(model), Precision.parse(precision), output, table, exclude,
-                            unquantized=unquantized)
-    click.echo(f"wrote {path}")
+    spec = _spec(spec_path)
+    exclude = _exclude(exclude, spec)
+    graph = onnxio.load(model)
+    ranges = observe_data_ranges(graph, data_dir, spec) if data_dir is not None else None
+    path = write_typed_onnx(graph, Precision.parse(precision), output, table, exclude,
+                            unquantized=unquantized, ranges=ranges)
+    kept = kept_nodes(onnxio.load(path))
+    click.echo(f"wrote {path}" + (f" ({len(kept)} nodes kept in FP32: trtpipe inspect {path})" if kept else ""))
 
 
 @main.command()
@@ -129,7 +135,8 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: shapes come from it too")
 @click.option("--timing-cache", type=click.Path(path_type=Path))
 @click.option("--calibration", type=click.Choice(["explicit", "implicit"]), default="explicit", show_default=True)
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="implicit calibration data")
+@click.option("--data", "data_dir", type=click.Path(path_type=Path),
+              help="samples: implicit calibration data; with explicit Q/DQ, nodes whose activations leave FP16's range stay FP32")
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep in higher precision; default: the spec's")
 @UNQUANTIZED_OPTION
 @click.option("--verbose", is_flag=True)

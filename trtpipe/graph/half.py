@@ -1,138 +1,187 @@
-"""FP16 and BF16 typed ONNX: every float tensor in half precision, with explicit casts at the edges.
+"""FP16 and BF16 typed ONNX, safe by construction: each node is decided on its own (keep.py), then
+every float tensor takes the precision of the node that makes it.
 
-A strongly typed TensorRT build rejects element-wise ops whose inputs differ in type, so a partial
-conversion (some tensors half, some float) fails to parse. Here every float32 tensor becomes half,
-and the only float32 left is where a cast says so: graph inputs and outputs (kept FP32 for callers),
-the nodes kept in FP32 (cast in, cast out), and the inputs the ONNX spec requires in float32.
+A strongly typed TensorRT build rejects element-wise ops whose inputs differ in type, so the
+conversion is by tensor, not by node: a consumer that wants the other precision reads a Cast (made
+once per tensor and precision). Shape computations kept in FP32 stay FP32 end to end, with no
+FP32 -> FP16 -> FP32 round trip between two kept nodes. Graph inputs and outputs stay FP32.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
+from trtpipe.graph.keep import HALF_RANGE, SHAPE_SOURCES, KeptNode, Observed, kept_reasons, label
 from trtpipe.targets import Precision
 
-# Ops whose results overflow or lose too much in FP16: squares and exponentials of activations,
-# and normalizations whose variance underflows. TensorRT computes them in FP32 when the graph says so.
-FP16_KEEP_FP32 = frozenset({"LayerNormalization", "Pow", "ReduceSumSquare", "ReduceL2", "Exp", "Log", "Softplus"})
-
-# Inputs that the ONNX spec types as float32 whatever the data type (Resize roi and scales).
+# Inputs that stay float32 whatever the node computes in: Resize roi and scales (scales must be exact).
 FLOAT32_ONLY_INPUTS = {"Resize": (1, 2), "Upsample": (1,)}
 
 
-def node_matches(node, patterns: Iterable[str]) -> bool:
-    """Return True if a pattern is the node's op type, its name, or a regex matching the name."""
-    for pattern in patterns:
-        if pattern in (node.op_type, node.name):
-            return True
-        try:
-            if node.name and re.fullmatch(pattern, node.name):
-                return True
-        except re.error:
-            continue
-    return False
+@dataclass
+class HalfResult:
+    """A half-precision model and the nodes it keeps in FP32."""
+
+    model: object
+    kept: list[KeptNode]
 
 
-def to_half(model, precision: Precision, keep: Iterable[str] = (), default_keep: bool = True):
-    """Return a copy of `model` computing in FP16 or BF16, with FP32 inputs and outputs.
+def to_half(model, precision: Precision, keep: Iterable[str] = (), default_keep: bool = True,
+            ranges: Mapping[str, Observed] | None = None):
+    """Return a copy of `model` computing in FP16 or BF16, with FP32 inputs and outputs (see convert)."""
+    return convert(model, precision, keep, default_keep, ranges).model
+
+
+def convert(model, precision: Precision, keep: Iterable[str] = (), default_keep: bool = True,
+            ranges: Mapping[str, Observed] | None = None) -> HalfResult:
+    """Return `model` computing in FP16 or BF16, and the nodes kept in FP32 with their reasons.
 
     `keep` names nodes (op type, name or regex) to compute in FP32. None-like defaults: for FP16
     the ops in FP16_KEEP_FP32 are kept too (turn off with default_keep=False); BF16 has FP32's
-    range and keeps nothing by default.
+    range and keeps nothing by default. `ranges` holds what calibration data showed of each tensor
+    (observe_ranges); without it only constants are checked.
     """
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto
 
-    if precision not in (Precision.FP16, Precision.BF16):
+    if precision not in HALF_RANGE:
         raise TrtpipeError(f"--precision {precision}: half conversion makes fp16 or bf16 only")
     half = TensorProto.FLOAT16 if precision is Precision.FP16 else TensorProto.BFLOAT16
-    keep = list(keep) + (sorted(FP16_KEEP_FP32) if default_keep and precision is Precision.FP16 else [])
-
     model = onnx.ModelProto.FromString(model.SerializeToString())
     graph = model.graph
-    if any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-           for node in graph.node for attr in node.attribute):
-        raise TrtpipeError("models with subgraphs (If, Loop, Scan) are not converted to half yet; export without control flow")
     types = onnxio.tensor_types(model)
     is_float = {name for name, t in types.items() if t == TensorProto.FLOAT}
-    input_names = {v.name for v in graph.input}
-    kept_nodes = [node_matches(node, keep) for node in graph.node]
-    # Only inputs of FP32 nodes and float32-only slots read FP32: those weights keep an FP32 copy.
-    read_as_fp32 = {name for node, kept in zip(graph.node, kept_nodes) for i, name in enumerate(node.input)
-                    if kept or i in FLOAT32_ONLY_INPUTS.get(node.op_type, ())}
+    reasons = kept_reasons(model, precision, is_float, list(keep), default_keep, ranges or {})
+    kept = [KeptNode(label(node), node.op_type, reasons[i]) for i, node in enumerate(graph.node) if i in reasons]
+    _rewrite(model, half, precision, is_float, reasons)
+    return HalfResult(model, kept)
+
+
+def _fixed_float_slots(node, opset: int) -> set[int]:
+    """Return the input slots ONNX types as tensor(float) whatever the node computes in."""
+    from onnx import defs
+
+    slots = set(FLOAT32_ONLY_INPUTS.get(node.op_type, ()))
+    if node.domain in ("", "ai.onnx"):
+        try:
+            schema = defs.get_schema(node.op_type, opset, "")
+        except defs.SchemaError:
+            return slots
+        slots.update(i for i, param in enumerate(schema.inputs) if param.type_str == "tensor(float)")
+    return slots
+
+# ---- rewriting: every float tensor in the precision of its maker, casts where a reader differs --
+def _rewrite(model, half: int, precision: Precision, is_float: set[str], reasons: dict[int, str]) -> None:
+    from onnx import AttributeProto, TensorProto, helper, numpy_helper
+
+    graph = model.graph
+    fp32 = TensorProto.FLOAT
+    opset = onnxio.opset(model)
+    nodes = list(graph.node)
+    slots_fp32 = [_fixed_float_slots(node, opset) for node in nodes]
+    wants_half: set[str] = set()  # tensors some half node reads
+    for i, node in enumerate(nodes):
+        if i not in reasons and node.op_type not in SHAPE_SOURCES:
+            wants_half.update(n for k, n in enumerate(node.input) if n in is_float and k not in slots_fp32[i])
+
+    available: dict[str, dict[int, str]] = {}  # float tensor -> {precision: name holding it}
+    fp32_copies = {}  # initializers made half that an FP32 reader needs too
     new_nodes = []
-
-    def cast(src: str, dst: str, to: int):
-        return helper.make_node("Cast", [src], [dst], to=to, name=f"{dst}/Cast")
-
-    # Graph inputs stay FP32; consumers read a half copy.
-    renamed_inputs = {}
     for value in graph.input:
         if value.name in is_float:
-            renamed_inputs[value.name] = f"{value.name}__{precision}"
-            new_nodes.append(cast(value.name, renamed_inputs[value.name], half))
-
-    # Initializers become half; those read as FP32 somewhere keep an FP32 copy.
-    fp32_copies = {}
+            available[value.name] = {fp32: value.name}
     for init in graph.initializer:
-        if init.data_type == TensorProto.FLOAT:
+        if init.data_type != fp32:
+            continue
+        if init.name in wants_half:
             array = numpy_helper.to_array(init)
-            if init.name in read_as_fp32:
-                fp32_copies[init.name] = numpy_helper.from_array(array, f"{init.name}__fp32")
+            fp32_copies[init.name] = numpy_helper.from_array(array, f"{init.name}__fp32")
             init.CopyFrom(_half_tensor(array, init.name, half))
-    used_copies = set()
+            available[init.name] = {half: init.name}
+        else:
+            available[init.name] = {fp32: init.name}
 
-    renamed_outputs = {}
-    for value in graph.output:
-        if value.name in is_float and value.name not in input_names:
-            renamed_outputs[value.name] = f"{value.name}__{precision}"
+    def get(name: str, want: int) -> str:
+        """Return the name of `name` in precision `want`, casting (once) if it is not there yet."""
+        have = available.get(name)
+        if have is None:
+            return name  # defined inside a subgraph, or of unknown type: left as it is
+        if want not in have:
+            if want == fp32 and name in fp32_copies:
+                have[want] = fp32_copies[name].name
+            else:
+                source = next(iter(have.values()))
+                have[want] = f"{name}__{'fp32' if want == fp32 else precision}"
+                new_nodes.append(helper.make_node("Cast", [source], [have[want]], to=want, name=f"{have[want]}/Cast"))
+        return have[want]
 
-    for node, kept in zip(graph.node, kept_nodes):
-        fp32_slots = FLOAT32_ONLY_INPUTS.get(node.op_type, ())
-        for i, name in enumerate(node.input):
-            if name not in is_float:
-                continue
-            if kept or i in fp32_slots:
-                if name in renamed_inputs:
-                    continue  # read the FP32 graph input itself
-                if name in fp32_copies:
-                    node.input[i] = fp32_copies[name].name
-                    used_copies.add(name)
-                else:
-                    node.input[i] = f"{name}__fp32_for_{len(new_nodes)}_{i}"
-                    new_nodes.append(cast(renamed_outputs.get(name, name), node.input[i], TensorProto.FLOAT))
-            elif name in renamed_inputs:
-                node.input[i] = renamed_inputs[name]
-            elif name in renamed_outputs:
-                node.input[i] = renamed_outputs[name]
-        if not kept:
+    outputs = {value.name for value in graph.output}
+    renamed_outputs = []
+    for i, node in enumerate(nodes):
+        node_type = fp32 if i in reasons else half
+        for k, name in enumerate(node.input):
+            if name in is_float and node.op_type in SHAPE_SOURCES:
+                node.input[k] = next(iter(available[name].values())) if name in available else name  # any precision
+            elif name in is_float:
+                node.input[k] = get(name, fp32 if node_type == fp32 or k in slots_fp32[i] else half)
+        for attr in node.attribute:  # outer-scope values a subgraph reads: FP32, like the subgraph
+            if attr.type == AttributeProto.GRAPH:
+                _read_outer_as_fp32(attr.g, is_float, get, fp32)
+            elif attr.type == AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    _read_outer_as_fp32(g, is_float, get, fp32)
+        if node_type == half:
             _retype_attributes(node, half)
-        casts_after = []
-        for i, name in enumerate(node.output):
+        for k, name in enumerate(node.output):
             if name not in is_float:
                 continue
-            if kept:
-                node.output[i] = f"{name}__fp32"
-                casts_after.append(cast(node.output[i], renamed_outputs.get(name, name), half))
-            elif name in renamed_outputs:
-                node.output[i] = renamed_outputs[name]
+            if node_type == half and name in outputs:
+                node.output[k] = f"{name}__{precision}"
+                renamed_outputs.append(name)
+            available[name] = {node_type: node.output[k]}
         new_nodes.append(node)
-        new_nodes.extend(casts_after)
+    for name in renamed_outputs:
+        new_nodes.append(helper.make_node("Cast", [available[name][half]], [name], to=fp32, name=f"{name}/Cast"))
 
-    for name, half_name in renamed_outputs.items():
-        new_nodes.append(cast(half_name, name, TensorProto.FLOAT))
-    for name in used_copies:
-        graph.initializer.append(fp32_copies[name])
-
+    used = {n for node in new_nodes for n in node.input} | _subgraph_reads(new_nodes)
+    graph.initializer.extend(init for init in fp32_copies.values() if init.name in used)
     del graph.node[:]
     graph.node.extend(new_nodes)
     del graph.value_info[:]  # stale float32 types; ONNX Runtime and TensorRT re-infer them
-    return model
+def _subgraph_reads(nodes) -> set[str]:
+    from onnx import AttributeProto
+
+    names: set[str] = set()
+    for node in nodes:
+        for attr in node.attribute:
+            graphs = [attr.g] if attr.type == AttributeProto.GRAPH else list(attr.graphs) if attr.type == AttributeProto.GRAPHS else []
+            for g in graphs:
+                names.update(n for inner in g.node for n in inner.input)
+                names |= _subgraph_reads(g.node)
+    return names
+
+
+def _read_outer_as_fp32(subgraph, is_float: set[str], get, fp32: int) -> None:
+    """Point a subgraph's reads of outer float tensors at their FP32 versions (nested graphs too)."""
+    from onnx import AttributeProto
+
+    inner = {v.name for v in subgraph.input} | {i.name for i in subgraph.initializer}
+    inner.update(o for node in subgraph.node for o in node.output)
+    for node in subgraph.node:
+        for k, name in enumerate(node.input):
+            if name in is_float and name not in inner:
+                node.input[k] = get(name, fp32)
+        for attr in node.attribute:
+            if attr.type == AttributeProto.GRAPH:
+                _read_outer_as_fp32(attr.g, is_float - inner, get, fp32)
+            elif attr.type == AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    _read_outer_as_fp32(g, is_float - inner, get, fp32)
 
 
 def _half_tensor(array: np.ndarray, name: str, half: int):
@@ -140,6 +189,8 @@ def _half_tensor(array: np.ndarray, name: str, half: int):
 
     if half == TensorProto.FLOAT16:
         with np.errstate(over="ignore"):
+            # Only saturating ops (Clip, Min, Max) and kept nodes' FP32 copies reach here with
+            # values beyond the range: clamping keeps a Clip bound a bound.
             return numpy_helper.from_array(np.clip(array, -65504, 65504).astype(np.float16), name)
     import ml_dtypes
 

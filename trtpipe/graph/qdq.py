@@ -13,26 +13,37 @@ from collections.abc import Iterable
 import numpy as np
 
 from calibrators.cache import CalibrationTable
-from calibrators.graph import activation_inputs, constant_names, weight_input
+from calibrators.graph import activation_inputs, constant_names, weight_slot
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
-from trtpipe.graph.half import node_matches
+from trtpipe.graph.keep import node_matches
 from trtpipe.targets import Precision
 
 QMAX = {Precision.INT8: 127.0, Precision.FP8: 448.0}
 MIN_OPSET = {Precision.INT8: 13, Precision.FP8: 19}  # per-axis DequantizeLinear; float8 types
 
 
-def weight_axis(node, weight: np.ndarray) -> int:
-    """Return the output-channel axis of a layer's weight."""
+def weight_axis(node, weight: np.ndarray, slot: int = 1) -> int | None:
+    """Return the output-channel axis of a layer's weight in input `slot`; None: one scale for all.
+
+    Conv weights are [C_out, C_in/g, k...]; ConvTranspose [C_in, C_out/g, k...]; Gemm's B is [K, N]
+    ([N, K] with transB) and its A [M, K] ([K, M] with transA); MatMul's B is [..., K, N] and its
+    A [..., M, K]. A 1-D MatMul operand has no output channel.
+    """
+    def attr(name):
+        return next((a.i for a in node.attribute if a.name == name), 0)
+
     if node.op_type == "Conv":
         return 0
     if node.op_type == "ConvTranspose":
         return 1
     if node.op_type == "Gemm":
-        trans_b = next((a.i for a in node.attribute if a.name == "transB"), 0)
-        return 0 if trans_b else 1
-    return weight.ndim - 1  # MatMul: [..., K, N]
+        if slot == 1:
+            return 0 if attr("transB") else 1
+        return 1 if attr("transA") else 0
+    if weight.ndim < 2:
+        return None
+    return weight.ndim - 1 if slot == 1 else weight.ndim - 2
 
 
 def fp16_scale(scale: np.ndarray) -> np.ndarray:
@@ -48,9 +59,15 @@ def fp16_scale(scale: np.ndarray) -> np.ndarray:
     return np.maximum(half, np.float16(2.0**-24)).astype(np.float32)  # 2**-24: FP16's least positive value
 
 
-def quantize_weight(weight: np.ndarray, axis: int, precision: Precision,
+def quantize_weight(weight: np.ndarray, axis: int | None, precision: Precision,
                     scales_fit_fp16: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Return (quantized weight, per-channel scale) for symmetric quantization along `axis`."""
+    """Return (quantized weight, per-channel scale) for symmetric quantization along `axis`.
+
+    `axis` None: one scale for the whole tensor (a 0-d scale array).
+    """
+    if axis is None:
+        q, scale = quantize_weight(weight.reshape(1, -1), 0, precision, scales_fit_fp16)
+        return q.reshape(weight.shape), scale.reshape(())
     reduce_axes = tuple(i for i in range(weight.ndim) if i != axis)
     amax = np.abs(weight).max(axis=reduce_axes) if reduce_axes else np.abs(weight)
     scale = np.where(amax > 0, amax / QMAX[precision], 1.0).astype(np.float32)
@@ -102,7 +119,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     model = onnxio.with_opset(onnx.ModelProto.FromString(model.SerializeToString()), MIN_OPSET[precision])
     graph = model.graph
     constants = constant_names(model)
-    initializers = {init.name: init for init in graph.initializer}
+    values = _float_constants(model)
     qmax = QMAX[precision]
     inputs_needed = {n for node in graph.node for n in activation_inputs(node, constants)}
     missing = sorted(n for n in inputs_needed if n not in table.amax)
@@ -114,7 +131,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
 
     new_initializers = []
     dequantized: dict[str, str] = {}  # activation -> its DequantizeLinear output
-    weights_done: dict[str, str] = {}
+    weights_done: dict[tuple[str, int | None], str] = {}
     quantized_nodes = []
     new_nodes = []
 
@@ -130,7 +147,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
 
     for node in graph.node:
         activations = activation_inputs(node, constants)
-        weight = weight_input(node, constants)
+        slot = weight_slot(node, constants)
+        weight = node.input[slot] if slot is not None else None
         if (not quantizable(node, constants, table) or node_matches(node, exclude)
                 or (only is not None and layer_name(node) not in only)):
             new_nodes.append(node)
@@ -146,22 +164,27 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
         for i, name in enumerate(node.input):
             if name in activations:
                 node.input[i] = dequantized[name]
-        if weight is not None and weight in initializers and initializers[weight].data_type == onnx.TensorProto.FLOAT:
-            if weight not in weights_done:
-                array = numpy_helper.to_array(initializers[weight])
-                axis = weight_axis(node, array)
+        if weight is not None and weight in values:
+            array = values[weight]
+            axis = weight_axis(node, array, slot)
+            key = (weight, axis)  # one weight read along two axes (W and W^T users) gets two DQs
+            if key not in weights_done:
+                stem = weight if not any(k[0] == weight for k in weights_done) else f"{weight}__axis{axis}"
                 q, scale = quantize_weight(array, axis, precision, scales_fit_fp16)
-                new_initializers.append(numpy_helper.from_array(q, f"{weight}__quantized"))
-                add_scale(f"{weight}__scale", scale)
-                add_zero_point(f"{weight}__zero_point", scale.size, scalar=False)
+                new_initializers.append(numpy_helper.from_array(q, f"{stem}__quantized"))
+                add_scale(f"{stem}__scale", scale)
+                add_zero_point(f"{stem}__zero_point", scale.size, scalar=axis is None)
                 new_nodes.append(helper.make_node(
-                    "DequantizeLinear", [f"{weight}__quantized", f"{weight}__scale", f"{weight}__zero_point"],
-                    [f"{weight}__dq"], axis=axis, name=f"{weight}/DequantizeLinear"))
-                weights_done[weight] = f"{weight}__dq"
-            node.input[list(node.input).index(weight)] = weights_done[weight]
+                    "DequantizeLinear", [f"{stem}__quantized", f"{stem}__scale", f"{stem}__zero_point"],
+                    [f"{stem}__dq"], name=f"{stem}/DequantizeLinear", **({} if axis is None else {"axis": axis})))
+                weights_done[key] = f"{stem}__dq"
+            node.input[slot] = weights_done[key]
         new_nodes.append(node)
         quantized_nodes.append(layer_name(node))
 
+    # Constant nodes whose weights now live quantized are read by nobody: drop them with the initializers.
+    used = {name for node in new_nodes for name in node.input}
+    new_nodes = [n for n in new_nodes if not (n.op_type == "Constant" and n.output[0] not in used)]
     if not quantized_nodes:
         raise TrtpipeError("nothing was quantized: every Conv, MatMul and Gemm is excluded or lacks scales; check --exclude and --cache")
     # Weights now read only through their DequantizeLinear; drop the float originals nobody uses.
@@ -172,3 +195,16 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     del graph.node[:]
     graph.node.extend(new_nodes)
     return model, quantized_nodes
+
+
+def _float_constants(model) -> dict[str, np.ndarray]:
+    """Return the float32 values of the model's initializers and Constant nodes, by name."""
+    from onnx import TensorProto, numpy_helper
+
+    values = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer
+              if init.data_type == TensorProto.FLOAT}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value" \
+                and node.attribute[0].t.data_type == TensorProto.FLOAT:
+            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    return values

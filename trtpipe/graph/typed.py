@@ -1,48 +1,111 @@
-"""The typed ONNX of a precision: the graph whose types make a strongly typed build run in it."""
+"""The typed ONNX of a precision: the graph whose types make a strongly typed build run in it.
+
+    cleanup (fold constants and BatchNormalization, name dims)  ->  half (FP16/BF16)
+                                                                ->  qdq (INT8/FP8), then half for the rest
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from calibrators.cache import CalibrationTable
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
-from trtpipe.graph.half import to_half
+from trtpipe.graph.cleanup import CleanupReport, cleanup
+from trtpipe.graph.half import convert
+from trtpipe.graph.keep import KeptNode, Observed
 from trtpipe.graph.qdq import insert_qdq
 from trtpipe.targets import Precision
 
 # What the layers left out of INT8/FP8 compute in.
 UNQUANTIZED = ("fp16", "fp32")
+# The typed ONNX's metadata key listing the nodes kept in FP32 (JSON); the build copies it to the sidecar.
+KEPT_KEY = "trtpipe.kept_fp32"
+
+
+@dataclass
+class TypedGraph:
+    """A typed ONNX and what was decided on the way: nodes kept in FP32, what cleanup did."""
+
+    model: object
+    kept: list[KeptNode] = field(default_factory=list)
+    cleanup: CleanupReport | None = None
 
 
 def write_typed_onnx(model, precision: Precision, output: Path, table: CalibrationTable | None,
-                     exclude: Sequence[str] = (), implicit: bool = False, unquantized: str = "fp16") -> Path:
-    """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path."""
-    return onnxio.save(typed_model(model, precision, table, exclude, implicit, unquantized), output)
+                     exclude: Sequence[str] = (), implicit: bool = False, unquantized: str = "fp16", *,
+                     ranges: Mapping[str, Observed] | None = None, clean: bool = True) -> Path:
+    """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path.
+
+    The nodes kept in FP32 and why are written into the model's metadata (KEPT_KEY).
+    """
+    typed = typed_graph(model, precision, table, exclude, implicit, unquantized, ranges=ranges, clean=clean)
+    return onnxio.save(with_kept(typed.model, typed.kept), output)
 
 
 def typed_model(model, precision: Precision, table: CalibrationTable | None, exclude: Sequence[str] = (),
-                implicit: bool = False, unquantized: str = "fp16", only: Sequence[str] | None = None):
-    """Return the typed ONNX of `model` for `precision`.
+                implicit: bool = False, unquantized: str = "fp16", only: Sequence[str] | None = None, *,
+                ranges: Mapping[str, Observed] | None = None, clean: bool = True):
+    """Return the typed ONNX of `model` for `precision` (see typed_graph)."""
+    return typed_graph(model, precision, table, exclude, implicit, unquantized, only, ranges=ranges, clean=clean).model
 
-    INT8 and FP8 graphs compute what is not quantized (excluded layers, normalizations, softmax,
-    elementwise ops) in `unquantized`: FP16 by default, as a weakly typed TensorRT build with the
-    FP16 and INT8 flags would, or FP32. `only` names the nodes to quantize, all others stay out.
+
+def typed_graph(model, precision: Precision, table: CalibrationTable | None, exclude: Sequence[str] = (),
+                implicit: bool = False, unquantized: str = "fp16", only: Sequence[str] | None = None, *,
+                ranges: Mapping[str, Observed] | None = None, clean: bool = True) -> TypedGraph:
+    """Return the typed ONNX of `model` for `precision`, with the nodes kept in FP32.
+
+    The model is cleaned first (graph.cleanup; `clean=False` skips it). INT8 and FP8 graphs compute
+    what is not quantized (excluded layers, normalizations, softmax, elementwise ops) in
+    `unquantized`: FP16 by default, as a weakly typed TensorRT build with the FP16 and INT8 flags
+    would, or FP32. `only` names the nodes to quantize, all others stay out. `ranges`, what
+    calibration data showed of each tensor (keep.observe_ranges), keeps nodes whose activations
+    leave FP16's range in FP32.
     """
-    if precision in (Precision.FP32, Precision.TF32) or implicit:
-        typed = model  # implicit INT8: TensorRT quantizes the FP32 graph itself
-    elif precision in (Precision.FP16, Precision.BF16):
-        typed = to_half(model, precision, keep=exclude)
-    else:
+    if precision not in (Precision.FP32, Precision.TF32, Precision.FP16, Precision.BF16) and not implicit:
         if table is None:
             raise TrtpipeError(f"--precision {precision} needs --cache CACHE; make one with 'trtpipe calibrate'")
         if unquantized not in UNQUANTIZED:
             raise TrtpipeError(f"--unquantized {unquantized}: use one of {', '.join(UNQUANTIZED)}")
-        half = unquantized == "fp16"
-        if half:  # FP16 Q/DQ scales need opset 19
-            model = onnxio.with_opset(model, 19)
-        typed, _ = insert_qdq(model, table, precision, exclude, scales_fit_fp16=half, only=only)
-        if half:
-            typed = to_half(typed, Precision.FP16)
-    return typed
+    report = None
+    if clean:
+        model, report = cleanup(model)
+    if precision in (Precision.FP32, Precision.TF32) or implicit:
+        return TypedGraph(model, [], report)  # implicit INT8: TensorRT quantizes the FP32 graph itself
+    if precision in (Precision.FP16, Precision.BF16):
+        half = convert(model, precision, keep=exclude, ranges=ranges)
+        return TypedGraph(half.model, half.kept, report)
+    to_fp16 = unquantized == "fp16"
+    if to_fp16:  # FP16 Q/DQ scales need opset 19
+        model = onnxio.with_opset(model, 19)
+    typed, _ = insert_qdq(model, table, precision, exclude, scales_fit_fp16=to_fp16, only=only)
+    if not to_fp16:
+        return TypedGraph(typed, [], report)
+    half = convert(typed, Precision.FP16, ranges=ranges)
+    return TypedGraph(half.model, half.kept, report)
+
+
+def with_kept(model, kept: Sequence[KeptNode]):
+    """Return `model` with the kept nodes recorded in its metadata (replacing an earlier record)."""
+    entries = [p for p in model.metadata_props if p.key != KEPT_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(entries)
+    if kept:
+        entry = model.metadata_props.add()
+        entry.key = KEPT_KEY
+        entry.value = json.dumps([k.to_json() for k in kept])
+    return model
+
+
+def kept_nodes(model) -> list[dict]:
+    """Return the kept-in-FP32 record of a typed ONNX: [{"node", "op", "reason"}], empty if none."""
+    for entry in model.metadata_props:
+        if entry.key == KEPT_KEY:
+            try:
+                return list(json.loads(entry.value))
+            except ValueError:
+                return []
+    return []

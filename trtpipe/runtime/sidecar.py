@@ -44,6 +44,9 @@ class EngineInfo:
     build_seconds: float = 0.0
     options: dict = field(default_factory=dict)
     tensors: list[TensorInfo] = field(default_factory=list)
+    # Nodes the typed ONNX computes in FP32 although the engine's precision is lower, and why:
+    # [{"node", "op", "reason"}] (shape computations, out-of-range constants or activations, ...).
+    kept_fp32: list[dict] = field(default_factory=list)
     sidecar_version: int = SIDECAR_VERSION
 
     @property

@@ -1,0 +1,96 @@
+"""FP16 that is safe by construction: each failure class runs in ONNX Runtime against FP32 and builds."""
+
+import json
+
+import cases
+import pytest
+from conftest import needs_rtx
+from helpers import build_engines, cosine, run
+from onnx import TensorProto
+
+from trtpipe.graph import onnxio
+from trtpipe.graph.cleanup import cleanup
+from trtpipe.graph.half import convert
+from trtpipe.graph.keep import observe_ranges
+from trtpipe.graph.typed import kept_nodes, typed_graph, write_typed_onnx
+from trtpipe.targets import Precision
+
+
+def reasons(kept):
+    return {k.node: k.reason for k in kept}
+
+
+def test_out_of_range_batchnorm_stays_fp32_and_matches(tmp_path):
+    model, feeds = cases.out_of_range_batchnorm()
+    typed = typed_graph(model, Precision.FP16, None)
+    assert "bn1.var" in reasons(typed.kept)["bn1"] and "beyond fp16" in reasons(typed.kept)["bn1"]
+    expected, = run(model, feeds, tmp_path / "fp32.onnx")
+    got, = run(typed.model, feeds, tmp_path / "fp16.onnx")
+    assert cosine(got, expected) >= 0.9999
+    assert typed.cleanup is not None and typed.cleanup.batchnorms_folded == 1
+
+
+def test_range_and_shape_computation_keep_their_types(tmp_path):
+    model, feeds = cases.range_shape_subgraph()
+    typed = typed_graph(model, Precision.FP16, None)
+    why = reasons(typed.kept)
+    assert "no float16" in why["range"]
+    for node in ("cast_w", "cast_h", "area", "floor"):
+        assert why[node].startswith("shape computation")
+    assert "conv" not in why and "shift" not in why  # the data path is FP16
+    expected, = run(model, feeds, tmp_path / "fp32.onnx")
+    got, = run(typed.model, feeds, tmp_path / "fp16.onnx")  # 49 * 53 = 2597: a Reshape in FP16 would fail
+    assert got.shape == (1, 4, 49 * 53)
+    assert cosine(got, expected) >= 0.9999
+
+
+def test_activations_beyond_fp16_on_calibration_data_stay_fp32(tmp_path):
+    model, feeds = cases.activation_beyond_fp16()
+    expected, = run(model, feeds, tmp_path / "fp32.onnx")
+    cleaned, _ = cleanup(model)
+    ranges = observe_ranges(cleaned, [feeds])
+    assert ranges["square"].amax > 65504  # what FP16 would hold: TensorRT would write inf there
+    blind = convert(cleaned, Precision.FP16)  # constants alone are all in range
+    assert blind.kept == [] and onnxio.tensor_types(blind.model)["square"] == TensorProto.FLOAT16
+    # (ONNX Runtime's CPU provider runs an FP16 Mul in FP32, so it does not show the overflow itself.)
+    seen = convert(cleaned, Precision.FP16, ranges=ranges)
+    why = reasons(seen.kept)
+    assert "on calibration data" in why["square"] and "on calibration data" in why["shrink"]
+    assert onnxio.tensor_types(seen.model)["square"] == TensorProto.FLOAT
+    got, = run(seen.model, feeds, tmp_path / "fp16.onnx")
+    assert cosine(got, expected) >= 0.9999
+
+
+def test_if_subgraphs_stay_fp32_reading_outer_values_in_fp32(tmp_path):
+    model, feeds = cases.if_subgraph()
+    typed = typed_graph(model, Precision.FP16, None)
+    assert reasons(typed.kept)["choose"].startswith("control flow")
+    for x in (feeds["x"], -feeds["x"]):  # both branches
+        expected, = run(model, {"x": x}, tmp_path / "fp32.onnx")
+        got, = run(typed.model, {"x": x}, tmp_path / "fp16.onnx")
+        assert cosine(got, expected) >= 0.9999
+
+
+def test_kept_nodes_are_recorded_in_the_typed_onnx_and_shown_by_inspect(tmp_path):
+    from trtpipe.describe import describe
+
+    model, _ = cases.range_shape_subgraph()
+    path = write_typed_onnx(model, Precision.FP16, tmp_path / "typed.onnx", None)
+    kept = kept_nodes(onnxio.load(path))
+    assert {"node": "range", "op": "Range", "reason": "ONNX Range (opset 17) has no float16 type"} in kept
+    assert describe(path)["kept_fp32"] == kept
+
+
+@needs_rtx
+@pytest.mark.parametrize("case,shapes", [
+    ("out_of_range_batchnorm", []),
+    ("range_shape_subgraph", ["x:1x3x49x53/1x3x49x53/1x3x64x64"]),
+    ("activation_beyond_fp16", []),
+])
+def test_fp16_engines_build_and_record_kept_nodes(case, shapes, tmp_path):
+    model, feeds = getattr(cases, case)()
+    result, = build_engines(model, feeds, tmp_path, ["fp16"], shapes)
+    sidecar = json.loads((result.engine.parent / f"{result.engine.name}.json").read_text())
+    assert sidecar["kept_fp32"] == kept_nodes(onnxio.load(result.typed_onnx))
+    if case != "activation_beyond_fp16":  # without calibration data nothing there is out of range
+        assert sidecar["kept_fp32"]

@@ -1,0 +1,91 @@
+"""Q/DQ reaches every weight of Conv, ConvTranspose, MatMul and Gemm, with the output-channel axis right."""
+
+import cases
+import numpy as np
+import onnx
+import pytest
+from conftest import needs_rtx
+from helpers import build_engines, cosine, run, table_for
+from onnx import TensorProto
+
+from trtpipe.graph.qdq import insert_qdq, quantize_weight
+from trtpipe.graph.typed import typed_graph
+from trtpipe.targets import Precision
+
+CASES = ["constant_node_weights", "conv_transpose", "matmul_weights_both_sides", "gemm_trans_b"]
+
+
+def weight_dequantizers(model) -> dict[str, tuple[int | None, list[int]]]:
+    """Return {layer: (DQ axis, scale shape)} for each layer whose weight is a DequantizeLinear of int8 or fp8."""
+    inits = {i.name: i for i in model.graph.initializer}
+    producers = {o: n for n in model.graph.node for o in n.output}
+    found = {}
+    for node in model.graph.node:
+        if node.op_type not in ("Conv", "ConvTranspose", "MatMul", "Gemm"):
+            continue
+        for name in node.input[:2]:
+            dq = producers.get(name)
+            if dq is not None and dq.op_type == "DequantizeLinear" and dq.input[0] in inits \
+                    and inits[dq.input[0]].data_type in (TensorProto.INT8, TensorProto.FLOAT8E4M3FN):
+                axis = next((a.i for a in dq.attribute if a.name == "axis"), None)
+                found[node.name] = (axis, list(inits[dq.input[1]].dims))
+    return found
+
+
+def quantized_fraction(model) -> float:
+    """Return the fraction of Conv/ConvTranspose/MatMul/Gemm weight elements stored as int8."""
+    inits = {i.name: i for i in model.graph.initializer}
+    int8 = sum(int(np.prod(i.dims)) for i in inits.values() if i.data_type == TensorProto.INT8 and i.dims)
+    float_weights = 0
+    for node in model.graph.node:
+        if node.op_type in ("Conv", "ConvTranspose", "MatMul", "Gemm"):
+            for name in node.input[:2]:
+                if name in inits and inits[name].data_type in (TensorProto.FLOAT, TensorProto.FLOAT16):
+                    float_weights += int(np.prod(inits[name].dims))
+    return int8 / (int8 + float_weights)
+
+
+@pytest.mark.parametrize("case,axes", [
+    ("constant_node_weights", {"conv": (0, [8]), "fc": (1, [10])}),
+    ("conv_transpose", {"pre": (0, [8]), "up": (1, [4])}),
+    ("matmul_weights_both_sides", {"fc_right": (1, [24]), "fc_left": (0, [6])}),
+    ("gemm_trans_b", {"fc_transposed": (0, [32]), "fc_plain": (1, [8])}),
+])
+def test_every_weight_gets_per_channel_qdq_on_its_output_axis(case, axes, tmp_path):
+    model, feeds = getattr(cases, case)()
+    table = table_for(model, feeds)
+    expected, = run(model, feeds, tmp_path / "fp32.onnx")
+    for unquantized in ("fp16", "fp32"):
+        typed = typed_graph(model, Precision.INT8, table, unquantized=unquantized)
+        assert weight_dequantizers(typed.model) == axes
+        assert quantized_fraction(typed.model) == 1.0
+        got, = run(typed.model, feeds, tmp_path / f"int8-{unquantized}.onnx")
+        assert cosine(got, expected) >= 0.99
+
+
+def test_without_cleanup_constant_node_weights_are_quantized_too():
+    model, feeds = cases.constant_node_weights()
+    typed, quantized = insert_qdq(model, table_for(model, feeds), Precision.INT8)
+    assert quantized == ["conv", "fc"]
+    assert weight_dequantizers(typed)["conv"] == (0, [8])  # straight from the Constant node
+    assert not [n for n in typed.graph.node if n.op_type == "Constant" and n.name == "conv_w_const"]
+
+
+def test_per_channel_scales_follow_the_axis():
+    weight = np.stack([np.full((3, 2), 0.01), np.full((3, 2), 1.0)], axis=1).astype(np.float32)  # [3, 2ch, 2]
+    q, scale = quantize_weight(weight, 1, Precision.INT8)
+    np.testing.assert_allclose(scale, [0.01 / 127, 1.0 / 127], rtol=1e-6)
+    assert np.abs(q).max() == 127
+    q, scale = quantize_weight(weight, None, Precision.INT8)  # one scale for a 1-D MatMul operand
+    assert scale.shape == () and np.isclose(scale, 1.0 / 127)
+
+
+@needs_rtx
+@pytest.mark.parametrize("case", CASES)
+def test_int8_and_fp8_engines_build(case, tmp_path):
+    model, feeds = getattr(cases, case)()
+    results = build_engines(model, feeds, tmp_path, ["fp16", "int8", "fp8"])
+    assert [r.info.precision for r in results] == ["fp16", "int8", "fp8"]
+    for result in results[1:]:
+        assert result.engine.stat().st_size > 10_000
+        assert weight_dequantizers(onnx.load(str(result.typed_onnx)))  # the engine was built from Q/DQ weights

@@ -1,0 +1,231 @@
+"""Cleanup before any precision rewrite: constants folded, BatchNormalization folded, dims named.
+
+Exporters leave graphs that no precision pass should see as they are: Conv weights as Constant
+nodes (Paddle), BatchNormalization whose running variance (1e7..1e8 in PP-OCR) no FP16 tensor
+holds, weights behind a Transpose or Reshape, and one dynamic dimension name ("?", or any one name)
+on height and width, which TensorRT takes to mean that the two are equal.
+
+The folding is ONNX Runtime's own offline optimizer at ORT_ENABLE_BASIC (constant folding, Constant
+nodes written as initializers, Conv+BatchNormalization/Add/Mul fusion, redundant node removal):
+these rewrites keep ONNX semantics and node names, need no new dependency, and the optimized model
+is written by ONNX Runtime itself. (onnxslim folds as well, but renames fused nodes and fuses Pad
+into Conv, so `--exclude` lists and calibration caches stop matching.) The cleaned graph is then run
+against the original on random inputs: a cleanup that changed the numbers is an error, not a surprise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from trtpipe.errors import TrtpipeError
+
+# The largest relative difference a float output may show after folding: folding reorders FP32
+# arithmetic (w * gamma / sqrt(var) once instead of per inference), which moves the last bits only.
+TOLERANCE = 1e-3
+# Outputs near zero everywhere (a text detector's map on random pixels) are compared against this
+# floor instead of their own tiny maximum.
+SCALE_FLOOR = 1e-2
+# What a dynamic dimension is set to when the check feeds random inputs: small, and a multiple of
+# the 32-pixel stride detectors and OCR nets need.
+CHECK_DIM = 64
+ANONYMOUS_DIMS = ("", "?")
+# Basic-level rewrites left out: they rename the tensors that feed Conv/MatMul (Pad folded into
+# Conv's pads, MatMul+Add turned into Gemm), so calibration caches and --exclude lists made on the
+# exported graph would stop matching, and TensorRT fuses both patterns itself.
+KEPT_AS_EXPORTED = ("Pad_Fusion", "MatMulAddFusion")  # the names ONNX Runtime registers them under
+
+
+@dataclass
+class CleanupReport:
+    """What cleanup did: counts for the log, renamed dims, and the check's verdict."""
+
+    nodes_before: int = 0
+    nodes_after: int = 0
+    batchnorms_folded: int = 0
+    constants_to_initializers: int = 0
+    renamed_dims: dict[str, str] = field(default_factory=dict)  # "input:axis" -> new name
+    max_relative_error: float | None = None  # None: not checked
+    check_note: str = ""
+
+
+def name_dims(model) -> dict[str, str]:
+    """Give anonymous or repeated dynamic dims of the graph inputs and outputs names of their own, in place.
+
+    A dim named "?" or "" (or left without a name) is anonymous; a name that one tensor carries on
+    two axes (height and width both "?" or both "size") ties them, and TensorRT would require the two
+    equal. Every such axis gets `<tensor>_dim<axis>`; the first axis carrying a name keeps it. Names
+    shared between tensors (a batch dim on several inputs) are left alone: those relations are real.
+    Returns {"tensor:axis": new name}.
+    """
+    renamed = {}
+    for value in list(model.graph.input) + list(model.graph.output):
+        if not value.type.HasField("tensor_type"):
+            continue
+        seen = set()
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+            if dim.HasField("dim_value"):
+                continue
+            name = dim.dim_param
+            if name in ANONYMOUS_DIMS or name in seen:
+                dim.dim_param = f"{_safe(value.name)}_dim{axis}"
+                renamed[f"{value.name}:{axis}"] = dim.dim_param
+            seen.add(name)
+    return renamed
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def constants_to_initializers(model) -> int:
+    """Move every top-level Constant node holding a tensor into the initializers, in place; return how many."""
+    from onnx import numpy_helper
+
+    graph = model.graph
+    moved = []
+    kept = []
+    for node in graph.node:
+        attr = node.attribute[0] if node.op_type == "Constant" and len(node.attribute) == 1 else None
+        if attr is not None and attr.name == "value" and not node.domain:
+            tensor = numpy_helper.from_array(numpy_helper.to_array(attr.t), node.output[0])
+            moved.append(tensor)
+        else:
+            kept.append(node)
+    if moved:
+        del graph.node[:]
+        graph.node.extend(kept)
+        graph.initializer.extend(moved)
+    return len(moved)
+
+
+def ort_basic(model):
+    """Return `model` as ONNX Runtime's ORT_ENABLE_BASIC offline optimizer writes it."""
+    import onnx
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="trtpipe-cleanup-") as tmp:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
+        options.log_severity_level = 3
+        try:
+            ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"],
+                                 disabled_optimizers=list(KEPT_AS_EXPORTED))
+        except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own Fail/InvalidGraph types
+            first = str(exc).strip().splitlines()[0][:300]
+            raise TrtpipeError(f"ONNX Runtime cannot load the model ({first}); check it with 'trtpipe inspect'") from None
+        optimized = onnx.load(options.optimized_model_filepath)
+    # ONNX Runtime lists every domain it knows; keep the ones the graph uses, the opset stays the model's.
+    used = {node.domain for node in optimized.graph.node} | {""}
+    imports = [entry for entry in optimized.opset_import if entry.domain in used or entry.domain == "ai.onnx"]
+    del optimized.opset_import[:]
+    optimized.opset_import.extend(imports)
+    optimized.ir_version = model.ir_version
+    return optimized
+
+
+def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM) -> dict[str, np.ndarray]:
+    """Return random inputs for `model`: floats in [0, 1), integers 0 or 1 (valid ids, masks, types).
+
+    A dynamic batch dim (axis 0) is 1 and any other dynamic dim is `dynamic`; dims that share a
+    name get one size.
+    """
+    from onnx import helper
+
+    rng = np.random.default_rng(seed)
+    initializers = {init.name for init in model.graph.initializer}
+    sizes: dict[str, int] = {}
+    feeds = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        shape = []
+        for axis, dim in enumerate(tensor.shape.dim):
+            if dim.HasField("dim_value"):
+                shape.append(dim.dim_value)
+            else:
+                shape.append(sizes.setdefault(dim.dim_param or f"{value.name}:{axis}", 1 if axis == 0 else dynamic))
+        dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feeds[value.name] = rng.random(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[value.name] = np.ones(shape, bool)
+        else:
+            feeds[value.name] = rng.integers(0, 2, shape).astype(dtype)
+    return feeds
+
+
+def max_relative_error(original, cleaned, samples: int = 2) -> tuple[float | None, str]:
+    """Return the largest difference of the float outputs of the two models on random inputs.
+
+    The difference is relative to each output's largest value (at least SCALE_FLOOR).
+
+    Returns (None, why) when the original does not run on random inputs (a model that needs
+    particular shapes or values): then nothing was checked, and the note says so.
+    """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare the graphs as written
+    worst = 0.0
+    try:
+        first = ort.InferenceSession(original.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        second = ort.InferenceSession(cleaned.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        for seed in range(samples):
+            feeds = random_feeds(original, seed)
+            expected = first.run(None, feeds)
+            names = [o.name for o in first.get_outputs()]
+            got = dict(zip(names, second.run(names, feeds)))
+            for name, a in zip(names, expected):
+                if not np.issubdtype(np.asarray(a).dtype, np.floating):
+                    continue
+                a, b = np.asarray(a, np.float64), np.asarray(got[name], np.float64)
+                scale = max(float(np.abs(a).max(initial=0.0)), SCALE_FLOOR)
+                worst = max(worst, float(np.abs(a - b).max(initial=0.0)) / scale)
+    except Exception as exc:  # noqa: BLE001 - a model may need real inputs; then the check cannot run
+        return None, f"not checked: the model does not run on random inputs ({str(exc).splitlines()[0][:120]})"
+    return worst, f"checked on {samples} random inputs"
+
+
+_last: tuple[str, object, CleanupReport] | None = None  # sensitivity asks for the same model once per layer
+
+
+def cleanup(model, check: bool = True):
+    """Return (the cleaned copy of `model`, a CleanupReport).
+
+    Raises TrtpipeError when the cleaned graph's outputs differ from the original's by more than
+    TOLERANCE on random inputs. `check=False` skips that comparison (tests of the rewrite itself).
+    """
+    import onnx
+
+    global _last
+    digest = hashlib.sha256(model.SerializeToString()).hexdigest()
+    if _last is not None and _last[0] == digest:
+        return onnx.ModelProto.FromString(_last[1].SerializeToString()), _last[2]
+    original = model
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    report = CleanupReport(nodes_before=len(model.graph.node))
+    batchnorms = sum(node.op_type == "BatchNormalization" for node in model.graph.node)
+    report.renamed_dims = name_dims(model)
+    report.constants_to_initializers = constants_to_initializers(model)
+    cleaned = ort_basic(model)
+    del cleaned.graph.value_info[:]  # stale after folding; every consumer re-infers shapes and types
+    report.nodes_after = len(cleaned.graph.node)
+    report.batchnorms_folded = batchnorms - sum(node.op_type == "BatchNormalization" for node in cleaned.graph.node)
+    if check:
+        report.max_relative_error, report.check_note = max_relative_error(original, cleaned)
+        if report.max_relative_error is not None and report.max_relative_error > TOLERANCE:
+            raise TrtpipeError(
+                f"folding constants and BatchNormalization changed the model's outputs by {report.max_relative_error:.2g} "
+                f"(relative, on random inputs; tolerance {TOLERANCE:g}); please report this with the model"
+            )
+    _last = (digest, cleaned, report)
+    return onnx.ModelProto.FromString(cleaned.SerializeToString()), report
+
