@@ -353,7 +353,8 @@ def bench(candidate: str | os.PathLike, settings: BenchSettings, shapes: Mapping
         with OnnxRunner(path) as runner:
             sized = input_shapes(runner.inputs, shapes or {}, batch, {})
             times, timed, warmups, walltime = bench_onnx(runner, random_inputs(runner.inputs, sized), settings)
-            device, measured, kind = runner.provider, runner.measured, "onnxruntime"
+            # Timed, an FP32 ONNX is the baseline itself; a typed one stands in for its engine.
+            device, measured, kind = runner.provider, runner.precision == "fp32", "onnxruntime"
     else:
         from trtpipe.runtime.engine import Engine
 

@@ -85,7 +85,8 @@ def describe_runner(path: Path, runner: Runner, max_batch: int | None = None, na
     """Return the ServedModel of an ONNX model from its open runner."""
     batch = _max_batch(path.name, list(runner.inputs + runner.outputs), None, max_batch, "")
     precision = getattr(runner, "precision", "fp32")
-    return ServedModel(name or model_name(path), path, "onnx", precision, not runner.measured, batch,
+    # Served, an FP32 ONNX is the model itself; a typed one stands in for the engine it builds.
+    return ServedModel(name or model_name(path), path, "onnx", precision, precision != "fp32", batch,
                        tuple(runner.inputs), tuple(runner.outputs), f"ONNX Runtime {getattr(runner, 'provider', '')}".strip())
 
 
