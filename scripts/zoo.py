@@ -214,12 +214,14 @@ class Step:
     returncode: int | None = None
 
 
-def last_line(stderr: str) -> str:
+def last_line(stderr: str, stdout: str = "") -> str:
     """Return the one line that says why a command failed: TensorRT's own error when it logged one
-    (trtpipe's build error only says to rerun with --verbose), else trtpipe's error, else a crash's last line."""
+    (trtpipe's build error only says to rerun with --verbose), else trtpipe's error, else a crash's last line.
+    TensorRT's logger writes to stdout, trtpipe's errors go to stderr."""
     lines = [line.strip() for line in re.split(r"[\r\n]+", stderr or "") if line.strip()]
     errors = [line.removeprefix("trtpipe: error: ") for line in lines if line.startswith("trtpipe: error:")]
-    logged = [re.sub(r"^\[[^]]*\] \[TRT\] \[E\] ", "", line) for line in lines if "[TRT] [E]" in line]
+    logged = [re.sub(r"^\[[^]]*\] \[TRT\] \[E\] ", "", line) for line in (stdout or "").splitlines() + lines
+              if "[TRT] [E]" in line]
     if errors and logged and "failed to build" in errors[-1]:
         line = "TensorRT: " + re.sub(r" In \w+ at /\S+\)?$", ")", logged[0])
     elif errors:
@@ -242,8 +244,8 @@ def run_step(args: list, timeout: float) -> Step:
     except subprocess.TimeoutExpired:
         return Step(False, time.perf_counter() - start, reason=f"timed out after {timeout:.0f} s")
     seconds = time.perf_counter() - start
-    return Step(done.returncode == 0, seconds, done.stdout, "" if done.returncode == 0 else last_line(done.stderr),
-                done.returncode)
+    return Step(done.returncode == 0, seconds, done.stdout,
+                "" if done.returncode == 0 else last_line(done.stderr, done.stdout), done.returncode)
 
 
 @dataclass
