@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT / "models"))
 ZOO = ROOT / "models" / "zoo"
 BUILD = ROOT / "build" / "zoo"
 DOC = ROOT / "docs" / "zoo.md"
-PRECISIONS = ("fp16", "int8", "fp8")
+# fp32 builds the graph as shipped: whether TensorRT takes the model at all, before trtpipe rewrites it.
+PRECISIONS = ("fp32", "fp16", "int8", "fp8")
 TARGET = "sm_89"
 KINDS = ("cnn", "transformer", "recurrent")
 COVERAGE_TARGET = 0.90  # INT8: share of weight elements under Q/DQ in every CNN and transformer
@@ -282,9 +283,13 @@ def coverage_of(typed: Path) -> float | None:
     return weight_coverage(onnx.load(typed, load_external_data=False)).fraction
 
 
-def run_model(entry: Entry, samples: int, timeout: float, say) -> list[Row]:
+def engine_file(entry: Entry, precision: str) -> Path:
+    return entry.dir / "engines" / f"{entry.name}.{precision}.{TARGET.replace('_', '')}.engine"
+
+
+def run_model(entry: Entry, samples: int, timeout: float, say, precisions=PRECISIONS) -> list[Row]:
     """Run the pipeline on one model; return one row per precision (every failure is in a row, never raised)."""
-    rows = {p: Row(entry.name, entry.family, p) for p in PRECISIONS}
+    rows = {p: Row(entry.name, entry.family, p) for p in precisions}
     try:
         say("fetch")
         onnx_path = fetch(entry, timeout)
@@ -299,17 +304,17 @@ def run_model(entry: Entry, samples: int, timeout: float, say) -> list[Row]:
     engines = entry.dir / "engines"
     common = ["--spec", spec]
     caches = {}
-    for precision in ("int8", "fp8"):
+    for precision in [p for p in ("int8", "fp8") if p in precisions]:
         cache = entry.dir / f"{entry.name}.{precision}.cache"
         step = run_step(["calibrate", onnx_path, "--precision", precision, "--limit", samples,
                          "--batch-size", entry.batch_size, *common, "-o", cache], timeout)
         say(f"calibrate {precision}", step)
         caches[precision] = (cache, step)
     floats = float_outputs(onnx_path)
-    for precision in PRECISIONS:
+    for precision in precisions:
         row = rows[precision]
         typed = engines / f"{entry.name}.{precision}.onnx"
-        engine = engines / f"{entry.name}.{precision}.{TARGET.replace('_', '')}.engine"
+        engine = engine_file(entry, precision)
         for stale in (typed, engine):
             stale.unlink(missing_ok=True)
         reasons = []
@@ -327,7 +332,7 @@ def run_model(entry: Entry, samples: int, timeout: float, say) -> list[Row]:
             row.engine_mb = engine.stat().st_size / 1e6
         else:
             reasons.append(f"build: {step.reason or 'no engine written'}")
-        if typed.is_file():  # the typed ONNX is written before TensorRT parses it: judge it either way
+        if typed.is_file() and precision != "fp32":  # written before TensorRT parses it: judge it either way
             step = run_step(["validate", typed, "--baseline", onnx_path, "--limit", samples, "--batch-size", entry.batch_size,
                              "--json", *common], timeout)
             say(f"validate {precision}", Step(step.returncode in (0, 1), step.seconds, reason=step.reason))
@@ -341,13 +346,27 @@ def run_model(entry: Entry, samples: int, timeout: float, say) -> list[Row]:
                 if precision == "int8" and entry.kind in ("cnn", "transformer") and (row.coverage or 0) < COVERAGE_TARGET:
                     reasons.append(f"Q/DQ on {row.coverage or 0:.0%} of weight elements (target {COVERAGE_TARGET:.0%})")
         row.reason = "; ".join(reasons)
-    fp16_mb = rows["fp16"].engine_mb
-    int8 = rows["int8"]
-    if int8.engine_mb is not None and fp16_mb is not None and int8.engine_mb >= fp16_mb:
+    fp16 = engine_file(entry, "fp16")  # this run's, or the last run's when fp16 was not asked for
+    fp16_mb = fp16.stat().st_size / 1e6 if fp16.is_file() else None
+    int8 = rows.get("int8")
+    if int8 and int8.engine_mb is not None and fp16_mb is not None and int8.engine_mb >= fp16_mb:
         int8.reason = "; ".join(filter(None, [int8.reason, f"engine {int8.engine_mb:.1f} MB not smaller than FP16's {fp16_mb:.1f} MB"]))
     for row in rows.values():
-        row.verdict = "pass" if row.builds and row.cosine is not None and not row.reason else "FAIL"
+        judged = row.cosine is not None or row.precision == "fp32"
+        row.verdict = "pass" if row.builds and judged and not row.reason else "FAIL"
     return list(rows.values())
+
+
+def save_result(entry: Entry, rows: list[Row], samples: int) -> None:
+    """Write the model's rows to build/zoo/<name>/result.json, keeping the last rows of precisions not run now."""
+    path = entry.dir / "result.json"
+    kept = {}
+    if path.is_file():
+        kept = {r["precision"]: r for r in json.loads(path.read_text())["rows"]}
+    kept.update({r.precision: asdict(r) for r in rows})
+    ordered = [kept[p] for p in PRECISIONS if p in kept]
+    entry.dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"rows": ordered, "samples": samples}, indent=1))
 
 
 def judge_report(row: Row, report: dict, floats: list[str]) -> list[str]:
@@ -418,6 +437,8 @@ def main() -> int:
     parser.add_argument("--only", default=os.environ.get("ZOO", ""), help="comma-separated model names (default: $ZOO, else all)")
     parser.add_argument("--samples", type=int, default=32, help="calibration and validation samples per model")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one step of one model may take")
+    parser.add_argument("--precisions", default=",".join(PRECISIONS),
+                        help="comma-separated subset of fp32,fp16,int8,fp8; the others keep their last rows")
     parser.add_argument("--list", action="store_true", help="print the models and their pins, run nothing")
     parser.add_argument("--table-only", action="store_true",
                         help="rewrite the table in docs/zoo.md from the last results in build/zoo, run nothing")
@@ -427,6 +448,9 @@ def main() -> int:
         every = [e.name for e in entries()]
     except ZooError as exc:
         sys.exit(f"zoo: {exc}")
+    precisions = [p for p in PRECISIONS if p in args.precisions.split(",")]
+    if not precisions or set(args.precisions.split(",")) - set(PRECISIONS):
+        sys.exit(f"zoo: --precisions {args.precisions}: use some of {','.join(PRECISIONS)}")
     if args.list:
         for e in chosen:
             print(f"{e.name:16} {e.pin.package}=={e.pin.version} {e.pin.member}")
@@ -446,9 +470,8 @@ def main() -> int:
             print(f"[{number}/{len(chosen)}] {entry.name}: {what}{status}", flush=True)
 
         model_start = time.perf_counter()
-        rows = run_model(entry, args.samples, args.timeout, say)
-        entry.dir.mkdir(parents=True, exist_ok=True)
-        (entry.dir / "result.json").write_text(json.dumps({"rows": [asdict(r) for r in rows], "samples": args.samples}, indent=1))
+        rows = run_model(entry, args.samples, args.timeout, say, precisions)
+        save_result(entry, rows, args.samples)
         for row in rows:
             print(f"[{number}/{len(chosen)}] {entry.name} {row.precision}: {row.verdict}"
                   + (f" ({row.reason})" if row.reason else ""), flush=True)
