@@ -360,7 +360,7 @@ def run_model(entry: Entry, samples: int, timeout: float, say, precisions=PRECIS
                 row.coverage = coverage_of(typed)
                 if precision == "int8" and entry.kind in ("cnn", "transformer") and (row.coverage or 0) < COVERAGE_TARGET:
                     reasons.append(f"Q/DQ on {row.coverage or 0:.0%} of weight elements (target {COVERAGE_TARGET:.0%})")
-        row.reason = "; ".join(reasons)
+        row.reason = "; ".join(r if len(r) <= 200 else r[:197] + "..." for r in reasons)  # a table cell
     fp16 = engine_file(entry, "fp16")  # this run's, or the last run's when fp16 was not asked for
     fp16_mb = fp16.stat().st_size / 1e6 if fp16.is_file() else None
     int8 = rows.get("int8")
