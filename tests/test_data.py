@@ -73,3 +73,22 @@ def test_npz_missing_input(tmp_path):
 def test_missing_directory():
     with pytest.raises(TrtpipeError, match="--data /nonexistent: no such directory"):
         list(iter_batches(SPEC, "/nonexistent", 4))
+
+
+RNN = ModelSpec("m", root=".", inputs=[InputSpec("x", [-1, 6]), InputSpec("state", [2, -1, 3], batch_axis=1),
+                                       InputSpec("sr", [], "int64", batch_axis=None)])
+
+
+def test_state_batched_on_axis_1_and_a_shared_scalar(tmp_path):
+    # A recurrent model's state is [layers, batch, hidden] and its sample rate is one scalar for the batch.
+    state = np.arange(2 * 5 * 3, dtype=np.float32).reshape(2, 5, 3)
+    np.savez(tmp_path / "a.npz", x=np.ones((5, 6), np.float32), state=state, sr=np.array(16000))
+    np.savez(tmp_path / "b.npz", x=np.zeros(6, np.float32), state=np.full((2, 3), -1, np.float32), sr=np.array(16000))
+    first, second = iter_batches(RNN, tmp_path, batch_size=4)
+    assert first.arrays["x"].shape == (4, 6) and first.arrays["state"].shape == (2, 4, 3)
+    assert first.arrays["sr"].shape == () and int(first.arrays["sr"]) == 16000
+    np.testing.assert_array_equal(first.arrays["state"], state[:, :4])
+    np.testing.assert_array_equal(second.arrays["state"][:, 1], np.full((2, 3), -1))
+    np.savez(tmp_path / "c.npz", x=np.zeros(6, np.float32), state=np.zeros((2, 3), np.float32), sr=np.array(8000))
+    with pytest.raises(TrtpipeError, match="c.npz: input 'sr' is shared by the batch"):
+        list(iter_batches(RNN, tmp_path, batch_size=8))

@@ -29,6 +29,9 @@ class InputSpec:
     name: str
     shape: list[int]
     dtype: str = "float32"
+    # Where samples stack: 0 for most inputs, 1 for an RNN state laid out [layers, batch, hidden];
+    # None for an input the whole batch shares (a sample rate), fed once, not stacked.
+    batch_axis: int | None = 0
 
 
 @dataclass
@@ -121,11 +124,14 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
         raise TrtpipeError(f"--spec {path}: not valid TOML ({exc}); fix the file") from None
     root = path.parent
     try:
-        inputs = [InputSpec(name=i["name"], shape=[int(d) for d in i["shape"]], dtype=i.get("dtype", "float32"))
+        inputs = [InputSpec(name=i["name"], shape=[int(d) for d in i["shape"]], dtype=i.get("dtype", "float32"),
+                            batch_axis=int(i.get("batch_axis", 0)) if i.get("batched", True) else None)
                   for i in raw.get("inputs", [])]
         for spec in inputs:
             if spec.dtype not in DTYPES:
                 raise ValueError(f"input {spec.name}: dtype {spec.dtype} is not one of {', '.join(DTYPES)}")
+            if spec.batch_axis is not None and not 0 <= spec.batch_axis < max(len(spec.shape), 1):
+                raise ValueError(f"input {spec.name}: batch_axis {spec.batch_axis} is not an axis of shape {spec.shape}")
         pre = raw.get("preprocess")
         preprocess = None
         if pre is not None:

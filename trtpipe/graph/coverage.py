@@ -1,0 +1,80 @@
+"""How much of a model's weights a typed ONNX quantizes: the weight elements of Conv, ConvTranspose,
+MatMul and Gemm that reach the layer through a DequantizeLinear, against all of them.
+
+A weight is a constant operand of one of those layers: an initializer or a Constant node, seen
+through the Transpose/Reshape/Cast/... chains exporters put in front of it, on either side of a
+MatMul. It counts as quantized when the chain runs through a DequantizeLinear of a constant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+LAYERS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
+# Ops a constant passes through on its way into a layer without becoming an activation.
+PASS_THROUGH = ("Transpose", "Reshape", "Cast", "Identity", "Unsqueeze", "Squeeze", "Flatten")
+WEIGHT_SLOTS = {"Conv": (1,), "ConvTranspose": (1,), "Gemm": (1, 0), "MatMul": (1, 0)}
+
+
+@dataclass(frozen=True)
+class WeightCoverage:
+    """Weight elements of the model's Conv/ConvTranspose/MatMul/Gemm layers, and those under Q/DQ."""
+
+    quantized: int
+    total: int
+    layers: int  # layers that have a constant weight
+    quantized_layers: int
+
+    @property
+    def fraction(self) -> float | None:
+        return self.quantized / self.total if self.total else None
+
+
+def _constant_sizes(model) -> dict[str, int]:
+    sizes = {init.name: int(np.prod(init.dims)) for init in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.name == "value":
+                    sizes[node.output[0]] = int(np.prod(attr.t.dims))
+    return sizes
+
+
+def weight_coverage(model) -> WeightCoverage:
+    """Return how many weight elements of `model`'s Conv/ConvTranspose/MatMul/Gemm run through Q/DQ."""
+    sizes = _constant_sizes(model)
+    producer = {out: node for node in model.graph.node for out in node.output}
+
+    def trace(name: str) -> tuple[int, bool] | None:
+        """Return (elements, quantized) for the constant behind `name`, or None for an activation."""
+        dequantized = False
+        for _ in range(16):  # chains are short; the bound guards against a malformed cycle
+            if name in sizes:
+                return sizes[name], dequantized
+            node = producer.get(name)
+            if node is None or node.op_type not in PASS_THROUGH + ("DequantizeLinear",) or not node.input:
+                return None
+            dequantized = dequantized or node.op_type == "DequantizeLinear"
+            name = node.input[0]
+        return None
+
+    quantized = total = layers = quantized_layers = 0
+    for node in model.graph.node:
+        if node.op_type not in LAYERS:
+            continue
+        for slot in WEIGHT_SLOTS[node.op_type]:
+            if slot >= len(node.input) or not node.input[slot]:
+                continue
+            found = trace(node.input[slot])
+            if found is None:
+                continue
+            elements, is_quantized = found
+            total += elements
+            layers += 1
+            if is_quantized:
+                quantized += elements
+                quantized_layers += 1
+            break  # one weight per layer: MatMul's second operand, else its first
+    return WeightCoverage(quantized, total, layers, quantized_layers)
