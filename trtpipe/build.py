@@ -193,7 +193,7 @@ def implicit_flags(unquantized: str) -> tuple[str, ...]:
 def excluded_layers(network, onnx_path: Path, exclude: list[str]) -> list:
     """Return the network's layers made from the ONNX nodes `exclude` matches (TensorRT's ONNX parser
     names a layer after its node), or raise when patterns match nodes but no layer carries their names."""
-    from trtpipe.graph.half import node_matches
+    from trtpipe.graph.keep import node_matches
     from trtpipe.graph.qdq import layer_name
 
     if not exclude:
