@@ -11,7 +11,7 @@ from trtpipe.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-import command_docs  # noqa: E402
+import command_docs
 
 
 @pytest.mark.parametrize("name", sorted(main.commands))

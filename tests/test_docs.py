@@ -8,7 +8,9 @@ refer to: `model.onnx` (a digits classifier trained in the test), `model.toml`, 
 
 Markers, an HTML comment on the line before a block: `<!-- docs-test: gpu -->` runs the block only
 where an engine can run (skipped here with the reason); `<!-- docs-test: zoo -->` runs it only under
-`make zoo` (it downloads public models); `<!-- docs-test: skip REASON -->` is for output listings.
+`make zoo` (it downloads public models); `<!-- docs-test: serve ARGS -->` runs it while
+`trtpipe serve ARGS` serves in the workspace (HTTP 8000, gRPC 8001, metrics 8002);
+`<!-- docs-test: skip REASON -->` is for blocks that cannot run anywhere a test does.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +32,7 @@ import pytest
 import models
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCK = re.compile(r"(?:<!-- docs-test: (?P<marker>[^>]*?) -->\n)?```(?P<lang>console|python)\n(?P<body>.*?)```", re.DOTALL)
 RUN_ZOO = os.environ.get("TRTPIPE_DOCS_ZOO") == "1"
 
@@ -129,6 +134,50 @@ def _env() -> dict:
 PAGE_BLOCKS = {page: blocks(page) for page in PAGES}
 
 
+class Server:
+    """`trtpipe serve ARGS` in the workspace for the blocks that talk to it; stopped with SIGTERM."""
+
+    def __init__(self, args: str, workspace: Path):
+        command = ["trtpipe", "serve", *shlex.split(args), "--http-port", "8000", "--grpc-port", "8001", "--metrics-port", "8002"]
+        self.process = subprocess.Popen(command, cwd=workspace, env=_env(), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"trtpipe serve {args} stopped: {self.process.stdout.read()[-1500:]}")
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:8000/v2/health/ready", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                time.sleep(1)
+        self.stop()
+        raise AssertionError(f"trtpipe serve {args} was not ready within 240 s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=120)
+
+
+def run_block(block: Block, workspace: Path) -> int:
+    """Run one block in `workspace`; return how many commands or snippets ran."""
+    if block.lang == "python":
+        result = subprocess.run([sys.executable, "-c", block.body], cwd=workspace, env=_env(),
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0, f"{block.id}: python block failed\n{result.stderr[-2000:]}"
+        return 1
+    ran = 0
+    for command, expected in commands(block.body):
+        result = subprocess.run(["bash", "-c", command], cwd=workspace, env=_env(),
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == expected, (
+            f"{block.id}: `{command}` exited {result.returncode}, the page says {expected}\n"
+            f"{result.stdout[-1500:]}\n{result.stderr[-1500:]}")
+        ran += 1
+    return ran
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if PAGE_BLOCKS[p]], ids=lambda p: p.name)
 def test_page_runs(page, tmp_path):
     workspace = make_workspace(tmp_path)
@@ -140,21 +189,26 @@ def test_page_runs(page, tmp_path):
             continue
         if block.marker == "gpu" and engine_runs_here():
             continue
-        if block.lang == "python":
-            result = subprocess.run([sys.executable, "-c", block.body], cwd=workspace, env=_env(),
-                                    capture_output=True, text=True, timeout=600, check=False)
-            assert result.returncode == 0, f"{block.id}: python block failed\n{result.stderr[-2000:]}"
-            ran += 1
+        if block.marker.startswith("serve "):
+            server = Server(block.marker[len("serve "):], workspace)
+            try:
+                ran += run_block(block, workspace)
+            finally:
+                server.stop()
             continue
-        for command, expected in commands(block.body):
-            result = subprocess.run(["bash", "-c", command], cwd=workspace, env=_env(),
-                                    capture_output=True, text=True, timeout=600, check=False)
-            assert result.returncode == expected, (
-                f"{block.id}: `{command}` exited {result.returncode}, the page says {expected}\n"
-                f"{result.stdout[-1500:]}\n{result.stderr[-1500:]}")
-            ran += 1
+        ran += run_block(block, workspace)
     if not ran:
         pytest.skip(f"{page.name}: every block needs a GPU or the zoo ({engine_runs_here()})")
+
+
+def test_commands_and_snippets_are_in_blocks_the_tests_run():
+    """An indented `trtpipe ...` or `from trtpipe ...` line would never run: fence it as console or python."""
+    for page in PAGES:
+        outside = BLOCK.sub("", page.read_text())
+        for line in outside.splitlines():
+            text = line.strip()
+            if line.startswith("    ") and text.startswith(("trtpipe ", "$ trtpipe ", "from trtpipe", "import trtpipe")):
+                raise AssertionError(f"{page.name}: '{text}' is not in a ```console or ```python block")
 
 
 def test_commands_parse_continuations_and_exit_codes():

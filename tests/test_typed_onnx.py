@@ -155,3 +155,12 @@ def test_scales_for_fp16_graphs_are_positive_fp16_values_never_smaller():
     q, scale = quantize_weight(weight, 0, Precision.INT8, scales_fit_fp16=True)
     assert (scale > 0).all() and np.abs(q).max() <= 127
     np.testing.assert_allclose(q * scale[:, None], weight, rtol=0.02, atol=1e-7)
+
+
+def test_a_typed_onnx_records_the_precision_it_was_written_for(tmp_path):
+    """Its types alone can mislead (an FP16 graph whose weights sit in Constant nodes read as fp32)."""
+    from trtpipe.graph.typed import write_typed_onnx
+
+    path = write_typed_onnx(models.mlp(), Precision.FP16, tmp_path / "m.fp16.onnx", None)
+    assert onnxio.typed_precision(onnxio.load(path)) == "fp16"
+    assert onnxio.typed_precision(models.mlp()) == "fp32"

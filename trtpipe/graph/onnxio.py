@@ -97,9 +97,28 @@ def with_opset(model, minimum: int):
         ) from None
 
 
+# Metadata key of the precision a typed ONNX was written for (graph.typed writes it).
+PRECISION_KEY = "trtpipe.precision"
+
+
+def set_metadata(model, key: str, value: str) -> None:
+    """Set one metadata_props entry of `model`, replacing an earlier value."""
+    for entry in model.metadata_props:
+        if entry.key == key:
+            entry.value = value
+            return
+    entry = model.metadata_props.add()
+    entry.key, entry.value = key, value
+
+
 def typed_precision(model) -> str:
-    """Return the precision a typed ONNX stands for, read from its types: 'fp32' if it is not typed."""
+    """Return the precision a typed ONNX stands for: as recorded when trtpipe wrote it, else read
+    from its types ('fp32' if it is not typed)."""
     from onnx import TensorProto
+
+    recorded = next((e.value for e in model.metadata_props if e.key == PRECISION_KEY), None)
+    if recorded:
+        return recorded
 
     types = {init.data_type for init in model.graph.initializer}
     if any(node.op_type in ("QuantizeLinear", "DequantizeLinear") for node in model.graph.node):

@@ -24,6 +24,8 @@ from trtpipe.targets import Precision
 UNQUANTIZED = ("fp16", "fp32")
 # The typed ONNX's metadata key listing the nodes kept in FP32 (JSON); the build copies it to the sidecar.
 KEPT_KEY = "trtpipe.kept_fp32"
+# The precision the typed ONNX was written for: its types alone cannot always tell (onnxio.typed_precision).
+PRECISION_KEY = onnxio.PRECISION_KEY
 
 
 @dataclass
@@ -43,7 +45,9 @@ def write_typed_onnx(model, precision: Precision, output: Path, table: Calibrati
     The nodes kept in FP32 and why are written into the model's metadata (KEPT_KEY).
     """
     typed = typed_graph(model, precision, table, exclude, implicit, unquantized, ranges=ranges, clean=clean)
-    return onnxio.save(with_kept(typed.model, typed.kept), output)
+    typed.model = with_kept(typed.model, typed.kept)
+    onnxio.set_metadata(typed.model, PRECISION_KEY, str(precision))
+    return onnxio.save(typed.model, output)
 
 
 def typed_model(model, precision: Precision, table: CalibrationTable | None, exclude: Sequence[str] = (),
