@@ -41,10 +41,11 @@ def _data_dir(given, from_spec, kind: str):
 
 def _spec(spec_path, model=None, model_path=None):
     """Return the spec at `spec_path`; without one, the inputs of `model` (loaded from `model_path`), else None."""
-    from trtpipe.config import load_spec, spec_from_onnx
+    from trtpipe.config import load_spec, resolve_inputs, spec_from_onnx
 
     if spec_path:
-        return load_spec(spec_path)
+        spec = load_spec(spec_path)
+        return resolve_inputs(spec, model, model_path) if model is not None else spec
     return spec_from_onnx(model, model_path) if model is not None else None
 
 
