@@ -85,7 +85,7 @@ def render(table: CalibrationTable, header: str | None = None) -> str:
 def parse(text: str, source: str = "<cache>") -> CalibrationTable:
     """Return the table in cache `text`; raise CacheError naming the first bad line."""
     # Lines end at \n (optionally \r\n) only, as TensorRT reads them: names may hold other separators.
-    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
     if lines and lines[-1] == "":
         lines.pop()
     if not lines or not _HEADER.fullmatch(lines[0].strip()):

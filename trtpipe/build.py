@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Sequence
@@ -17,8 +18,9 @@ from trtpipe import data
 from trtpipe.calibrate import load_table
 from trtpipe.config import ModelSpec, Shape, spec_from_onnx
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import ensure_dir, sha256, sidecar_path, write_bytes, write_json
+from trtpipe.files import atomic_path, check_output, ensure_dir, sha256, sidecar_path, write_bytes, write_json
 from trtpipe.graph import onnxio
+from trtpipe.graph.half import check_exclude
 from trtpipe.graph.typed import write_typed_onnx
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo
 from trtpipe.targets import Precision, Target, local_target
@@ -62,9 +64,24 @@ def _numpy_dtype(backend: backends.Backend, dtype) -> str:
         return str(dtype).rsplit(".", 1)[-1].lower()
 
 
+def commit_engine(engine: Path, plan: bytes, info: EngineInfo) -> None:
+    """Write the sidecar, then the engine, each atomically: the engine and its sidecar as one.
+
+    The sidecar records the engine's sha256 and goes first. A build killed between the two renames
+    leaves the old engine (or none) beside a sidecar that does not describe it: every reader checks
+    the sha256 and refuses, and make, seeing an engine older than its sources, rebuilds it. A build
+    killed before the sidecar leaves the old pair untouched.
+    """
+    write_json(sidecar_path(engine), info.to_json())
+    write_bytes(engine, plan)
+
+
 def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: BuildOptions,
-                 backend: backends.Backend, source_onnx: Path) -> EngineInfo:
-    """Build one strongly typed engine from `typed_onnx` and write it with its sidecar."""
+                 backend: backends.Backend, source_onnx: Path, typed_name: str | None = None) -> EngineInfo:
+    """Build one strongly typed engine from `typed_onnx` and write it with its sidecar.
+
+    `typed_name`: the file name the typed ONNX will have once committed (it is built from a temporary).
+    """
     trt = backend.trt
     target = options.target
     if not backend.builds_without_gpu:
@@ -106,17 +123,18 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     seconds = time.perf_counter() - start
     if serialized is None:
         raise TrtpipeError(f"{typed_onnx}: {backend.name} failed to build a {precision} engine for {target.sm}; rerun with --verbose")
-    write_bytes(engine, bytes(serialized))
+    plan = bytes(serialized)
     if options.timing_cache is not None:
         write_bytes(options.timing_cache, bytes(config.get_timing_cache().serialize()), "--timing-cache")
     info = EngineInfo(
         engine=engine.name, backend=backend.name, backend_version=backend.version, target=target.sm,
         compute_capability=f"{target.major}.{target.minor}", precision=str(precision), onnx=str(source_onnx),
-        onnx_sha256=sha256(source_onnx), engine_sha256=sha256(engine),
+        onnx_sha256=sha256(source_onnx), engine_sha256=hashlib.sha256(plan).hexdigest(),
         cache_sha256=sha256(options.cache) if options.cache and precision.quantized else None,
-        build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_onnx.name}, tensors=tensors,
+        build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_name or typed_onnx.name},
+        tensors=tensors,
     )
-    write_json(sidecar_path(engine), info.to_json())
+    commit_engine(engine, plan, info)
     return info
 
 
@@ -196,7 +214,8 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     model = onnxio.load(model_path)  # a bad model fails here, before any file is written
     spec = backends.choose_spec(options.backend, options.target)
     chosen = backends.plan_precisions(precisions, options.target, spec)
-    table = load_table(options.cache) if options.cache is not None else None
+    table = load_table(options.cache, [p for p in chosen if p.quantized]) if options.cache is not None else None
+    check_exclude(model, options.exclude, model_path)
     if options.timing_cache is not None and not spec.timing_cache:
         raise TrtpipeError(f"--timing-cache: {spec.name} has no timing cache (it does not time tactics); drop the flag")
     backend = backends.load(spec)
@@ -207,14 +226,24 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
             f"--calibration implicit: {backend.name} {backend.version} has no implicit INT8 (TensorRT 10 only); "
             "use --calibration explicit"
         )
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise TrtpipeError(f"-o {output_dir}: is a file; build writes engines into a directory, name one")
+    for precision in chosen:  # before anything is written: no output may be an input
+        for path in (output_dir / f"{model_path.stem}.{precision}.onnx", engine_path(output_dir, model_path.stem, precision, options.target)):
+            check_output(path, [model_path, options.cache, options.timing_cache])
+            check_output(sidecar_path(path), [model_path, options.cache, options.timing_cache])
     output_dir = ensure_dir(output_dir)
     results = []
     for precision in chosen:
-        typed = write_typed_onnx(model, precision, output_dir / f"{model_path.stem}.{precision}.onnx",
-                                 table, options.exclude, implicit=options.calibration == "implicit",
-                                 unquantized=options.unquantized)
+        typed = output_dir / f"{model_path.stem}.{precision}.onnx"
         engine = engine_path(output_dir, model_path.stem, precision, options.target)
-        info = build_engine(typed, engine, precision, options, backend, model_path)
+        # The typed ONNX is built from a temporary and moved into place after its engine: a failed
+        # or interrupted build leaves no typed ONNX that looks finished.
+        with atomic_path(typed) as draft:
+            write_typed_onnx(model, precision, draft, table, options.exclude, implicit=options.calibration == "implicit",
+                             unquantized=options.unquantized)
+            info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name)
         results.append(BuildResult(typed, engine, info))
         if on_engine is not None:
             on_engine(results[-1])

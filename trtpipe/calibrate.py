@@ -103,7 +103,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     tensors = quantized_activations(model)
     if not tensors:
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
-    check_output(output, [model_path], "-o")
+    check_output(output, [model_path, spec.path if spec is not None else None], "-o")
     spec = resolve_inputs(spec, model, model_path) if spec is not None else spec_from_onnx(model, model_path)
     made_from = provenance(model_path, data_dir, options, spec)
     if not force and is_fresh(output, made_from):

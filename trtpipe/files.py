@@ -55,8 +55,8 @@ def check_output(path: str | os.PathLike, inputs=(), flag: str = "-o") -> Path:
         raise TrtpipeError(f"{flag}: name an output file")
     try:
         mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        mode = None
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None  # not there yet; ensure_dir says what is wrong with its directory
     except OSError as exc:
         raise TrtpipeError(f"{flag} {path}: cannot use it ({exc.strerror}); choose another path") from None
     if mode is not None and stat.S_ISDIR(mode):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
 import click
 
-from trtpipe.cli import UNQUANTIZED_OPTION, _data_dir, _spec, main
+from trtpipe.cli import AT_LEAST_ONE, UNQUANTIZED_OPTION, _data_dir, _spec, main
 from trtpipe.errors import TrtpipeError
 
 
@@ -18,10 +19,10 @@ from trtpipe.errors import TrtpipeError
 @click.option("--cache", type=click.Path(path_type=Path), required=True, help="the calibration cache for --precision")
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's calibration directory")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
-@click.option("--limit", type=int, default=64, show_default=True, help="samples; every layer runs on all of them")
-@click.option("--batch-size", type=int, default=16, show_default=True)
+@click.option("--limit", type=AT_LEAST_ONE, default=64, show_default=True, help="samples; every layer runs on all of them")
+@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
 @UNQUANTIZED_OPTION
-@click.option("--top", type=int, default=10, show_default=True, help="rows to print")
+@click.option("--top", type=AT_LEAST_ONE, default=10, show_default=True, help="rows to print")
 @click.option("--json", "as_json", is_flag=True, help="print every layer as JSON")
 def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size, unquantized, top, as_json):
     """Quantize one layer at a time and rank the layers by how far the outputs move (--exclude candidates)."""
@@ -35,7 +36,7 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     graph = onnxio.load(model)
     spec = _spec(spec_path, graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
-    table = load_table(cache)
+    table = load_table(cache, [precision])
     layers = len(quantizable_layers(graph, table))
     if not layers:
         raise TrtpipeError(f"--cache {cache}: no Conv, MatMul or Gemm of {model} has scales in it; "
@@ -63,9 +64,9 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path))
 @click.option("--report", "report_dir", type=click.Path(path_type=Path), help="write JSON, Markdown and PNGs here")
 @click.option("--threshold", "overrides", multiple=True, help="METRIC=MIN, e.g. cosine=0.995 (repeatable)")
-@click.option("--batch-size", type=int, default=16, show_default=True)
-@click.option("--limit", type=int)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
+@click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overrides, batch_size, limit, as_json):
     """Compare an engine or typed ONNX with the FP32 baseline; exit 0 on pass, 1 on fail."""
     from trtpipe import data
@@ -83,8 +84,10 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
         key, _, value = item.partition("=")
         try:
             parsed[key] = float(value)
+            if not math.isfinite(parsed[key]):
+                raise ValueError(value)
         except ValueError:
-            raise TrtpipeError(f"--threshold {item}: write METRIC=NUMBER, e.g. cosine=0.995") from None
+            raise TrtpipeError(f"--threshold {item}: write METRIC=NUMBER with a finite number, e.g. cosine=0.995") from None
     if candidate.suffix == ".onnx":
         runner = OnnxRunner(candidate)
         precision = runner.precision

@@ -38,6 +38,14 @@ def node_matches(node, patterns: Iterable[str]) -> bool:
     return False
 
 
+def check_exclude(model, patterns: Iterable[str], model_path, flag: str = "--exclude") -> None:
+    """Raise if a pattern matches no node of `model`: a misspelt exclusion would quantize the layer it meant."""
+    for pattern in patterns:
+        if not any(node_matches(node, [pattern]) for node in model.graph.node):
+            raise TrtpipeError(f"{flag} {pattern}: matches no node of {model_path} (by name, op type or regex); "
+                               "list the node names with 'trtpipe inspect --json' or 'trtpipe sensitivity'")
+
+
 def to_half(model, precision: Precision, keep: Iterable[str] = (), default_keep: bool = True):
     """Return a copy of `model` computing in FP16 or BF16, with FP32 inputs and outputs.
 

@@ -180,27 +180,32 @@ def summary_rows(report_paths: list[Path]) -> list[dict]:
     for path in report_paths:
         try:
             report = json.loads(Path(path).read_text())
-        except (OSError, ValueError):
+            rows.append(_summary_row(path, report))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration, IndexError):
             raise TrtpipeError(f"{path}: not a validation report; rerun 'trtpipe validate --report'") from None
-        stem = Path(report["candidate"]).name
-        model, precision = stem.split(".")[0], report["precision"]
-        engines = sorted(Path(path).parent.parent.glob(f"{model}.{precision}.*.engine"))
-        first = next(iter(report["outputs"].values()))
-        if "accuracy" in first:
-            headline = f"accuracy {first['accuracy']:.2%} (FP32 {first['baseline_accuracy']:.2%}), top-1 agreement {first['top1_agreement']:.2%}"
-        elif "top1_agreement" in first:
-            headline = (f"top-1 agreement {first['top1_agreement']:.2%}, top-5 {first['top5_agreement']:.2%}, "
-                        f"cosine {first['cosine']:.4f}")
-        else:
-            headline = f"cosine {first['cosine']:.5f} (min {first['cosine_min']:.5f})"
-        failed = [f"{c['metric']} {c['value']:.4g} < {c['minimum']:g}" for c in report["checks"] if not c["passed"]]
-        if failed:
-            headline += f"; below minimum: {', '.join(failed)}"
-        rows.append({"model": model, "precision": precision,
-                     "engine_mb": engines[0].stat().st_size / 1e6 if engines else None,
-                     "against_fp32": headline, "samples": report["samples"],
-                     "result": "pass" if report["passed"] else "FAIL", "mode": report["mode"]})
     return rows
+
+
+def _summary_row(path: Path, report: dict) -> dict:
+    """Return the summary row of one parsed report; KeyError or TypeError when it is not a report."""
+    stem = Path(report["candidate"]).name
+    model, precision = stem.split(".")[0], report["precision"]
+    engines = sorted(Path(path).parent.parent.glob(f"{model}.{precision}.*.engine"))
+    first = next(iter(report["outputs"].values()))
+    if "accuracy" in first:
+        headline = f"accuracy {first['accuracy']:.2%} (FP32 {first['baseline_accuracy']:.2%}), top-1 agreement {first['top1_agreement']:.2%}"
+    elif "top1_agreement" in first:
+        headline = (f"top-1 agreement {first['top1_agreement']:.2%}, top-5 {first['top5_agreement']:.2%}, "
+                    f"cosine {first['cosine']:.4f}")
+    else:
+        headline = f"cosine {first['cosine']:.5f} (min {first['cosine_min']:.5f})"
+    failed = [f"{c['metric']} {c['value']:.4g} < {c['minimum']:g}" for c in report["checks"] if not c["passed"]]
+    if failed:
+        headline += f"; below minimum: {', '.join(failed)}"
+    return {"model": model, "precision": precision,
+            "engine_mb": engines[0].stat().st_size / 1e6 if engines else None,
+            "against_fp32": headline, "samples": report["samples"],
+            "result": "pass" if report["passed"] else "FAIL", "mode": report["mode"]}
 
 
 def summary_markdown(rows: list[dict]) -> str:
