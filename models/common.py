@@ -26,11 +26,19 @@ def parse_output() -> Path:
 
 
 def deterministic(seed: int = 0):
+    """Return torch set up so that training gives the same weights on every machine.
+
+    One thread: CPU kernels split their sums by thread, so the thread count changes the last bits
+    of every gradient and, over 30 epochs, which of 450 digits the net gets right (a 16-core
+    machine and a 2-core one trained nets of 99.56% and 99.33%). MKL's conditional numerical
+    reproducibility mode keeps its results the same across CPU instruction sets.
+    """
+    os.environ.setdefault("MKL_CBWR", "COMPATIBLE")  # read when MKL starts: before torch is imported
     import torch
 
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(1)
     return torch
 
 

@@ -84,6 +84,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     """
     trt = backend.trt
     target = options.target
+    draft, typed_onnx = typed_onnx, typed_onnx.parent / typed_name if typed_name else typed_onnx  # errors name the final file
     if not backend.builds_without_gpu:
         local = local_target()
         if local.capability != target.capability:
@@ -96,7 +97,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     implicit = options.calibration == "implicit"
     network = builder.create_network(0 if implicit else backend.strongly_typed_flags())
     parser = trt.OnnxParser(network, logger)
-    if not parser.parse_from_file(str(typed_onnx)):
+    if not parser.parse_from_file(str(draft)):
         errors = "; ".join(str(parser.get_error(i)).strip().splitlines()[0] for i in range(parser.num_errors))
         raise TrtpipeError(f"{typed_onnx}: {backend.name} cannot parse the model ({errors[:300]}); inspect it with 'trtpipe inspect'")
     config = builder.create_builder_config()
@@ -110,7 +111,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     tensors, profile = _io_tensors(network, backend, builder, options.shapes, typed_onnx)
     if profile is not None:
         config.add_optimization_profile(profile)
-    calibrator = _configure_implicit_int8(config, backend, options, profile, typed_onnx) if implicit else None
+    calibrator = _configure_implicit_int8(config, backend, options, profile, draft) if implicit else None
     if options.timing_cache is not None:
         _load_timing_cache(config, options.timing_cache)
 
@@ -131,7 +132,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
         compute_capability=f"{target.major}.{target.minor}", precision=str(precision), onnx=str(source_onnx),
         onnx_sha256=sha256(source_onnx), engine_sha256=hashlib.sha256(plan).hexdigest(),
         cache_sha256=sha256(options.cache) if options.cache and precision.quantized else None,
-        build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_name or typed_onnx.name},
+        build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_onnx.name},
         tensors=tensors,
     )
     commit_engine(engine, plan, info)

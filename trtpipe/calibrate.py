@@ -147,7 +147,7 @@ def load_table(path: Path, precisions=()) -> CalibrationTable:
     for precision in map(str, precisions):
         if grid is not None and precision in ("int8", "fp8") and precision != grid:
             raise TrtpipeError(f"--cache {path}: calibrated for {grid}, not {precision}; "
-                               f"make a {precision} cache with 'trtpipe calibrate --precision {precision}'")
+                               f"make an {precision} cache with 'trtpipe calibrate --precision {precision}'")
     return table
 
 
