@@ -26,7 +26,7 @@ from trtpipe.errors import TrtpipeError
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, read_sidecar
 
 # No example database: runs stay independent and nothing is written into the checkout.
-EXAMPLES = settings(max_examples=int(os.environ.get("TRTPIPE_EXAMPLES", 500)), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(max_examples=int(os.environ.get("TRTPIPE_EXAMPLES", "500")), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 # ---- the calibration cache --------------------------------------------------------------------
 
