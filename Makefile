@@ -73,7 +73,9 @@ $(BUILD)/$(1)/$(1).$(2).$(SM).engine: $(call source,$(1),$(2)) $(call cache,$(1)
 	$(TRTPIPE) build $$< --precision $(2) --target $(TARGET) --backend $(BACKEND) --spec models/$(1)/model.toml \
 		$(if $(call cache,$(1),$(2)),--cache $(call cache,$(1),$(2))) -o $(BUILD)/$(1)
 
+# `inspect` checks the engine against the sha256 its sidecar records before anything is measured.
 $(BUILD)/$(1)/reports/$(1).$(2).json: $(BUILD)/$(1)/$(1).$(2).$(SM).engine
+	$(TRTPIPE) inspect $$< > /dev/null
 	@mkdir -p $(BUILD)/$(1)/reports
 	$(TRTPIPE) validate $(BUILD)/$(1)/$(1).$(2).$(if $(filter engine,$(CANDIDATE)),$(SM).engine,onnx) \
 		--baseline $(BUILD)/$(1)/$(1).onnx --spec models/$(1)/model.toml --report $(BUILD)/$(1)/reports --json \
