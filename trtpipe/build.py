@@ -22,7 +22,7 @@ from trtpipe.files import atomic_path, check_output, ensure_dir, sha256, sidecar
 from trtpipe.graph import onnxio
 from trtpipe.graph.half import check_exclude
 from trtpipe.graph.typed import write_typed_onnx
-from trtpipe.runtime.sidecar import EngineInfo, TensorInfo
+from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, sealed
 from trtpipe.targets import Precision, Target, local_target
 
 
@@ -72,7 +72,7 @@ def commit_engine(engine: Path, plan: bytes, info: EngineInfo) -> None:
     the sha256 and refuses, and make, seeing an engine older than its sources, rebuilds it. A build
     killed before the sidecar leaves the old pair untouched.
     """
-    write_json(sidecar_path(engine), info.to_json())
+    write_json(sidecar_path(engine), sealed(info))
     write_bytes(engine, plan)
 
 

@@ -173,10 +173,15 @@ def _engine_copy(edit):
     return setup
 
 
-def _edit_sidecar(change):
+def _edit_sidecar(change, reseal=True):
+    """Setup: edit the sidecar's JSON; `reseal`: recompute its digest, as a careful forger would."""
     def edit(engine, sidecar):
+        from trtpipe.runtime.sidecar import SEAL, _digest
+
         raw = json.loads(sidecar.read_text())
         change(raw)
+        if reseal:
+            raw[SEAL] = _digest(raw)
         sidecar.write_text(json.dumps(raw))
     return _engine_copy(edit)
 
@@ -361,6 +366,9 @@ def _cases() -> list[Case]:
         "sidecar-unknown-field": (_edit_sidecar(lambda r: r.update(fastest=True)), "unknown field 'fastest'"),
         "sidecar-shape-strings": (_edit_sidecar(lambda r: r["tensors"][0].update(shape=["N", 16])), "not a list of integers"),
         "engine-missing": (_engine_copy(lambda e, s: e.unlink()), "no such"),
+        "sidecar-precision-edited": (_edit_sidecar(lambda r: r.update(precision="int8"), reseal=False), "edited after the build"),
+        "sidecar-target-edited": (_edit_sidecar(lambda r: r.update(target="sm80", compute_capability="8.0"), reseal=False),
+                                  "edited after the build"),
     }
     for name, (setup, needle) in engine_edits.items():
         cases.append(Case(f"inspect-engine-{name}", ("inspect", "{hostile}/mlp.fp16.sm89.engine"), (needle,), setup, rtx=True))

@@ -6,6 +6,7 @@ the builder writes it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -73,10 +74,32 @@ _TENSOR_FIELDS = {"name": str, "mode": str, "dtype": str, "shape": list, "profil
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
+SEAL = "sidecar_sha256"  # a digest of the sidecar's other fields: a hand edit shows
+
+
+def _digest(raw: dict) -> str:
+    body = {k: v for k, v in raw.items() if k != SEAL}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def sealed(info: EngineInfo) -> dict:
+    """Return the sidecar JSON for `info` with the digest of its fields, as the builder writes it."""
+    raw = info.to_json()
+    return {**raw, SEAL: _digest(raw)}
+
+
 def parse_sidecar(raw, path) -> EngineInfo:
-    """Return the EngineInfo in the parsed JSON `raw`; raise ValueError naming the first bad field."""
+    """Return the EngineInfo in the parsed JSON `raw`; raise ValueError naming the first bad field.
+
+    A sidecar that carries a digest of its fields (every one trtpipe writes) must match it, so an
+    edited sidecar is refused, not shown as it is.
+    """
     if not isinstance(raw, dict):
         raise TypeError("not a JSON object")
+    if SEAL in raw:
+        if raw[SEAL] != _digest(raw):
+            raise ValueError("edited after the build: its fields do not match their recorded digest")
+        raw = {k: v for k, v in raw.items() if k != SEAL}
     unknown = sorted(set(raw) - {f.name for f in fields(EngineInfo)})  # fields added to EngineInfo later are known
     missing = sorted(k for k in _FIELDS if k not in raw and k not in ("cache_sha256", "build_seconds", "options",
                                                                        "tensors", "sidecar_version"))
