@@ -24,7 +24,7 @@ SM ?= $(subst _,,$(TARGET))
 CANDIDATE = onnx
 endif
 
-.PHONY: all demo test lint engines validate clean bench-copies bench-calibrate wheelhouse venv
+.PHONY: all demo test lint engines validate clean bench-copies bench-calibrate wheelhouse venv check-reproducible
 all: demo
 
 $(VENV)/.created:
@@ -101,6 +101,10 @@ demo: $(REPORTS)
 # trtpipe's entropy calibration against ONNX Runtime's on 1,000 and 10,000 real digits, in one run.
 bench-calibrate: $(BUILD)/digits/digits.onnx
 	$(PY) scripts/bench_calibrate.py
+
+# Two exports of MODEL (default digits) from scratch, each in a fresh folder: every byte must agree.
+check-reproducible: | $(VENV)/.demo
+	$(PY) scripts/check_reproducible.py $(or $(MODEL),digits)
 
 # GPU host only: the runtime's copies against torch's, in one run.
 bench-copies: $(VENV)/.test
