@@ -233,7 +233,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
         raw = validate_raw(raw)
     except _Invalid as exc:
         raise TrtpipeError(f"--spec {path}: {exc}") from None
-    parse_shapes([f"{k}:{v}" for k, v in raw.get("shapes", {}).items()], f"--spec {path} [shapes]")
+    parse_shapes([f"{k}:{v}" for k, v in raw.get("shapes", {}).items()], f"--spec {path}: [shapes]")
     root = path.parent
     inputs = [InputSpec(i["name"], list(i["shape"]), i.get("dtype", "float32")) for i in raw.get("inputs", [])]
     names = [i.name for i in inputs]
