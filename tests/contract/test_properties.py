@@ -191,7 +191,7 @@ MISTAKES = [
     ("[[inputs]]", ["[[inputs]]", 'name = "x"', 'shape = [1, "a"]'], "must be an integer"),
     ("[[inputs]]", ["[[inputs]]", 'name = "x"', "shape = [1]", 'dtype = "float64"'], "not one of"),
     ("[[inputs]]", ["[[inputs]]", "shape = [1]"], "needs a key 'name'"),
-    ("[shapes]", ["[shapes]", 'x = "1x2"'], "--shapes x:1x2"),
+    ("[shapes]", ["[shapes]", 'x = "1x2"'], "[shapes] x:1x2: write NAME:MIN/OPT/MAX"),
     ("[dat]", ["[dat]", 'calibration = "c"'], "did you mean [data]?"),
     ("", ['nmae = "m"'], "did you mean 'name'?"),
     ("", ["task = 3"], "task must be a string"),
