@@ -24,7 +24,7 @@ SM ?= $(subst _,,$(TARGET))
 CANDIDATE = onnx
 endif
 
-.PHONY: all demo test lint engines validate clean bench-copies bench-calibrate wheelhouse venv serve bench-serve
+.PHONY: all demo test lint engines validate clean bench-copies bench-calibrate wheelhouse venv serve bench-serve check-reproducible
 all: demo
 
 $(VENV)/.created:
@@ -77,7 +77,9 @@ $(BUILD)/$(1)/$(1).$(2).$(SM).engine: $(call source,$(1),$(2)) $(call cache,$(1)
 	$(TRTPIPE) build $$< --precision $(2) --target $(TARGET) --backend $(BACKEND) --spec models/$(1)/model.toml \
 		$(if $(call cache,$(1),$(2)),--cache $(call cache,$(1),$(2))) -o $(BUILD)/$(1)
 
+# `inspect` checks the engine against the sha256 its sidecar records before anything is measured.
 $(BUILD)/$(1)/reports/$(1).$(2).json: $(BUILD)/$(1)/$(1).$(2).$(SM).engine
+	$(TRTPIPE) inspect $$< > /dev/null
 	@mkdir -p $(BUILD)/$(1)/reports
 	$(TRTPIPE) validate $(BUILD)/$(1)/$(1).$(2).$(if $(filter engine,$(CANDIDATE)),$(SM).engine,onnx) \
 		--baseline $(BUILD)/$(1)/$(1).onnx --spec models/$(1)/model.toml --report $(BUILD)/$(1)/reports --json \
@@ -122,6 +124,9 @@ bench-serve: $(BUILD)/$(or $(MODEL),efficientnet-lite0)/$(or $(MODEL),efficientn
 .PHONY: zoo
 zoo: $(VENV)/.demo
 	$(PY) scripts/zoo.py $(if $(ZOO),--only $(ZOO))
+# Two exports of MODEL (default digits) from scratch, each in a fresh folder: every byte must agree.
+check-reproducible: | $(VENV)/.demo
+	$(PY) scripts/check_reproducible.py $(or $(MODEL),digits)
 
 # GPU host only: the runtime's copies against torch's, in one run.
 bench-copies: $(VENV)/.test

@@ -6,9 +6,11 @@ bytes. Tensor names may hold spaces, brackets and colons, so a line splits at it
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import struct
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,13 +66,28 @@ def decode_scale(text: str) -> float:
 def render(table: CalibrationTable, header: str | None = None) -> str:
     """Return the cache text for `table`, under `header` when given (TensorRT checks it)."""
     lines = [header or table.header]
-    lines += [f"{name}: {encode_scale(amax / INT8_MAX)}" for name, amax in table.amax.items()]
+    for name, amax in table.amax.items():
+        if amax == 0 and "\n" not in name and "\r" not in name and name.strip():
+            lines.append(f"{name}: 0")  # TensorRT's own mark for a tensor that was zero on every sample
+            continue
+        try:
+            scale = encode_scale(amax / INT8_MAX)
+        except (OverflowError, struct.error):
+            scale = "7f800000"
+        if "\n" in name or "\r" in name or not name.strip() or not (math.isfinite(amax) and amax > 0) \
+                or not 0 < decode_scale(scale) < math.inf:
+            raise ValueError(f"tensor {name!r}: amax {amax!r} cannot be written "
+                             "(a one-line name and an amax that is 0 or has a finite float32 scale above 0)")
+        lines.append(f"{name}: {scale}")
     return "\n".join(lines) + "\n"
 
 
 def parse(text: str, source: str = "<cache>") -> CalibrationTable:
     """Return the table in cache `text`; raise CacheError naming the first bad line."""
-    lines = text.splitlines()
+    # Lines end at \n (optionally \r\n) only, as TensorRT reads them: names may hold other separators.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
     if not lines or not _HEADER.fullmatch(lines[0].strip()):
         raise CacheError(f"{source}: line 1 is not a TensorRT cache header (TRT-<version>-<algorithm>)")
     version, algorithm = _HEADER.fullmatch(lines[0].strip()).groups()
@@ -82,9 +99,18 @@ def parse(text: str, source: str = "<cache>") -> CalibrationTable:
         try:
             if not sep or not name:
                 raise ValueError(line)
-            table.amax[name] = decode_scale(value) * INT8_MAX
+            amax = decode_scale(value) * INT8_MAX
         except (ValueError, struct.error):
             raise CacheError(f"{source}: line {number} is not '<tensor>: <hex scale>': {line.strip()[:60]!r}") from None
+        # A NaN, infinite, negative or hex-encoded zero scale would quantize the tensor to garbage (or
+        # NaN) downstream. TensorRT writes a bare "0" for a tensor that was zero on every sample:
+        # that one zero is kept (any scale represents an all-zero tensor exactly).
+        if not (math.isfinite(amax) and (amax > 0 or value.strip() == "0")):
+            raise CacheError(f"{source}: line {number} gives tensor {name[:60]!r} the scale {amax / INT8_MAX!r}; "
+                             "a scale is a finite number above 0 (or a bare 0 for an all-zero tensor)")
+        if name in table.amax:
+            raise CacheError(f"{source}: line {number} gives tensor {name[:60]!r} a second scale")
+        table.amax[name] = amax
     return table
 
 
@@ -101,6 +127,12 @@ def read_cache(path: str | os.PathLike) -> CalibrationTable:
 def write_cache(table: CalibrationTable, path: str | os.PathLike) -> None:
     """Write `table` to `path` atomically (temporary file, then rename)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(render(table))
-    os.replace(tmp, path)
+    text = render(table)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # one per writer
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

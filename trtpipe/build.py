@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Sequence
@@ -17,12 +18,13 @@ from trtpipe import data
 from trtpipe.calibrate import load_table, observe_data_ranges
 from trtpipe.config import ModelSpec, Shape, spec_from_onnx
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import ensure_dir, sha256, sidecar_path, write_bytes, write_json
+from trtpipe.files import atomic_path, check_output, ensure_dir, sha256, sidecar_path, write_bytes, write_json
 from trtpipe.graph import onnxio
+from trtpipe.graph.keep import check_exclude
 from trtpipe.graph.typed import kept_nodes, write_typed_onnx
 from trtpipe.runtime.dtypes import numpy_dtype, trt_type_name
 from trtpipe.runtime.logger import shared_logger
-from trtpipe.runtime.sidecar import EngineInfo, TensorInfo
+from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, sealed
 from trtpipe.targets import Precision, Target, local_target
 
 
@@ -65,11 +67,27 @@ def _numpy_dtype(dtype) -> str:
         return trt_type_name(dtype).lower()
 
 
+def commit_engine(engine: Path, plan: bytes, info: EngineInfo) -> None:
+    """Write the sidecar, then the engine, each atomically: the engine and its sidecar as one.
+
+    The sidecar records the engine's sha256 and goes first. A build killed between the two renames
+    leaves the old engine (or none) beside a sidecar that does not describe it: every reader checks
+    the sha256 and refuses, and make, seeing an engine older than its sources, rebuilds it. A build
+    killed before the sidecar leaves the old pair untouched.
+    """
+    write_json(sidecar_path(engine), sealed(info))
+    write_bytes(engine, plan)
+
+
 def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: BuildOptions,
-                 backend: backends.Backend, source_onnx: Path) -> EngineInfo:
-    """Build one strongly typed engine from `typed_onnx` and write it with its sidecar."""
+                 backend: backends.Backend, source_onnx: Path, typed_name: str | None = None) -> EngineInfo:
+    """Build one strongly typed engine from `typed_onnx` and write it with its sidecar.
+
+    `typed_name`: the file name the typed ONNX will have once committed (it is built from a temporary).
+    """
     trt = backend.trt
     target = options.target
+    draft, typed_onnx = typed_onnx, typed_onnx.parent / typed_name if typed_name else typed_onnx  # errors name the final file
     if not backend.builds_without_gpu:
         local = local_target()
         if local.capability != target.capability:
@@ -82,7 +100,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     implicit = options.calibration == "implicit"
     network = builder.create_network(0 if implicit else backend.strongly_typed_flags())
     parser = trt.OnnxParser(network, logger)
-    if not parser.parse_from_file(str(typed_onnx)):
+    if not parser.parse_from_file(str(draft)):
         errors = "; ".join(str(parser.get_error(i)).strip().splitlines()[0] for i in range(parser.num_errors))
         raise TrtpipeError(f"{typed_onnx}: {backend.name} cannot parse the model ({errors[:300]}); inspect it with 'trtpipe inspect'")
     config = builder.create_builder_config()
@@ -110,18 +128,18 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
         calibrator.feed.raise_error()  # TensorRT swallowed it and built anyway: write nothing
     if serialized is None:
         raise TrtpipeError(f"{typed_onnx}: {backend.name} failed to build a {precision} engine for {target.sm}; rerun with --verbose")
+    plan = bytes(serialized)
     if timing_cache is not None:
         write_bytes(options.timing_cache, bytes(timing_cache.serialize()), "--timing-cache")
-    write_bytes(engine, bytes(serialized))
     info = EngineInfo(
         engine=engine.name, backend=backend.name, backend_version=backend.version, target=target.sm,
         compute_capability=f"{target.major}.{target.minor}", precision=str(precision), onnx=str(source_onnx),
-        onnx_sha256=sha256(source_onnx), engine_sha256=sha256(engine),
+        onnx_sha256=sha256(source_onnx), engine_sha256=hashlib.sha256(plan).hexdigest(),
         cache_sha256=sha256(options.cache) if options.cache and precision.quantized else None,
         build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_onnx.name}, tensors=tensors,
-        kept_fp32=kept_nodes(onnxio.load(typed_onnx)),
+        kept_fp32=kept_nodes(onnxio.load(draft)),
     )
-    write_json(sidecar_path(engine), info.to_json())
+    commit_engine(engine, plan, info)
     return info
 
 
@@ -259,7 +277,8 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     model = onnxio.load(model_path)  # a bad model fails here, before any file is written
     spec = backends.choose_spec(options.backend, options.target)
     chosen = backends.plan_precisions(precisions, options.target, spec)
-    table = load_table(options.cache) if options.cache is not None else None
+    table = load_table(options.cache, [p for p in chosen if p.quantized]) if options.cache is not None else None
+    check_exclude(model, options.exclude, model_path)
     if options.timing_cache is not None and not spec.timing_cache:
         raise TrtpipeError(f"--timing-cache: {spec.name} has no timing cache (it does not time tactics); drop the flag")
     backend = backends.load(spec, options.target)
@@ -270,6 +289,13 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
             f"--calibration implicit: {backend.name} {backend.version} has no implicit INT8 (TensorRT 10 only); "
             "use --calibration explicit"
         )
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise TrtpipeError(f"-o {output_dir}: is a file; build writes engines into a directory, name one")
+    for precision in chosen:  # before anything is written: no output may be an input
+        for path in (output_dir / f"{model_path.stem}.{precision}.onnx", engine_path(output_dir, model_path.stem, precision, options.target)):
+            check_output(path, [model_path, options.cache, options.timing_cache])
+            check_output(sidecar_path(path), [model_path, options.cache, options.timing_cache])
     output_dir = ensure_dir(output_dir)
     ranges = None
     if options.calibration_data is not None and options.calibration == "explicit" \
@@ -277,11 +303,14 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
         ranges = observe_data_ranges(model, options.calibration_data, options.spec)
     results = []
     for precision in chosen:
-        typed = write_typed_onnx(model, precision, output_dir / f"{model_path.stem}.{precision}.onnx",
-                                 table, options.exclude, implicit=options.calibration == "implicit",
-                                 unquantized=options.unquantized, ranges=ranges)
+        typed = output_dir / f"{model_path.stem}.{precision}.onnx"
         engine = engine_path(output_dir, model_path.stem, precision, options.target)
-        info = build_engine(typed, engine, precision, options, backend, model_path)
+        # The typed ONNX is built from a temporary and moved into place after its engine: a failed
+        # or interrupted build leaves no typed ONNX that looks finished.
+        with atomic_path(typed) as draft:
+            write_typed_onnx(model, precision, draft, table, options.exclude, implicit=options.calibration == "implicit",
+                             unquantized=options.unquantized, ranges=ranges)
+            info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name)
         results.append(BuildResult(typed, engine, info))
         if on_engine is not None:
             on_engine(results[-1])

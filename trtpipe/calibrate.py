@@ -13,9 +13,9 @@ from calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, read_cac
 from calibrators.graph import quantized_activations
 from calibrators.histogram import DEFAULT_BINS
 from trtpipe import data
-from trtpipe.config import ModelSpec, spec_from_onnx
+from trtpipe.config import ModelSpec, resolve_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import sha256, sidecar_path, write_json, write_text
+from trtpipe.files import check_output, sha256, sidecar_path, write_json, write_text
 from trtpipe.graph import onnxio
 from trtpipe.progress import progress_bar
 
@@ -45,8 +45,32 @@ def data_fingerprint(directory: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def provenance(model_path, data_dir, options: CalibrationOptions) -> dict:
-    return {"onnx_sha256": sha256(model_path), "data_sha256": data_fingerprint(data_dir), "options": asdict(options)}
+def versions() -> dict:
+    """Return the versions of what computes the scales: trtpipe, ONNX Runtime (runs the model), numpy (histograms)."""
+    from importlib import metadata
+
+    import numpy
+    import onnxruntime
+
+    try:
+        trtpipe_version = metadata.version("trtpipe")
+    except metadata.PackageNotFoundError:
+        trtpipe_version = "unknown"
+    return {"trtpipe": trtpipe_version, "onnxruntime": onnxruntime.__version__, "numpy": numpy.__version__}
+
+
+def spec_fingerprint(spec: ModelSpec) -> dict:
+    """Return the parts of a spec that change what the model sees: its inputs and the image preprocessing."""
+    return {"inputs": [asdict(i) for i in spec.inputs],
+            "preprocess": asdict(spec.preprocess) if spec.preprocess is not None else None}
+
+
+def provenance(model_path, data_dir, options: CalibrationOptions, spec: ModelSpec | None = None) -> dict:
+    """Return everything a cache depends on; a cache whose sidecar records anything else is stale."""
+    made_from = {"onnx_sha256": sha256(model_path), "data_sha256": data_fingerprint(data_dir), "options": asdict(options),
+                 "spec": json.loads(json.dumps(spec_fingerprint(spec))) if spec is not None else None,
+                 "versions": versions()}
+    return made_from
 
 
 def is_fresh(cache: str | os.PathLike, made_from: dict) -> bool:
@@ -57,6 +81,8 @@ def is_fresh(cache: str | os.PathLike, made_from: dict) -> bool:
     try:
         recorded = json.loads(side.read_text())
     except (OSError, ValueError):
+        return False
+    if not isinstance(recorded, dict) or recorded.get("cache_sha256") != sha256(cache):
         return False
     return {k: recorded.get(k) for k in made_from} == made_from
 
@@ -77,33 +103,52 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     tensors = quantized_activations(model)
     if not tensors:
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
-    made_from = provenance(model_path, data_dir, options)
+    check_output(output, [model_path, spec.path if spec is not None else None], "-o")
+    spec = resolve_inputs(spec, model, model_path) if spec is not None else spec_from_onnx(model, model_path)
+    made_from = provenance(model_path, data_dir, options, spec)
     if not force and is_fresh(output, made_from):
         os.utime(output)
         return read_cache(output), False
-    spec = spec or spec_from_onnx(model, model_path)
     batches = data.iter_batches(spec, data_dir, options.batch_size, options.limit, options.shuffle, options.seed)
     total = data.count_samples(data_dir, options.limit)
     with progress_bar(total, f"calibrating {Path(model_path).name}", "samples", show_progress) as bar, \
             data.model_runs_on(data_dir):
         histograms = collect_histograms(model, tensors, (b.arrays for b in batches), options.bins, on_batch=bar.update)
+    if bar.n == 0:
+        raise TrtpipeError(f"--data {data_dir}: no samples were read; add calibration samples or raise --limit")
     table = CalibrationTable(algorithm=ALGORITHMS[options.method])
     for name, hist in histograms.items():
         table.amax[name] = compute_amax(hist, options.method, options.grid, options.percentile)
-    write_text(output, render(table))
-    write_json(sidecar_path(output), {**made_from, "tensors": len(table.amax),
-                                      "samples": bar.n})
+    # The sidecar goes first and names the cache's sha256: a run killed between the two writes
+    # leaves a sidecar that does not match the old cache, so nothing takes that cache as fresh.
+    text = render(table)
+    write_json(sidecar_path(output), {**made_from, "cache_sha256": hashlib.sha256(text.encode()).hexdigest(),
+                                      "tensors": len(table.amax), "samples": bar.n})
+    write_text(output, text)
     return table, True
 
 
-def load_table(path: Path) -> CalibrationTable:
-    """Return the calibration table in the cache at `path`, or raise naming the file and the fix."""
+def load_table(path: Path, precisions=()) -> CalibrationTable:
+    """Return the calibration table in the cache at `path`, or raise naming the file and the fix.
+
+    A cache that calibrate wrote says in its sidecar which grid (int8 or fp8) its amax were chosen
+    for; using it for another quantized precision in `precisions` is an error. A cache without a
+    sidecar (TensorRT's own) is taken as it is.
+    """
     if not Path(path).is_file():
         raise TrtpipeError(f"--cache {path}: no such file; make it with 'trtpipe calibrate'")
     try:
-        return read_cache(path)
+        table = read_cache(path)
     except CacheError as exc:
         raise TrtpipeError(f"--cache {exc}; recalibrate with 'trtpipe calibrate'") from None
+    if not table.amax:
+        raise TrtpipeError(f"--cache {path}: the cache holds no tensors; recalibrate with 'trtpipe calibrate'")
+    grid = cache_grid(path)
+    for precision in map(str, precisions):
+        if grid is not None and precision in ("int8", "fp8") and precision != grid:
+            raise TrtpipeError(f"--cache {path}: calibrated for {grid}, not {precision}; "
+                               f"make an {precision} cache with 'trtpipe calibrate --precision {precision}'")
+    return table
 
 
 # Activation ranges for FP16/BF16 need the extremes, not a distribution: a few batches show them.
@@ -125,3 +170,13 @@ def observe_data_ranges(model, data_dir: str | os.PathLike, spec: ModelSpec | No
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
     with data.model_runs_on(data_dir):
         return observe_ranges(cleaned, batches)
+
+
+def cache_grid(path: Path) -> str | None:
+    """Return the precision ('int8' or 'fp8') a cache's sidecar says it was calibrated for, else None."""
+    try:
+        recorded = json.loads(sidecar_path(path).read_text())
+        grid = recorded["options"]["grid"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return grid if grid in ("int8", "fp8") else None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import itertools
+import math
 import os
 import re
 import sys
@@ -73,21 +75,6 @@ class OutputSpec:
     threshold: float | None = None
 
 
-OUTPUT_KEYS = {"name": str, "task": str, "layout": str, "conf": float, "iou": float, "classes": int,
-               "score_output": str, "class_output": str, "margin": float, "neighbours": int, "threshold": float}
-
-
-def _output_spec(raw: dict) -> OutputSpec:
-    unknown = sorted(set(raw) - set(OUTPUT_KEYS))
-    if unknown or "name" not in raw:
-        raise ValueError(f"[[outputs]] {raw.get('name', '?')}: " + (f"unknown key '{unknown[0]}'" if unknown else "needs a name")
-                         + f" (keys: {', '.join(OUTPUT_KEYS)})")
-    values = {key: OUTPUT_KEYS[key](value) for key, value in raw.items()}
-    if values.get("task", "generic") not in TASKS:
-        raise ValueError(f"[[outputs]] {raw['name']}: task {values['task']} is not one of {', '.join(TASKS)}")
-    return OutputSpec(**values)
-
-
 @dataclass
 class ModelSpec:
     """Everything the pipeline needs to know of a model beyond its ONNX file."""
@@ -105,6 +92,7 @@ class ModelSpec:
     smooth: float | None = None  # SmoothQuant alpha for INT8 ('trtpipe smooth'); None: not smoothed
     exclude: list[str] = field(default_factory=list)  # nodes kept out of INT8/FP8 when --exclude is not given
     outputs: list[OutputSpec] = field(default_factory=list)  # [[outputs]]: empty judges every float output
+    path: Path | None = None  # the model.toml this came from, for error messages
 
     def input(self, name: str) -> InputSpec:
         for spec in self.inputs:
@@ -113,54 +101,237 @@ class ModelSpec:
         raise KeyError(name)
 
 
+# The spec's schema: every table and key a model.toml may hold. Anything else is a mistake (a
+# misspelt table silently ignored would change what is built), so load_spec names it and what was meant.
+PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4", "int4")
+
+
+class _Invalid(Exception):
+    """A spec value is wrong; the message says where and what was meant."""
+
+
+def _did_you_mean(word: str, known, wrap=lambda k: k) -> str:
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {wrap(close[0])}?" if close else f"; known: {', '.join(wrap(k) for k in known)}"
+
+
+def _describe(value) -> str:
+    kind = {str: "a string", bool: "a boolean", int: "an integer", float: "a number", list: "a list",
+            dict: "a table"}.get(type(value), type(value).__name__)
+    return f"{kind} ({value!r})" if isinstance(value, (str, int, float, bool)) else kind
+
+
+def _string(value, where):
+    if not isinstance(value, str):
+        raise _Invalid(f"{where} must be a string, not {_describe(value)}")
+    return value
+
+
+def _integer(value, where):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(f"{where} must be an integer, not {_describe(value)}")
+    return value
+
+
+def _number(value, where):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Invalid(f"{where} must be a number, not {_describe(value)}")
+    if not math.isfinite(value):
+        raise _Invalid(f"{where} must be a finite number, not {value}")
+    return float(value)
+
+
+def _boolean(value, where):
+    if not isinstance(value, bool):
+        raise _Invalid(f"{where} must be true or false, not {_describe(value)}")
+    return value
+
+
+def _choice(*choices):
+    def check(value, where):
+        if _string(value, where) not in choices:
+            raise _Invalid(f"{where} is {value!r}, not one of {', '.join(choices)}{_did_you_mean(value, choices)}")
+        return value
+    return check
+
+
+def _list_of(item, length: int | None = None):
+    def check(value, where):
+        if isinstance(value, str):
+            raise _Invalid(f"{where} must be a list, not a string; write {where.split()[-1]} = [{value!r}]")
+        if not isinstance(value, list):
+            raise _Invalid(f"{where} must be a list, not {_describe(value)}")
+        if length is not None and len(value) != length:
+            raise _Invalid(f"{where} must have {length} entries, not {len(value)}")
+        return [item(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return check
+
+
+def _table(keys: dict, name: str, required=(), extra=None):
+    """A TOML table with the given keys; `extra` checks keys beyond them (None: none allowed)."""
+    def check(value, where):
+        if not isinstance(value, dict):
+            raise _Invalid(f"{where} must be a table ([{name}]), not {_describe(value)}")
+        for key in required:
+            if key not in value:
+                raise _Invalid(f"{where} needs a key '{key}'")
+        out = {}
+        for key, v in value.items():
+            if key in keys:
+                out[key] = keys[key](v, f"{where} {key}")
+            elif extra is not None:
+                out[key] = extra(v, f"{where} {key}")
+            else:
+                raise _Invalid(f"unknown key '{key}' in {where}{_did_you_mean(key, keys, repr)}")
+        return out
+    return check
+
+
+def _map_of(item, name: str, keys=None):
+    """A table whose keys are free (input names, precisions) and whose values all have one type."""
+    def check(value, where):
+        if not isinstance(value, dict):
+            raise _Invalid(f"{where} must be a table ([{name}]), not {_describe(value)}")
+        for key in value:
+            if keys is not None and key not in keys:
+                raise _Invalid(f"{where}: '{key}' is not one of {', '.join(keys)}{_did_you_mean(key, keys, repr)}")
+        return {k: item(v, f"{where} {k}" if keys is None else f"[{name}.{k}]") for k, v in value.items()}
+    return check
+
+
+def _array_of_tables(table, name: str):
+    def check(value, where):
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise _Invalid(f"{where} must be an array of tables ([[{name}]] entries), not {_describe(value)}")
+        return [table(v, f"[[{name}]] #{i + 1}") for i, v in enumerate(value)]
+    return check
+
+
+SCHEMA = {
+    "name": _string,
+    "task": _choice(*TASKS),
+    "inputs": _array_of_tables(_table({"name": _string, "shape": _list_of(_integer), "dtype": _choice(*DTYPES),
+                                       "batch_axis": _integer, "batched": _boolean},
+                                      "inputs", required=("name", "shape")), "inputs"),
+    "preprocess": _table({"size": _list_of(_integer, 2), "resize": _integer, "color": _choice("RGB", "BGR", "L"),
+                          "scale": _number, "mean": _list_of(_number), "std": _list_of(_number),
+                          "layout": _choice("NCHW", "NHWC"), "dtype": _choice("float32", "float16")}, "preprocess"),
+    "shapes": _map_of(_string, "shapes"),
+    "data": _table({"calibration": _string, "validation": _string, "labels": _string}, "data"),
+    "thresholds": _map_of(_map_of(_number, "thresholds"), "thresholds", keys=PRECISION_KEYS),
+    "quantize": _table({"exclude": _list_of(_string), "smooth": _number}, "quantize"),
+    # Per-output tasks: what validation judges each output by (OutputSpec says what each key means).
+    "outputs": _array_of_tables(_table({"name": _string, "task": _choice(*TASKS), "layout": _string, "conf": _number,
+                                        "iou": _number, "classes": _integer, "score_output": _string,
+                                        "class_output": _string, "margin": _number, "neighbours": _integer,
+                                        "threshold": _number}, "outputs", required=("name",)), "outputs"),
+}
+TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs")
+
+
+def validate_raw(raw: dict) -> dict:
+    """Return the parsed TOML checked against SCHEMA; raise _Invalid naming the first mistake."""
+    out = {}
+    for key, value in raw.items():
+        if key not in SCHEMA:
+            if isinstance(value, (dict, list)):
+                raise _Invalid(f"unknown table [{key}]{_did_you_mean(key, TABLES, lambda k: f'[{k}]')}")
+            raise _Invalid(f"unknown key '{key}'{_did_you_mean(key, SCHEMA, repr)}")
+        where = f"[{key}]" if key in TABLES else key
+        out[key] = SCHEMA[key](value, where)
+    pre = out.get("preprocess", {})
+    for key in ("size", "resize"):
+        values = pre.get(key, [1]) if key == "size" else [pre.get(key, 1)]
+        if any(v < 1 for v in values):
+            raise _Invalid(f"[preprocess] {key} must be at least 1")
+    if any(v == 0 for v in pre.get("std", [])) or pre.get("scale", 1) == 0:
+        raise _Invalid("[preprocess] std and scale must not be 0 (they divide and multiply every pixel)")
+    smooth = out.get("quantize", {}).get("smooth")
+    if smooth is not None and not 0 <= smooth <= 1:
+        raise _Invalid(f"[quantize] smooth is {smooth:g}; SmoothQuant's alpha is between 0 and 1")
+    for i, spec in enumerate(out.get("inputs", [])):
+        if any(d < -1 or d == 0 for d in spec["shape"]):
+            raise _Invalid(f"[[inputs]] #{i + 1} shape {spec['shape']}: dimensions are positive, or -1 for dynamic")
+    return out
+
+
 def load_spec(path: str | os.PathLike) -> ModelSpec:
     """Return the spec in the TOML file at `path`; relative paths in it are relative to the file."""
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text())
     except OSError as exc:
-        raise TrtpipeError(f"--spec {path}: cannot read the spec ({exc.strerror})") from None
+        raise TrtpipeError(f"--spec {path}: cannot read the spec ({exc.strerror or exc.__class__.__name__})") from None
+    except UnicodeDecodeError:
+        raise TrtpipeError(f"--spec {path}: not a text file; pass the model's model.toml") from None
     except tomllib.TOMLDecodeError as exc:
         raise TrtpipeError(f"--spec {path}: not valid TOML ({exc}); fix the file") from None
-    root = path.parent
     try:
-        inputs = [InputSpec(name=i["name"], shape=[int(d) for d in i["shape"]], dtype=i.get("dtype", "float32"),
-                            batch_axis=int(i.get("batch_axis", 0)) if i.get("batched", True) else None)
-                  for i in raw.get("inputs", [])]
-        for spec in inputs:
-            if spec.dtype not in DTYPES:
-                raise ValueError(f"input {spec.name}: dtype {spec.dtype} is not one of {', '.join(DTYPES)}")
-            if spec.batch_axis is not None and not 0 <= spec.batch_axis < max(len(spec.shape), 1):
-                raise ValueError(f"input {spec.name}: batch_axis {spec.batch_axis} is not an axis of shape {spec.shape}")
-        pre = raw.get("preprocess")
-        preprocess = None
-        if pre is not None:
-            preprocess = Preprocess(
-                size=tuple(pre.get("size", (224, 224))), resize=pre.get("resize"), color=pre.get("color", "RGB"),
-                scale=float(pre.get("scale", 1.0 / 255.0)), mean=list(pre.get("mean", [0.0])),
-                std=list(pre.get("std", [1.0])), layout=pre.get("layout", "NCHW"), dtype=pre.get("dtype", "float32"),
-            )
-            if preprocess.color not in ("RGB", "BGR", "L") or preprocess.layout not in ("NCHW", "NHWC"):
-                raise ValueError("preprocess: color is RGB, BGR or L and layout is NCHW or NHWC")
-        if raw.get("task", "generic") not in TASKS:
-            raise ValueError(f"task {raw['task']} is not one of {', '.join(TASKS)}")
-        data = raw.get("data", {})
-        quantize = raw.get("quantize", {})
-        smooth = quantize.get("smooth")
-
-        def rel(key):
-            return (root / data[key]).resolve() if key in data else None
-
-        return ModelSpec(
-            name=raw.get("name", root.name), root=root, task=raw.get("task", "generic"), inputs=inputs,
-            preprocess=preprocess, shapes=dict(raw.get("shapes", {})), calibration=rel("calibration"),
-            validation=rel("validation"), labels=rel("labels"),
-            thresholds={k: dict(v) for k, v in raw.get("thresholds", {}).items()},
-            smooth=float(smooth) if smooth is not None else None, exclude=[str(e) for e in quantize.get("exclude", [])],
-            outputs=[_output_spec(o) for o in raw.get("outputs", [])],
+        raw = validate_raw(raw)
+    except _Invalid as exc:
+        raise TrtpipeError(f"--spec {path}: {exc}") from None
+    parse_shapes([f"{k}:{v}" for k, v in raw.get("shapes", {}).items()], f"--spec {path}: [shapes]")
+    root = path.parent
+    inputs = [InputSpec(i["name"], list(i["shape"]), i.get("dtype", "float32"),
+                        batch_axis=i.get("batch_axis", 0) if i.get("batched", True) else None)
+              for i in raw.get("inputs", [])]
+    for spec in inputs:
+        if spec.batch_axis is not None and not 0 <= spec.batch_axis < max(len(spec.shape), 1):
+            raise TrtpipeError(f"--spec {path}: [[inputs]] {spec.name}: batch_axis {spec.batch_axis} is not an axis "
+                               f"of shape {spec.shape}")
+    names = [i.name for i in inputs]
+    if len(set(names)) != len(names):
+        raise TrtpipeError(f"--spec {path}: [[inputs]] names an input twice; list each once")
+    pre = raw.get("preprocess")
+    preprocess = None
+    if pre is not None:
+        defaults = Preprocess()
+        preprocess = Preprocess(
+            size=tuple(pre.get("size", defaults.size)), resize=pre.get("resize"), color=pre.get("color", defaults.color),
+            scale=pre.get("scale", defaults.scale), mean=pre.get("mean", defaults.mean), std=pre.get("std", defaults.std),
+            layout=pre.get("layout", defaults.layout), dtype=pre.get("dtype", defaults.dtype),
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise TrtpipeError(f"--spec {path}: {exc}; see models/digits/model.toml for the format") from None
+    data = raw.get("data", {})
+    quantize = raw.get("quantize", {})
+
+    def rel(key):
+        return (root / data[key]).resolve() if key in data else None
+
+    return ModelSpec(
+        name=raw.get("name", root.name), root=root, task=raw.get("task", "generic"), inputs=inputs,
+        preprocess=preprocess, shapes=raw.get("shapes", {}), calibration=rel("calibration"),
+        validation=rel("validation"), labels=rel("labels"), thresholds=raw.get("thresholds", {}),
+        smooth=quantize.get("smooth"), exclude=quantize.get("exclude", []),
+        outputs=[OutputSpec(**o) for o in raw.get("outputs", [])],
+        path=path,
+    )
+
+
+def resolve_inputs(spec: ModelSpec, model, model_path: str | os.PathLike) -> ModelSpec:
+    """Return `spec` checked against the model's inputs; a spec that lists none takes the model's.
+
+    An [[inputs]] name the model lacks, or a model input the spec leaves out, is an error: data
+    would otherwise be fed to the wrong tensor or not at all.
+    """
+    found = spec_from_onnx(model, model_path).inputs
+    where = f"--spec {spec.path}" if spec.path else "--spec"
+    if not spec.inputs:
+        spec.inputs = found
+    else:
+        model_names = [i.name for i in found]
+        for item in spec.inputs:
+            if item.name not in model_names:
+                raise TrtpipeError(f"{where}: [[inputs]] names '{item.name}' but {model_path} has no such input "
+                                   f"(it has {', '.join(model_names) or 'none'}){_did_you_mean(item.name, model_names, repr)}")
+        missing = [n for n in model_names if n not in {i.name for i in spec.inputs}]
+        if missing:
+            raise TrtpipeError(f"{where}: {model_path} has an input '{missing[0]}' that [[inputs]] does not list; add it")
+    names = [i.name for i in spec.inputs]
+    for name in spec.shapes:
+        if name not in names:
+            raise TrtpipeError(f"{where}: [shapes] names '{name}' but {model_path} has no such input "
+                               f"(it has {', '.join(names)}){_did_you_mean(name, names, repr)}")
+    return spec
 
 
 def spec_from_onnx(model, path: str | os.PathLike) -> ModelSpec:
@@ -183,12 +354,13 @@ def parse_shapes(values: Iterable[str], flag: str = "--shapes") -> dict[str, tup
     """Return {input: (min, opt, max)} from trtexec-style `name:1x64/32x64/256x64` values."""
     shapes = {}
     for value in values:
+        shown = value if value.isprintable() else repr(value)  # the error stays one line
         name, sep, dims = value.rpartition(":")
         parts = dims.split("/")
-        if not sep or not name or len(parts) != 3 or not all(re.fullmatch(r"\d+(x\d+)*", p) for p in parts):
-            raise TrtpipeError(f"{flag} {value}: write NAME:MIN/OPT/MAX with dims joined by x, e.g. x:1x64/32x64/256x64")
+        if not sep or not name or len(parts) != 3 or not all(re.fullmatch(r"[1-9][0-9]*(x[1-9][0-9]*)*", p) for p in parts):
+            raise TrtpipeError(f"{flag} {shown}: write NAME:MIN/OPT/MAX with dims joined by x, e.g. x:1x64/32x64/256x64 (dims >= 1)")
         triple = tuple(tuple(int(d) for d in p.split("x")) for p in parts)
         if len({len(s) for s in triple}) != 1 or any(a > b for lo, hi in itertools.pairwise(triple) for a, b in zip(lo, hi)):
-            raise TrtpipeError(f"{flag} {value}: MIN, OPT and MAX need the same rank and MIN <= OPT <= MAX")
+            raise TrtpipeError(f"{flag} {shown}: MIN, OPT and MAX need the same rank and MIN <= OPT <= MAX")
         shapes[name] = triple
     return shapes

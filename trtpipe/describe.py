@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import sidecar_path
+from trtpipe.files import sha256, sidecar_path
 from trtpipe.graph import onnxio
 
 
@@ -16,20 +17,56 @@ def describe(path: str | os.PathLike) -> dict:
     path = Path(path)
     if not path.exists():
         raise TrtpipeError(f"{path}: no such file")
-    if path.suffix == ".engine" or (sidecar_path(path).is_file() and path.suffix != ".onnx"):
-        from trtpipe.runtime.sidecar import read_sidecar
+    if not path.is_file():
+        raise TrtpipeError(f"{path}: not a regular file; inspect takes an .engine, an .onnx or a calibration cache")
+    if path.suffix == ".engine" or _is_engine_sidecar(sidecar_path(path)):
+        from trtpipe.runtime.sidecar import verify_engine
 
-        return {"kind": "engine", "path": str(path), "size_bytes": path.stat().st_size, **read_sidecar(path).to_json()}
+        info = verify_engine(path)  # the sha256 the sidecar records: an edited or truncated engine is refused
+        return {"kind": "engine", "path": str(path), "size_bytes": path.stat().st_size, **info.to_json()}
     if path.suffix == ".onnx":
         return describe_onnx(path)
+    if path.suffix == ".json":
+        raise TrtpipeError(f"{path}: a JSON file; inspect takes an .engine, an .onnx or a calibration cache "
+                           "(a sidecar describes the file named like it without .json)")
+    return describe_cache(path)
+
+
+def _is_engine_sidecar(side: Path) -> bool:
+    """Return True if `side` is an engine's sidecar (a cache's sidecar records calibration, not an engine)."""
+    try:
+        raw = json.loads(side.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(raw, dict) and "engine_sha256" in raw
+
+
+def describe_cache(path: Path) -> dict:
+    """Return a cache's header and amax, and what its sidecar (if calibrate wrote one) says it was made from."""
     from calibrators.cache import CacheError, read_cache
 
     try:
         table = read_cache(path)
     except CacheError as exc:
         raise TrtpipeError(f"{exc}; inspect takes an .engine, an .onnx or a calibration cache") from None
-    return {"kind": "calibration cache", "path": str(path), "header": table.header, "entries": len(table.amax),
-            "amax": table.amax}
+    description = {"kind": "calibration cache", "path": str(path), "header": table.header, "entries": len(table.amax)}
+    side = sidecar_path(path)
+    if side.is_file():
+        try:
+            recorded = json.loads(side.read_text())
+            if not isinstance(recorded, dict):
+                raise TypeError(side)
+        except (OSError, ValueError, TypeError):
+            raise TrtpipeError(f"{side}: not a calibration sidecar (not a JSON object); recalibrate with 'trtpipe calibrate'") from None
+        if recorded.get("cache_sha256") not in (None, sha256(path)):
+            raise TrtpipeError(f"{path}: the cache does not match its sidecar's sha256 (edited, or left by an "
+                               "interrupted calibration); recalibrate with 'trtpipe calibrate --force'")
+        options = recorded.get("options") if isinstance(recorded.get("options"), dict) else {}
+        description.update({"precision": options.get("grid"), "method": options.get("method"),
+                            "samples": recorded.get("samples"), "onnx_sha256": recorded.get("onnx_sha256"),
+                            "data_sha256": recorded.get("data_sha256"), "versions": recorded.get("versions")})
+    description["amax"] = table.amax
+    return description
 
 
 def describe_onnx(path: Path) -> dict:

@@ -66,15 +66,10 @@ def build_net(torch):
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
 
 
-def main() -> None:
-    output = parse_output()
-    if not (DATA / "val" / "labels.txt").is_file():
-        write_data()
-    torch = deterministic(0)
-    train_x, train_y = load_split("calib")
-    test_x, test_y = load_split("val")
+def train(torch, train_x, train_y, epochs: int = 30):
+    """Return the net trained on the split: seeded order, full batches, one-cycle schedule."""
     net = build_net(torch)
-    epochs, batch_size = 30, 32
+    batch_size = 32
     optimizer = torch.optim.Adam(net.parameters(), lr=2e-3)
     steps = epochs * (len(train_x) // batch_size)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=4e-3, total_steps=steps)
@@ -92,6 +87,18 @@ def main() -> None:
             loss.backward()
             optimizer.step()
             schedule.step()
+    return net
+
+
+def main() -> None:
+    output = parse_output()
+    # The data is written on every export, so it is what this script makes, never a leftover of
+    # an earlier version of it (a checkout kept data an old script wrote; a fresh clone did not).
+    write_data()
+    torch = deterministic(0)
+    train_x, train_y = load_split("calib")
+    test_x, test_y = load_split("val")
+    net = train(torch, train_x, train_y)
     net.eval()
     with torch.no_grad():
         accuracy = (net(torch.from_numpy(test_x)).argmax(1).numpy() == test_y).mean()

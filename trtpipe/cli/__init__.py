@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 import click
@@ -14,14 +15,31 @@ UNQUANTIZED_OPTION = click.option(
     help="what INT8/FP8 engines compute their unquantized layers in")
 
 
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that also refuses nan and inf (which compare false with every bound, so pass it)."""
+
+    def convert(self, value, param, ctx):
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value} is not a finite number", param, ctx)
+        return rv
+
+
+AT_LEAST_ONE = click.IntRange(min=1)  # --limit, --batch-size, --top: a count of zero or less means nothing
+
+
 class Group(click.Group):
-    """Turns TrtpipeError into one line on stderr and exit code 2, never a traceback."""
+    """Turns TrtpipeError and click's usage errors into one line on stderr and exit code 2, never a traceback."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except TrtpipeError as exc:
             click.echo(f"trtpipe: error: {exc}", err=True)
+            sys.exit(2)
+        except click.UsageError as exc:  # a bad flag value: one line, with where to read more
+            command = f"trtpipe {exc.ctx.info_name}" if exc.ctx is not None and exc.ctx.parent is not None else "trtpipe"
+            click.echo(f"trtpipe: error: {exc.format_message()} (see '{command} --help')", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
             click.echo("trtpipe: interrupted; no partial files were left", err=True)
@@ -41,10 +59,11 @@ def _data_dir(given, from_spec, kind: str):
 
 def _spec(spec_path, model=None, model_path=None):
     """Return the spec at `spec_path`; without one, the inputs of `model` (loaded from `model_path`), else None."""
-    from trtpipe.config import load_spec, spec_from_onnx
+    from trtpipe.config import load_spec, resolve_inputs, spec_from_onnx
 
     if spec_path:
-        return load_spec(spec_path)
+        spec = load_spec(spec_path)
+        return resolve_inputs(spec, model, model_path) if model is not None else spec
     return spec_from_onnx(model, model_path) if model is not None else None
 
 

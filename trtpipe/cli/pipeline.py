@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import PRECISION_CHOICES, UNQUANTIZED_OPTION, _data_dir, _exclude, _spec, main
+from trtpipe.cli import AT_LEAST_ONE, PRECISION_CHOICES, UNQUANTIZED_OPTION, FiniteFloatRange, _data_dir, _exclude, _spec, main
 from trtpipe.errors import TrtpipeError
 
 
@@ -52,14 +52,18 @@ def plan(target_text, backend_name, as_json):
 def quantize(model, precision, cache, exclude, spec_path, unquantized, data_dir, output):
     """Write the typed ONNX for a precision (FP16/BF16 casts or INT8/FP8 Q/DQ)."""
     from trtpipe.calibrate import load_table, observe_data_ranges
+    from trtpipe.files import check_output
     from trtpipe.graph import onnxio
+    from trtpipe.graph.keep import check_exclude
     from trtpipe.graph.typed import kept_nodes, write_typed_onnx
     from trtpipe.targets import Precision
 
-    table = load_table(cache) if cache is not None else None
-    spec = _spec(spec_path)
-    exclude = _exclude(exclude, spec)
+    check_output(output, [model, cache, spec_path])
     graph = onnxio.load(model)
+    table = load_table(cache, [precision]) if cache is not None else None
+    spec = _spec(spec_path, graph, model)
+    exclude = _exclude(exclude, spec)
+    check_exclude(graph, exclude, model)
     ranges = observe_data_ranges(graph, data_dir, spec) if data_dir is not None else None
     path = write_typed_onnx(graph, Precision.parse(precision), output, table, exclude,
                             unquantized=unquantized, ranges=ranges)
@@ -70,19 +74,21 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, data_dir,
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
-@click.option("--alpha", type=float, help="how much of the outliers moves into the weights, 0..1; default: the spec's [quantize] smooth, else 0.5")
-@click.option("--batch-size", type=int, default=16, show_default=True)
-@click.option("--limit", type=int, help="use at most N samples")
+@click.option("--alpha", type=FiniteFloatRange(0, 1), help="how much of the outliers moves into the weights, 0..1; default: the spec's [quantize] smooth, else 0.5")
+@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
+@click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
 def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     """Write an FP32 ONNX with SmoothQuant scales folded in; calibrate and build from it for INT8."""
     from trtpipe import data
+    from trtpipe.files import check_output
     from trtpipe.graph import onnxio
     from trtpipe.graph.smooth import DEFAULT_ALPHA
     from trtpipe.graph.smooth import smooth as run
     from trtpipe.progress import progress_bar
 
+    check_output(output, [model, spec_path])
     graph = onnxio.load(model)
     spec = _spec(spec_path, graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
@@ -102,11 +108,12 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
               help="what the scales are for: picks the default method and the grid")
 @click.option("--method", type=click.Choice(["entropy", "max", "percentile", "mse"]),
               help="default: entropy for int8 (TensorRT's), max for fp8 (its range needs no clipping)")
-@click.option("--percentile", type=float, default=99.99, show_default=True)
-@click.option("--batch-size", type=int, default=16, show_default=True)
-@click.option("--limit", type=int, help="use at most N samples")
+@click.option("--percentile", type=FiniteFloatRange(0, 100, min_open=True), default=99.99, show_default=True,
+              help="percentile method: the share of |x| kept, in (0, 100]")
+@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
+@click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
 @click.option("--shuffle/--no-shuffle", default=False, help="shuffle file order (with --seed)")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="shuffle seed")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
 @click.option("--force", is_flag=True, help="recalibrate even if the cache is up to date")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
@@ -188,10 +195,11 @@ def init(model, data_dir, force, output):
     Example: trtpipe init yolov8n.onnx --data photos/ -o yolov8n.toml
     """
     from trtpipe.config import load_spec
-    from trtpipe.files import write_text
+    from trtpipe.files import check_output, write_text
     from trtpipe.graph import onnxio
     from trtpipe.starting_spec import starting_spec
 
+    check_output(output, [model])
     if output.exists() and not force:
         raise TrtpipeError(f"-o {output}: the file exists; pass --force to replace it, or choose another path")
     text = starting_spec(onnxio.load(model), model, data_dir)

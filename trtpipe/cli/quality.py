@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
 import click
 
-from trtpipe.cli import UNQUANTIZED_OPTION, _data_dir, _spec, main
+from trtpipe.cli import AT_LEAST_ONE, UNQUANTIZED_OPTION, _data_dir, _spec, main
 from trtpipe.errors import TrtpipeError
 
 
@@ -20,10 +21,10 @@ from trtpipe.errors import TrtpipeError
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's calibration directory")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path),
               help="model.toml: needed for images; its task and [[outputs]] choose the metric")
-@click.option("--limit", type=int, default=64, show_default=True, help="samples; every layer runs on all of them")
-@click.option("--batch-size", type=int, default=16, show_default=True, help="samples per run")
+@click.option("--limit", type=AT_LEAST_ONE, default=64, show_default=True, help="samples; every layer runs on all of them")
+@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
 @UNQUANTIZED_OPTION
-@click.option("--top", type=int, default=10, show_default=True, help="rows to print")
+@click.option("--top", type=AT_LEAST_ONE, default=10, show_default=True, help="rows to print")
 @click.option("--json", "as_json", is_flag=True, help="print every layer as JSON (node, op, score, metric, cosine)")
 def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size, unquantized, top, as_json):
     """Quantize one layer at a time and rank the layers by the spec's task metric (--exclude candidates)."""
@@ -37,7 +38,7 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     graph = onnxio.load(model)
     spec = _spec(spec_path, graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
-    table = load_table(cache)
+    table = load_table(cache, [precision])
     layers = len(quantizable_layers(graph, table))
     if not layers:
         raise TrtpipeError(f"--cache {cache}: no Conv, MatMul or Gemm of {model} has scales in it; "
@@ -68,8 +69,8 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
               help="write JSON, Markdown and one picture per judged output here")
 @click.option("--threshold", "overrides", multiple=True, help="METRIC=MIN, e.g. cosine=0.995 (repeatable)")
-@click.option("--batch-size", type=int, default=16, show_default=True, help="samples per run")
-@click.option("--limit", type=int, help="judge only the first N samples (default: all)")
+@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
+@click.option("--limit", type=AT_LEAST_ONE, help="judge only the first N samples (default: all)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON instead of Markdown")
 def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overrides, batch_size, limit, as_json):
     """Judge an engine or any ONNX against the FP32 baseline, every output by its task; exit 0 pass, 1 fail,
@@ -90,8 +91,10 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
         key, _, value = item.partition("=")
         try:
             parsed[key] = float(value)
+            if not math.isfinite(parsed[key]):
+                raise ValueError(value)
         except ValueError:
-            raise TrtpipeError(f"--threshold {item}: write METRIC=NUMBER, e.g. cosine=0.995") from None
+            raise TrtpipeError(f"--threshold {item}: write METRIC=NUMBER with a finite number, e.g. cosine=0.995") from None
     if candidate.suffix == ".onnx":
         runner = OnnxRunner(candidate)
         precision = runner.precision

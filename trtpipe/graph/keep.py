@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
 from trtpipe.targets import Precision
 
@@ -84,6 +85,14 @@ def node_matches(node, patterns: Iterable[str]) -> bool:
             continue
     return False
 
+
+
+def check_exclude(model, patterns: Iterable[str], model_path, flag: str = "--exclude") -> None:
+    """Raise if a pattern matches no node of `model`: a misspelt exclusion would quantize the layer it meant."""
+    for pattern in patterns:
+        if not any(node_matches(node, [pattern]) for node in model.graph.node):
+            raise TrtpipeError(f"{flag} {pattern}: matches no node of {model_path} (by name, op type or regex); "
+                               "list the node names with 'trtpipe inspect --json' or 'trtpipe sensitivity'")
 
 def activation_limit(precision: Precision) -> float:
     """Return the largest |activation| on calibration data that a half node may see."""

@@ -272,17 +272,21 @@ def summary_rows(report_paths: list[Path]) -> list[dict]:
     for path in report_paths:
         try:
             report = json.loads(Path(path).read_text())
-            stem = Path(report["candidate"]).name
-            model, precision = stem.split(".")[0], report["precision"]
-            words = headline(report)
-        except (OSError, ValueError, KeyError, TypeError):
+            rows.append(_summary_row(path, report))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration, IndexError):
             raise TrtpipeError(f"{path}: not a validation report; rerun 'trtpipe validate --report'") from None
-        engines = sorted(Path(path).parent.parent.glob(f"{model}.{precision}.*.engine"))
-        rows.append({"model": model, "precision": precision,
-                     "engine_mb": engines[0].stat().st_size / 1e6 if engines else None,
-                     "against_fp32": words, "samples": report["samples"],
-                     "result": "pass" if report["passed"] else "FAIL", "mode": report["mode"]})
     return rows
+
+
+def _summary_row(path: Path, report: dict) -> dict:
+    """Return the summary row of one parsed report; KeyError or TypeError when it is not a report."""
+    stem = Path(report["candidate"]).name
+    model, precision = stem.split(".")[0], report["precision"]
+    engines = sorted(Path(path).parent.parent.glob(f"{model}.{precision}.*.engine"))
+    return {"model": model, "precision": precision,
+            "engine_mb": engines[0].stat().st_size / 1e6 if engines else None,
+            "against_fp32": headline(report), "samples": report["samples"],
+            "result": "pass" if report["passed"] else "FAIL", "mode": report["mode"]}
 
 
 def summary_markdown(rows: list[dict]) -> str:

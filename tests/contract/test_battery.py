@@ -1,0 +1,436 @@
+"""The contract, across every command: bad input gets exit code 2, ONE line naming the file or flag
+and the fix, no traceback, and nothing written.
+
+Each case runs the CLI in-process against one shared workspace (a real model, data, caches made by
+`trtpipe calibrate`, an engine built by TensorRT-RTX). After each case: the exit code, the message,
+the workspace unchanged byte for byte (no input destroyed), and the case's output folder empty
+(no file, finished or temporary, left behind).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import HAS_RTX
+
+import models
+
+ENGINE = "engines/mlp.fp16.sm89.engine"
+RTX = ("--target", "sm_89", "--backend", "tensorrt-rtx")
+
+
+@dataclass
+class Case:
+    """A command line ({ws}: the workspace, {out}: this case's empty output folder) and what it must say."""
+
+    id: str
+    args: tuple
+    needles: tuple  # each must be in the one error line
+    setup: Callable[[Path, Path], None] | None = None  # (workspace, hostile): makes this case's own bad files
+    rtx: bool = False  # needs TensorRT-RTX (the engine in the workspace, or a build)
+
+
+# ---- the workspace ----------------------------------------------------------------------------
+
+GOOD_SPEC = """name = "mlp"
+[[inputs]]
+name = "x"
+shape = [-1, 16]
+[data]
+calibration = "data"
+validation = "data"
+"""
+
+# Hostile inputs, written once into the workspace; the commands only read them.
+HOSTILE_MODELS = {
+    "text.onnx": b"this is not a model\n",
+    "empty.onnx": b"",
+    "binary.onnx": bytes(range(256)) * 4,
+}
+CACHE_HEADER = "TRT-101300-EntropyCalibration2\n"
+HOSTILE_CACHES = {
+    "nan.cache": CACHE_HEADER + "x: 7fc00000\n",
+    "inf.cache": CACHE_HEADER + "x: 7f800000\n",
+    "negative.cache": CACHE_HEADER + "x: bf800000\n",
+    "hexzero.cache": CACHE_HEADER + "x: 00000000\n",
+    "garbage.cache": CACHE_HEADER + "x: hello\n",
+    "noheader.cache": "x: 3c010a14\n",
+    "empty.cache": "",
+    "headeronly.cache": CACHE_HEADER,
+    "twice.cache": CACHE_HEADER + "x: 3c010a14\nx: 3c010a15\n",
+    "binary.cache": bytes(range(256)).decode("latin-1"),
+}
+HOSTILE_SPECS = {
+    "misspelt-table.toml": GOOD_SPEC + "[quantise]\nexclude = []\n",
+    "misspelt-key.toml": GOOD_SPEC + "[quantize]\nexlude = [\"fc0\"]\n",
+    "string-list.toml": GOOD_SPEC + "[quantize]\nexclude = \"fc0\"\n",
+    "threshold-type.toml": GOOD_SPEC + "[thresholds.int8]\ncosine = \"high\"\n",
+    "unknown-input.toml": GOOD_SPEC.replace('name = "x"', 'name = "image"'),
+    "bad-shapes.toml": GOOD_SPEC + "[shapes]\nx = \"1x16/8x16\"\n",
+    "not-toml.toml": "name = \n[[",
+    "bad-dtype.toml": GOOD_SPEC.replace("shape = [-1, 16]", "shape = [-1, 16]\ndtype = \"float64\""),
+    "smooth-range.toml": GOOD_SPEC + "[quantize]\nsmooth = 2\n",
+    "std-zero.toml": GOOD_SPEC + "[preprocess]\nstd = [0]\n",
+    "top-key.toml": "nmae = \"mlp\"\n" + GOOD_SPEC.split("\n", 1)[1],
+    "exclude-nothing.toml": GOOD_SPEC + "[quantize]\nexclude = [\"no_such_node\"]\n",
+}
+SPEC_NEEDLES = {
+    "misspelt-table.toml": "did you mean [quantize]?", "misspelt-key.toml": "did you mean 'exclude'?",
+    "string-list.toml": "must be a list, not a string", "threshold-type.toml": "must be a number",
+    "unknown-input.toml": "'image'", "bad-shapes.toml": "MIN/OPT/MAX", "not-toml.toml": "not valid TOML",
+    "bad-dtype.toml": "float64", "smooth-range.toml": "between 0 and 1", "std-zero.toml": "must not be 0",
+    "top-key.toml": "did you mean 'name'?", "exclude-nothing.toml": "no_such_node",
+}
+
+
+def _calibrate(cli, ws, precision):
+    code, _, err = cli("calibrate", ws / "mlp.onnx", "--spec", ws / "spec.toml", "--precision", precision,
+                       "-o", ws / f"{precision}.cache")
+    assert code == 0, err
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    from click.testing import CliRunner
+
+    from trtpipe.cli import main
+
+    def cli(*args):
+        result = CliRunner().invoke(main, [str(a) for a in args])
+        return result.exit_code, result.stdout, result.stderr
+
+    ws = tmp_path_factory.mktemp("ws")
+    models.save(models.dynamic_mlp(), ws / "mlp.onnx")
+    good = (ws / "mlp.onnx").read_bytes()
+    (ws / "truncated.onnx").write_bytes(good[: len(good) // 2])
+    for name, content in HOSTILE_MODELS.items():
+        (ws / name).write_bytes(content)
+    (ws / "folder.onnx").mkdir()
+    models.save_batches(ws / "data", np.random.default_rng(0).normal(0, 1, (32, 16)).astype(np.float32))
+    (ws / "spec.toml").write_text(GOOD_SPEC)
+    for name, content in HOSTILE_SPECS.items():
+        (ws / name).write_text(content)
+    for name, content in HOSTILE_CACHES.items():
+        (ws / name).write_text(content)
+    (ws / "folder.cache").mkdir()
+    _calibrate(cli, ws, "int8")
+    _calibrate(cli, ws, "fp8")
+    code, _, err = cli("quantize", ws / "mlp.onnx", "--precision", "fp16", "-o", ws / "mlp.fp16.onnx")
+    assert code == 0, err
+    # data directories that break the loader
+    (ws / "nodata").mkdir()
+    (ws / "nodata" / "readme.txt").write_text("no samples here\n")
+    (ws / "corrupt").mkdir()
+    (ws / "corrupt" / "000.npy").write_bytes(b"\x93NUMPY garbage")
+    (ws / "wrongshape").mkdir()
+    np.save(ws / "wrongshape" / "000.npy", np.zeros((4, 15), np.float32))
+    (ws / "wrongdtype").mkdir()
+    np.save(ws / "wrongdtype" / "000.npy", np.zeros((4, 16), np.complex64))
+    (ws / "images").mkdir()
+    from PIL import Image
+
+    Image.new("L", (4, 4)).save(ws / "images" / "000.png")
+    (ws / "badlabels.txt").write_text("000.npy[0] cat\n")
+    (ws / "report.json").write_text(json.dumps({"not": "a report"}))
+    if HAS_RTX:
+        code, _, err = cli("build", ws / "mlp.onnx", "--precision", "fp16", *RTX, "--shapes", "x:1x16/8x16/32x16",
+                           "-o", ws / "engines")
+        assert code == 0, err
+    return ws
+
+
+def _snapshot(root: Path) -> dict:
+    """Return {relative path: sha256 or 'dir' or the file type} for everything under `root`."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        mode = path.lstat().st_mode
+        rel = str(path.relative_to(root))
+        if stat.S_ISREG(mode):
+            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            found[rel] = "dir" if stat.S_ISDIR(mode) else oct(stat.S_IFMT(mode))
+    return found
+
+
+# ---- hostile files a case makes for itself (in {out}/../hostile, outside the output folder) -------
+
+def _engine_copy(edit):
+    """Setup: copy the workspace engine and its sidecar into hostile/, then `edit(engine, sidecar)`."""
+    def setup(ws, hostile):
+        engine = hostile / "mlp.fp16.sm89.engine"
+        shutil.copy(ws / ENGINE, engine)
+        shutil.copy(ws / f"{ENGINE}.json", f"{engine}.json")
+        edit(engine, Path(f"{engine}.json"))
+    return setup
+
+
+def _edit_sidecar(change, reseal=True):
+    """Setup: edit the sidecar's JSON; `reseal`: recompute its digest, as a careful forger would."""
+    def edit(engine, sidecar):
+        from trtpipe.runtime.sidecar import SEAL, _digest
+
+        raw = json.loads(sidecar.read_text())
+        change(raw)
+        if reseal:
+            raw[SEAL] = _digest(raw)
+        sidecar.write_text(json.dumps(raw))
+    return _engine_copy(edit)
+
+
+def _fifo(ws, hostile):
+    os.mkfifo(hostile / "pipe")
+
+
+def _device(ws, hostile):
+    try:
+        os.mknod(hostile / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+
+
+def _output_is_input(ws, hostile):
+    shutil.copy(ws / "mlp.onnx", hostile / "model.onnx")
+
+
+# ---- the cases --------------------------------------------------------------------------------
+
+def _cases() -> list[Case]:
+    cases = []
+    calib = ("calibrate", "{ws}/mlp.onnx", "--spec", "{ws}/spec.toml", "-o", "{out}/c.cache")
+    smooth = ("smooth", "{ws}/mlp.onnx", "--spec", "{ws}/spec.toml", "-o", "{out}/s.onnx")
+    sens = ("sensitivity", "{ws}/mlp.onnx", "--spec", "{ws}/spec.toml", "--cache", "{ws}/int8.cache")
+    validate = ("validate", "{ws}/mlp.fp16.onnx", "--baseline", "{ws}/mlp.onnx", "--spec", "{ws}/spec.toml")
+
+    # Numbers: every count at least 1, percentiles in (0, 100], alpha in [0, 1], all finite.
+    numbers = [
+        (calib, "--limit", ["0", "-5", "abc"]), (calib, "--batch-size", ["0", "-1", "x"]),
+        (calib, "--percentile", ["150", "0", "-1", "nan", "inf", "abc"]), (calib, "--seed", ["-1"]),
+        (smooth, "--limit", ["0", "-3"]), (smooth, "--batch-size", ["0"]), (smooth, "--alpha", ["1.5", "-0.1", "nan", "abc"]),
+        (sens, "--limit", ["0", "-2"]), (sens, "--batch-size", ["0"]), (sens, "--top", ["0", "-3", "x"]),
+        (validate, "--limit", ["0", "-1"]), (validate, "--batch-size", ["0", "-4"]),
+    ]
+    for base, flag, values in numbers:
+        for value in values:
+            cases.append(Case(f"{base[0]}{flag}={value}", (*base, flag, value), (flag, value)))
+    for value, needle in (("cosine=abc", "METRIC=NUMBER"), ("cosine=nan", "finite"), ("cosine", "METRIC=NUMBER"),
+                          ("bogus=0.5", "unknown metric")):
+        cases.append(Case(f"validate--threshold={value}", (*validate, "--threshold", value), ("--threshold", needle)))
+
+    # Models that are not ONNX, in every command that reads one.
+    bad_models = {"text.onnx": "not a readable ONNX model", "truncated.onnx": "not a readable ONNX model",
+                  "empty.onnx": "not an ONNX model", "binary.onnx": "ONNX", "missing.onnx": "no such file",
+                  "folder.onnx": "no such file"}
+    readers = {
+        "calibrate": lambda m: ("calibrate", m, "--data", "{ws}/data", "-o", "{out}/c.cache"),
+        "quantize": lambda m: ("quantize", m, "--precision", "fp16", "-o", "{out}/q.onnx"),
+        "smooth": lambda m: ("smooth", m, "--data", "{ws}/data", "-o", "{out}/s.onnx"),
+        "build": lambda m: ("build", m, "--precision", "fp16", *RTX, "-o", "{out}/engines"),
+        "sensitivity": lambda m: ("sensitivity", m, "--cache", "{ws}/int8.cache", "--data", "{ws}/data"),
+        "validate-candidate": lambda m: ("validate", m, "--baseline", "{ws}/mlp.onnx", "--data", "{ws}/data"),
+        "validate-baseline": lambda m: ("validate", "{ws}/mlp.fp16.onnx", "--baseline", m, "--data", "{ws}/data"),
+        "inspect": lambda m: ("inspect", m),
+    }
+    for model, needle in bad_models.items():
+        for command, make in readers.items():
+            if command == "inspect" and model == "folder.onnx":
+                needle = "not a regular file"
+            cases.append(Case(f"{command}-{model}", make(f"{{ws}}/{model}"), (model, needle)))
+
+    # Caches: NaN, infinite, negative or zero scales, bad lines, no header, nothing in it, not a file.
+    cache_needles = {"nan.cache": "scale nan", "inf.cache": "scale inf", "negative.cache": "scale -",
+                     "hexzero.cache": "scale 0.0", "garbage.cache": "line 2", "noheader.cache": "line 1",
+                     "empty.cache": "line 1", "headeronly.cache": "holds no tensors", "twice.cache": "second scale",
+                     "binary.cache": "line", "missing.cache": "no such file", "folder.cache": "no such file"}
+    users = {
+        "quantize": lambda c: ("quantize", "{ws}/mlp.onnx", "--precision", "int8", "--cache", c, "-o", "{out}/q.onnx"),
+        "build": lambda c: ("build", "{ws}/mlp.onnx", "--precision", "int8", *RTX, "--cache", c,
+                            "--shapes", "x:1x16/8x16/32x16", "-o", "{out}/engines"),
+        "sensitivity": lambda c: ("sensitivity", "{ws}/mlp.onnx", "--cache", c, "--data", "{ws}/data"),
+        "inspect": lambda c: ("inspect", c),
+    }
+    for cache, needle in cache_needles.items():
+        for command, make in users.items():
+            if command == "inspect" and cache in ("headeronly.cache",):
+                continue  # an empty table is a valid thing to look at
+            if command == "inspect" and cache == "folder.cache":
+                needle = "not a regular file"
+            cases.append(Case(f"{command}-{cache}", make(f"{{ws}}/{cache}"), (cache, needle)))
+
+    # A cache calibrated for the other grid.
+    cases += [
+        Case("quantize-fp8-with-int8-cache", ("quantize", "{ws}/mlp.onnx", "--precision", "fp8", "--cache", "{ws}/int8.cache",
+                                              "-o", "{out}/q.onnx"), ("int8.cache", "calibrated for int8, not fp8")),
+        Case("quantize-int8-with-fp8-cache", ("quantize", "{ws}/mlp.onnx", "--precision", "int8", "--cache", "{ws}/fp8.cache",
+                                              "-o", "{out}/q.onnx"), ("fp8.cache", "calibrated for fp8, not int8")),
+        Case("sensitivity-fp8-with-int8-cache", ("sensitivity", "{ws}/mlp.onnx", "--precision", "fp8", "--cache",
+                                                 "{ws}/int8.cache", "--data", "{ws}/data"), ("calibrated for int8",)),
+        Case("build-fp8-with-int8-cache", ("build", "{ws}/mlp.onnx", "--precision", "fp8", *RTX, "--cache", "{ws}/int8.cache",
+                                           "--shapes", "x:1x16/8x16/32x16", "-o", "{out}/engines"), ("calibrated for int8",)),
+    ]
+
+    # Outputs that must not be written: a directory, a FIFO, a device, the model itself.
+    writers = {
+        "calibrate": lambda o, m="{ws}/mlp.onnx": ("calibrate", m, "--data", "{ws}/data", "-o", o),
+        "quantize": lambda o, m="{ws}/mlp.onnx": ("quantize", m, "--precision", "fp16", "-o", o),
+        "smooth": lambda o, m="{ws}/mlp.onnx": ("smooth", m, "--data", "{ws}/data", "-o", o),
+    }
+    for command, make in writers.items():
+        cases += [
+            Case(f"{command}-o-directory", make("{ws}/data"), ("-o", "is a directory")),
+            Case(f"{command}-o-fifo", make("{hostile}/pipe"), ("-o", "not a regular file"), setup=_fifo),
+            Case(f"{command}-o-device", make("{hostile}/null"), ("-o", "not a regular file"), setup=_device),
+            Case(f"{command}-o-is-the-model", make("{hostile}/model.onnx", "{hostile}/model.onnx"),
+                 ("-o", "is also an input"), setup=_output_is_input),
+            Case(f"{command}-o-under-a-file", make("{ws}/spec.toml/x"), ("-o", "cannot create the directory")),
+        ]
+    cases += [
+        Case("quantize-o-is-the-cache", ("quantize", "{ws}/mlp.onnx", "--precision", "int8", "--cache", "{ws}/int8.cache",
+                                         "-o", "{ws}/int8.cache"), ("-o", "is also an input")),
+        Case("calibrate-o-is-the-spec", ("calibrate", "{ws}/mlp.onnx", "--spec", "{ws}/spec.toml", "-o", "{ws}/spec.toml"),
+             ("-o", "is also an input")),
+        Case("build-o-is-a-file", ("build", "{ws}/mlp.onnx", "--precision", "fp16", *RTX, "--shapes", "x:1x16/8x16/32x16",
+                                   "-o", "{ws}/spec.toml"), ("-o", "is a file")),
+    ]
+
+    # Spec mistakes, wherever a spec is read.
+    spec_users = {
+        "calibrate": lambda s: ("calibrate", "{ws}/mlp.onnx", "--spec", s, "--data", "{ws}/data", "-o", "{out}/c.cache"),
+        "quantize": lambda s: ("quantize", "{ws}/mlp.onnx", "--precision", "int8", "--cache", "{ws}/int8.cache",
+                               "--spec", s, "-o", "{out}/q.onnx"),
+        "validate": lambda s: ("validate", "{ws}/mlp.fp16.onnx", "--baseline", "{ws}/mlp.onnx", "--spec", s,
+                               "--data", "{ws}/data"),
+    }
+    for spec, needle in SPEC_NEEDLES.items():
+        for command, make in spec_users.items():
+            if spec == "exclude-nothing.toml" and command != "quantize":
+                continue  # only quantize and build use [quantize] exclude
+            cases.append(Case(f"{command}-{spec}", make(f"{{ws}}/{spec}"), (spec if spec != "exclude-nothing.toml" else "--exclude", needle)))
+    cases.append(Case("calibrate-missing-spec", ("calibrate", "{ws}/mlp.onnx", "--spec", "{ws}/nope.toml", "-o", "{out}/c.cache"),
+                      ("nope.toml", "cannot read")))
+    cases.append(Case("calibrate-binary-spec", ("calibrate", "{ws}/mlp.onnx", "--spec", "{ws}/binary.onnx", "-o", "{out}/c.cache"),
+                      ("binary.onnx", "--spec")))
+
+    # --exclude that matches nothing.
+    cases += [
+        Case("quantize-exclude-nothing-int8", ("quantize", "{ws}/mlp.onnx", "--precision", "int8", "--cache", "{ws}/int8.cache",
+                                               "--exclude", "fc9", "-o", "{out}/q.onnx"), ("--exclude fc9", "matches no node")),
+        Case("quantize-exclude-nothing-fp16", ("quantize", "{ws}/mlp.onnx", "--precision", "fp16", "--exclude", "Conv",
+                                               "-o", "{out}/q.onnx"), ("--exclude Conv", "matches no node")),
+        Case("build-exclude-nothing", ("build", "{ws}/mlp.onnx", "--precision", "fp16", *RTX, "--exclude", "fc9",
+                                       "--shapes", "x:1x16/8x16/32x16", "-o", "{out}/engines"), ("--exclude fc9",)),
+    ]
+
+    # Data directories that do not hold samples the model takes.
+    data_cases = {"nodata": "no .npy, .npz or image files", "missing": "no such directory", "corrupt": "not a readable .npy",
+                  "wrongshape": "has shape [4, 15]", "wrongdtype": "complex64", "images": "images need a spec"}
+    for directory, needle in data_cases.items():
+        cases.append(Case(f"calibrate-data-{directory}", ("calibrate", "{ws}/mlp.onnx", "--data", f"{{ws}}/{directory}",
+                                                          "-o", "{out}/c.cache"), (directory, needle)))
+    for directory in ("nodata", "corrupt", "wrongshape"):
+        cases.append(Case(f"smooth-data-{directory}", ("smooth", "{ws}/mlp.onnx", "--data", f"{{ws}}/{directory}",
+                                                       "-o", "{out}/s.onnx"), (directory, data_cases[directory])))
+    cases.append(Case("validate-bad-labels", (*validate, "--labels", "{ws}/badlabels.txt"), ("badlabels.txt", "line 1")))
+    cases.append(Case("calibrate-no-data", ("calibrate", "{ws}/mlp.onnx", "-o", "{out}/c.cache"), ("--data DIR is needed",)))
+
+    # --shapes, --precision and --target.
+    build = ("build", "{ws}/mlp.onnx", *RTX, "-o", "{out}/engines")
+    for value, needle in (("x", "NAME:MIN/OPT/MAX"), ("x:1/2", "NAME:MIN/OPT/MAX"), ("x:0x16/1x16/2x16", "dims >= 1"),
+                          ("x:4x16/2x16/8x16", "MIN <= OPT <= MAX"), ("x:1x16/2x16/4x16x1", "same rank")):
+        cases.append(Case(f"build--shapes={value}", (*build, "--precision", "fp16", "--shapes", value), ("--shapes", needle)))
+    cases.append(Case("build--shapes-unknown-input", (*build, "--precision", "fp16", "--shapes", "x:1x16/2x16/4x16",
+                                                                 "--shapes", "y:1x16/2x16/4x16"),
+                      ("--shapes y", "no such input"), rtx=True))
+    cases.append(Case("build--precision=int3", (*build, "--precision", "int3"), ("--precision int3",)))
+    cases.append(Case("build-fp8-on-A100", ("build", "{ws}/mlp.onnx", "--precision", "fp8", "--target", "A100",
+                                            "--cache", "{ws}/fp8.cache", "-o", "{out}/engines"), ("fp8", "8.9")))
+    cases.append(Case("plan--target=sm_xx", ("plan", "--target", "sm_xx"), ("--target sm_xx",)))
+
+    # Engines whose file or sidecar is not what was built.
+    engine_edits = {
+        "truncated": (_engine_copy(lambda e, s: e.write_bytes(e.read_bytes()[:1000])), "sha256"),
+        "appended": (_engine_copy(lambda e, s: e.write_bytes(e.read_bytes() + b"\0")), "sha256"),
+        "no-sidecar": (_engine_copy(lambda e, s: s.unlink()), "no sidecar"),
+        "sidecar-garbage": (_engine_copy(lambda e, s: s.write_text("{not json")), "not a trtpipe engine sidecar"),
+        "sidecar-list": (_engine_copy(lambda e, s: s.write_text("[]")), "not a JSON object"),
+        "sidecar-sha-edited": (_edit_sidecar(lambda r: r.update(engine_sha256="0" * 64)), "sha256"),
+        "sidecar-precision-type": (_edit_sidecar(lambda r: r.update(precision=8)), "'precision' has the wrong type"),
+        "sidecar-unknown-field": (_edit_sidecar(lambda r: r.update(fastest=True)), "unknown field 'fastest'"),
+        "sidecar-shape-strings": (_edit_sidecar(lambda r: r["tensors"][0].update(shape=["N", 16])), "not a list of integers"),
+        "engine-missing": (_engine_copy(lambda e, s: e.unlink()), "no such"),
+        "sidecar-precision-edited": (_edit_sidecar(lambda r: r.update(precision="int8"), reseal=False), "edited after the build"),
+        "sidecar-target-edited": (_edit_sidecar(lambda r: r.update(target="sm80", compute_capability="8.0"), reseal=False),
+                                  "edited after the build"),
+    }
+    for name, (setup, needle) in engine_edits.items():
+        cases.append(Case(f"inspect-engine-{name}", ("inspect", "{hostile}/mlp.fp16.sm89.engine"), (needle,), setup, rtx=True))
+        cases.append(Case(f"validate-engine-{name}", ("validate", "{hostile}/mlp.fp16.sm89.engine", "--baseline", "{ws}/mlp.onnx",
+                                                      "--data", "{ws}/data"), (needle,), setup, rtx=True))
+
+    # summary takes validation reports only.
+    for name, path in (("cache-sidecar", "{ws}/int8.cache.json"), ("engine-sidecar", f"{{ws}}/{ENGINE}.json"),
+                       ("not-a-report", "{ws}/report.json"), ("missing", "{ws}/nope.json"), ("a-cache", "{ws}/int8.cache")):
+        cases.append(Case(f"summary-{name}", ("summary", path), ("not a validation report",), rtx=name == "engine-sidecar"))
+    cases.append(Case("inspect-a-json", ("inspect", "{ws}/int8.cache.json"), ("a JSON file",)))
+    return cases
+
+
+CASES = _cases()
+
+
+def test_the_battery_is_big_enough():
+    assert len(CASES) >= 150, len(CASES)
+    assert len({c.id for c in CASES}) == len(CASES), "case ids are unique"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_hostile_input(case: Case, workspace, cli, tmp_path):
+    uses_build = case.args[0] == "build" and "--backend" in case.args
+    if (case.rtx or uses_build) and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    if case.setup is not None:
+        case.setup(workspace, hostile)
+    before_ws, before_hostile = _snapshot(workspace), _snapshot(hostile)
+    args = [str(a).format(ws=workspace, out=out, hostile=hostile) for a in case.args]
+
+    code, stdout, stderr = cli(*args)
+
+    assert code == 2, f"exit {code}: {stdout}{stderr}"
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("trtpipe: error: "), stderr
+    for needle in case.needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+    assert _snapshot(workspace) == before_ws, "an input changed"
+    assert _snapshot(hostile) == before_hostile, "a hostile input changed"
+    left = [p for p in out.rglob("*") if not p.is_dir()]
+    assert not left, f"left behind: {left}"
+
+
+if __name__ == "__main__":  # print every case's message, to read them all at once
+    import sys
+    import tempfile
+
+    from click.testing import CliRunner
+
+    from trtpipe.cli import main
+    ws = Path(sys.argv[1])
+    for case in CASES:
+        with tempfile.TemporaryDirectory() as tmp:
+            out, hostile = Path(tmp) / "out", Path(tmp) / "hostile"
+            out.mkdir()
+            hostile.mkdir()
+            if case.setup is not None:
+                case.setup(ws, hostile)
+            result = CliRunner().invoke(main, [str(a).format(ws=ws, out=out, hostile=hostile) for a in case.args])
+            print(f"{case.id:45} {result.exit_code} {result.stderr.strip().replace(str(ws), '{ws}').replace(tmp, '{tmp}')}")

@@ -1,0 +1,337 @@
+"""Property tests (hypothesis, 500 examples each) of the parsers that read what users and other
+tools hand us: the calibration cache, the spec, --shapes, the engine sidecar and the data loader.
+
+Each has two properties: what we write (or what a valid input holds) reads back exactly, and any
+input whatever either parses into something that keeps the invariants or raises the one error type
+the CLI prints as one line. Nothing else may escape: that would be a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import string
+import struct
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from calibrators.cache import INT8_MAX, CacheError, CalibrationTable, parse, render
+from trtpipe.config import DTYPES, InputSpec, ModelSpec, load_spec, parse_shapes
+from trtpipe.data import iter_batches
+from trtpipe.errors import TrtpipeError
+from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, read_sidecar
+
+# No example database: runs stay independent and nothing is written into the checkout.
+EXAMPLES = settings(max_examples=int(os.environ.get("TRTPIPE_EXAMPLES", "500")), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+# ---- the calibration cache --------------------------------------------------------------------
+
+names = st.text(st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)), min_size=1, max_size=16) \
+    .filter(lambda s: s.strip())
+# amax whose float32 scale (amax / 127) is a finite number above 0: what a cache can hold.
+amaxes = st.floats(min_value=1e-30, max_value=1e30, allow_nan=False, allow_infinity=False)
+
+
+def _float32(x: float) -> float:
+    return struct.unpack(">f", struct.pack(">f", x))[0]
+
+
+@EXAMPLES
+@given(st.dictionaries(names, amaxes, max_size=6), st.sampled_from(["EntropyCalibration2", "MinMaxCalibration"]),
+       st.integers(0, 10**6))
+def test_cache_round_trip(amax, algorithm, version):
+    table = CalibrationTable(amax, algorithm, version)
+    back = parse(render(table))
+    assert back.header == table.header
+    assert list(back.amax) == list(amax)
+    for name, value in amax.items():
+        # the file holds the float32 scale: reading gives back amax to float32 precision
+        assert back.amax[name] == _float32(value / INT8_MAX) * INT8_MAX
+        assert math.isclose(back.amax[name], value, rel_tol=1e-6)
+
+
+cache_lines = st.one_of(
+    st.builds(lambda n, h: f"{n}: {h}", names, st.text("0123456789abcdefABCDEF", min_size=1, max_size=9)),
+    st.builds(lambda n, b: f"{n}: {struct.pack('>f', b).hex()}", names, st.floats(width=32)),
+    st.text(max_size=30),
+)
+
+
+@EXAMPLES
+@given(st.one_of(st.just("TRT-101300-EntropyCalibration2"), st.text(max_size=30)), st.lists(cache_lines, max_size=5))
+def test_any_cache_text_parses_to_finite_positive_amax_or_one_error(header, lines):
+    text = "\n".join([header, *lines]) + "\n"
+    try:
+        table = parse(text, "c.cache")
+    except CacheError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("c.cache: line ")
+        return
+    for value in table.amax.values():
+        assert math.isfinite(value) and value >= 0  # 0 only from TensorRT's bare "0"
+    assert parse(render(table)).amax == table.amax  # what we read, we can write back
+
+
+# ---- --shapes ---------------------------------------------------------------------------------
+
+shape_names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8)
+
+
+@st.composite
+def profiles(draw):
+    rank = draw(st.integers(1, 5))
+    lo = draw(st.lists(st.integers(1, 64), min_size=rank, max_size=rank))
+    opt = [d + draw(st.integers(0, 64)) for d in lo]
+    hi = [d + draw(st.integers(0, 64)) for d in opt]
+    return tuple(lo), tuple(opt), tuple(hi)
+
+
+@EXAMPLES
+@given(st.dictionaries(shape_names, profiles(), min_size=1, max_size=4))
+def test_shapes_round_trip(expected):
+    text = [f"{name}:{'/'.join('x'.join(map(str, s)) for s in triple)}" for name, triple in expected.items()]
+    assert parse_shapes(text) == expected
+
+
+@EXAMPLES
+@given(st.lists(st.one_of(st.text(max_size=30), st.text("0123456789x/:ab-", max_size=30)), max_size=3))
+def test_any_shapes_text_parses_to_valid_profiles_or_one_error(values):
+    try:
+        shapes = parse_shapes(values)
+    except TrtpipeError as exc:
+        assert str(exc).startswith("--shapes ") and "\n" not in str(exc)
+        return
+    for lo, opt, hi in shapes.values():
+        assert len(lo) == len(opt) == len(hi) >= 1
+        assert all(1 <= a <= b <= c for a, b, c in zip(lo, opt, hi))
+
+
+# ---- the spec ---------------------------------------------------------------------------------
+
+def _toml(value) -> str:
+    """TOML for the values specs hold (JSON's strings, numbers and arrays are valid TOML)."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")  # TOML forbids a raw DEL
+
+
+identifiers = st.text(string.ascii_letters + "_", min_size=1, max_size=8)  # cheaper to draw than from_regex
+finite = st.floats(min_value=0.001, max_value=1e6) | st.floats(min_value=-1e6, max_value=-0.001)  # never 0 (std divides)
+
+
+input_specs = st.lists(st.tuples(identifiers, st.lists(st.just(-1) | st.integers(1, 512), min_size=1, max_size=4),
+                                 st.sampled_from(DTYPES)), max_size=2, unique_by=lambda t: t[0])
+tasks = st.sampled_from(["classification", "embedding", "generic"])
+excludes = st.lists(st.text(max_size=6), max_size=2)
+alphas = st.none() | st.floats(0, 1)
+channel_values = st.lists(finite, min_size=1, max_size=2)
+sizes = st.lists(st.integers(1, 1024), min_size=2, max_size=2)
+colors = st.sampled_from(["RGB", "BGR", "L"])
+threshold_tables = st.dictionaries(st.sampled_from(["fp16", "int8", "fp8"]),
+                                   st.dictionaries(st.sampled_from(["cosine", "top1_agreement", "snr_db"]), finite,
+                                                   min_size=1, max_size=2), max_size=1)
+
+
+@st.composite
+def specs(draw):
+    """Return (sections, expected values) for a valid spec: sections maps a table header ('' for the
+    top-level keys) to its lines, so a test can replace one table."""
+    inputs = draw(input_specs)
+    sections = {"": [f"name = {_toml(draw(identifiers))}",
+                     f"task = {_toml(draw(tasks))}"]}
+    sections["[[inputs]]"] = [line for name, shape, dtype in inputs for line in
+                              ("[[inputs]]", f"name = {_toml(name)}", f"shape = {_toml(shape)}", f"dtype = {_toml(dtype)}")]
+    exclude = draw(excludes)
+    smooth = draw(alphas)
+    sections["[quantize]"] = ["[quantize]", f"exclude = {_toml(exclude)}"] + ([f"smooth = {smooth!r}"] if smooth is not None else [])
+    mean = draw(channel_values)
+    std = draw(channel_values)
+    size = draw(sizes)
+    sections["[preprocess]"] = ["[preprocess]", f"size = {_toml(size)}", f"mean = {_toml(mean)}", f"std = {_toml(std)}",
+                                f"color = {_toml(draw(colors))}"]
+    thresholds = draw(threshold_tables)
+    for precision, values in thresholds.items():
+        sections[f"[thresholds.{precision}]"] = [f"[thresholds.{precision}]"] + [f"{k} = {v!r}" for k, v in values.items()]
+    expected = {"inputs": inputs, "exclude": exclude, "smooth": smooth, "mean": mean, "std": std, "size": tuple(size),
+                "thresholds": thresholds}
+    return sections, expected
+
+
+def _text(sections: dict) -> str:
+    return "\n".join(line for lines in sections.values() for line in lines) + "\n"
+
+
+def _load(text: str):
+    """Return load_spec of `text` written to a model.toml, and the path it had."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "model.toml"
+        path.write_text(text)
+        try:
+            return load_spec(path), path
+        except TrtpipeError as exc:
+            return exc, path
+
+
+@EXAMPLES
+@given(specs())
+def test_valid_specs_load_exactly(case):
+    sections, expected = case
+    spec, _ = _load(_text(sections))
+    assert not isinstance(spec, TrtpipeError), spec
+    assert [(i.name, i.shape, i.dtype) for i in spec.inputs] == [(n, s, d) for n, s, d in expected["inputs"]]
+    assert spec.exclude == expected["exclude"] and spec.smooth == expected["smooth"]
+    assert spec.preprocess.mean == expected["mean"] and spec.preprocess.std == expected["std"]
+    assert spec.preprocess.size == expected["size"]
+    assert spec.thresholds == expected["thresholds"]
+
+
+# (header the mistake replaces, its lines, what the one-line error must say)
+MISTAKES = [
+    ("[quantise]", ["[quantise]", "exclude = []"], "did you mean [quantize]?"),
+    ("[quantize]", ["[quantize]", 'exlude = ["a"]'], "did you mean 'exclude'?"),
+    ("[quantize]", ["[quantize]", 'exclude = "conv"'], "must be a list, not a string"),
+    ("[quantize]", ["[quantize]", "smooth = 1.5"], "between 0 and 1"),
+    ("[thresholds.int8]", ["[thresholds.int8]", 'cosine = "high"'], "must be a number"),
+    ("[thresholds.int9]", ["[thresholds.int9]", "cosine = 0.9"], "'int9' is not one of"),
+    ("[preprocess]", ["[preprocess]", "mean = 0.5"], "must be a list"),
+    ("[preprocess]", ["[preprocess]", 'colour = "RGB"'], "did you mean 'color'?"),
+    ("[preprocess]", ["[preprocess]", "std = [0.5, 0]"], "must not be 0"),
+    ("[[inputs]]", ["[[inputs]]", 'name = "x"', 'shape = [1, "a"]'], "must be an integer"),
+    ("[[inputs]]", ["[[inputs]]", 'name = "x"', "shape = [1]", 'dtype = "float64"'], "not one of"),
+    ("[[inputs]]", ["[[inputs]]", "shape = [1]"], "needs a key 'name'"),
+    ("[shapes]", ["[shapes]", 'x = "1x2"'], "[shapes] x:1x2: write NAME:MIN/OPT/MAX"),
+    ("[dat]", ["[dat]", 'calibration = "c"'], "did you mean [data]?"),
+    ("", ['nmae = "m"'], "did you mean 'name'?"),
+    ("", ["task = 3"], "task must be a string"),
+]
+
+
+@EXAMPLES
+@given(specs(), st.sampled_from(MISTAKES))
+def test_one_mistake_in_a_valid_spec_is_one_line_naming_it(case, mistake):
+    sections, _ = case
+    header, lines, needle = mistake
+    sections = dict(sections)
+    if header == "":  # a top-level key replaces the spec's own (TOML forbids a key twice)
+        keys = {line.split(" =")[0] for line in lines}
+        sections[""] = [line for line in sections[""] if line.split(" =")[0] not in keys] + lines
+    else:
+        sections[header] = lines
+    error, path = _load(_text(sections))
+    assert isinstance(error, TrtpipeError), f"accepted: {lines}"
+    message = str(error)
+    assert message.startswith(f"--spec {path}: ") and needle in message and "\n" not in message
+
+
+@EXAMPLES
+@given(st.one_of(st.text(max_size=200), st.binary(max_size=200).map(lambda b: b.decode("latin-1"))))
+def test_any_text_is_a_spec_or_one_error(text):
+    result, path = _load(text)
+    if isinstance(result, TrtpipeError):
+        assert str(result).startswith(f"--spec {path}")
+
+
+# ---- the engine sidecar -----------------------------------------------------------------------
+
+sha = st.binary(min_size=32, max_size=32).map(bytes.hex)
+dims = st.lists(st.one_of(st.just(-1), st.integers(1, 4096)), max_size=4)
+
+
+# Strategies are built once, here: building them inside a composite costs more than drawing from them.
+tensor_infos = st.builds(TensorInfo, names, st.sampled_from(["input", "output"]), st.sampled_from(DTYPES), dims,
+                         st.none() | st.lists(st.lists(st.integers(1, 64), max_size=3), min_size=3, max_size=3))
+sidecars = st.builds(
+    EngineInfo, engine=identifiers, backend=st.sampled_from(["tensorrt", "tensorrt-rtx"]), backend_version=st.just("1.7.1"),
+    target=st.just("sm89"), compute_capability=st.builds("{}.{}".format, st.integers(5, 12), st.integers(0, 9)),
+    precision=st.sampled_from(["fp16", "int8", "fp8"]), onnx=identifiers, onnx_sha256=sha, engine_sha256=sha,
+    cache_sha256=st.none() | sha, build_seconds=st.floats(0, 1e4),
+    options=st.dictionaries(identifiers, st.integers() | st.text(max_size=5), max_size=2),
+    tensors=st.lists(tensor_infos, max_size=3))
+
+
+def _read_sidecar(raw) -> tuple[object, Path]:
+    """Return read_sidecar of `raw` written as an engine's sidecar (or the error), and the engine path."""
+    with tempfile.TemporaryDirectory() as directory:
+        engine = Path(directory) / "m.engine"
+        Path(f"{engine}.json").write_text(json.dumps(raw))
+        try:
+            return read_sidecar(engine), engine
+        except TrtpipeError as exc:
+            return exc, engine
+
+
+@EXAMPLES
+@given(sidecars)
+def test_sidecar_round_trip(info):
+    assert _read_sidecar(info.to_json())[0] == info
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                           max_leaves=4)
+
+
+@EXAMPLES
+@given(sidecars, st.sampled_from(["engine", "precision", "engine_sha256", "tensors", "compute_capability",
+                                    "build_seconds", "cache_sha256", "options", "extra"]), json_values)
+def test_an_edited_sidecar_field_reads_or_is_one_error(info, key, value):
+    raw = info.to_json()
+    raw[key] = value
+    read, engine = _read_sidecar(raw)
+    if isinstance(read, TrtpipeError):
+        assert str(read).startswith(f"{engine}.json: ") and "\n" not in str(read)
+        return
+    # what was accepted has the types the runtime relies on
+    assert isinstance(read.engine, str) and isinstance(read.engine_sha256, str) and len(read.engine_sha256) == 64
+    assert all(isinstance(t, TensorInfo) and all(isinstance(d, int) for d in t.shape) for t in read.tensors)
+    read.capability  # noqa: B018 - parses MAJOR.MINOR
+
+
+# ---- the data loader --------------------------------------------------------------------------
+
+
+
+@st.composite
+def data_files(draw):
+    """Return (dtype, features, files): arrays of random sample counts, a bare sample when the count is 0."""
+    features = draw(st.integers(1, 5))
+    dtype = draw(st.sampled_from(["float32", "int64", "uint8"]))
+    files, start = [], 0
+    for _ in range(draw(st.integers(1, 5))):
+        count = draw(st.integers(0, 6))
+        array = np.arange(start * features, (start + max(count, 1)) * features).reshape(-1, features).astype(dtype)
+        start += max(count, 1)
+        files.append(array[0] if count == 0 else array)
+    return dtype, features, files
+
+
+@EXAMPLES
+@given(data_files(), st.integers(1, 8), st.none() | st.integers(1, 30))
+def test_batches_hold_every_sample_in_order(case, batch_size, limit):
+    dtype, features, files = case
+    samples = [row for array in files for row in array.reshape(-1, features)]
+    with tempfile.TemporaryDirectory() as directory:
+        for i, array in enumerate(files):
+            np.save(Path(directory) / f"{i:03d}.npy", array)
+        spec = ModelSpec("m", Path(directory), inputs=[InputSpec("x", [-1, features], dtype)])
+        batches = list(iter_batches(spec, directory, batch_size, limit))
+    expected = samples[:limit] if limit is not None else samples
+    assert all(1 <= len(b) <= batch_size for b in batches)
+    assert all(len(b) == batch_size for b in batches[:-1])
+    got = [row for b in batches for row in b.arrays["x"]]
+    assert len(got) == len(expected) and all(np.array_equal(a, b) for a, b in zip(got, expected))
+    assert all(b.arrays["x"].dtype == np.dtype(dtype) for b in batches)
+
+
+@EXAMPLES
+@given(st.binary(max_size=300), st.sampled_from([".npy", ".npz", ".png", ".jpg"]))
+def test_any_file_bytes_load_or_are_one_error(content, suffix):
+    with tempfile.TemporaryDirectory() as directory:
+        (Path(directory) / f"000{suffix}").write_bytes(content)
+        spec = ModelSpec("m", Path(directory), inputs=[InputSpec("x", [-1, 4], "float32")])
+        try:
+            list(iter_batches(spec, directory, 4))
+        except TrtpipeError as exc:
+            assert str(exc).startswith(directory) and "\n" not in str(exc)
