@@ -96,10 +96,13 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     A reused cache is touched, so make and other timestamp-driven tools see it as made now.
     """
     from calibrators.collect import collect_histograms
+    from trtpipe.graph.cleanup import cleanup
 
     if options.method not in METHODS:
         raise TrtpipeError(f"--method {options.method}: unknown method; use one of {', '.join(METHODS)}")
-    model = onnxio.load(model_path)
+    # Scales are keyed by tensor name: calibrate the cleaned graph, the one the typed passes rewrite
+    # (folding Transposes or BatchNorms renames the tensors that feed Conv and MatMul).
+    model, _ = cleanup(onnxio.load(model_path))
     tensors = quantized_activations(model)
     if not tensors:
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")

@@ -207,6 +207,12 @@ def _array_of_tables(table, name: str):
     return check
 
 
+def _free_table(value, where):
+    if not isinstance(value, dict):
+        raise _Invalid(f"{where} must be a table, not {_describe(value)}")
+    return value
+
+
 SCHEMA = {
     "name": _string,
     "task": _choice(*TASKS),
@@ -225,8 +231,10 @@ SCHEMA = {
                                         "iou": _number, "classes": _integer, "score_output": _string,
                                         "class_output": _string, "margin": _number, "neighbours": _integer,
                                         "threshold": _number}, "outputs", required=("name",)), "outputs"),
+    # The public model zoo's pins and input recipe (scripts/zoo.py reads it; the pipeline does not).
+    "zoo": _free_table,
 }
-TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs")
+TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs", "zoo")
 
 
 def validate_raw(raw: dict) -> dict:

@@ -31,11 +31,12 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     from trtpipe import data
     from trtpipe.calibrate import load_table
     from trtpipe.graph import onnxio
+    from trtpipe.graph.cleanup import cleanup
     from trtpipe.progress import progress_bar
     from trtpipe.quality.sensitivity import layer_sensitivity, quantizable_layers
     from trtpipe.targets import Precision
 
-    graph = onnxio.load(model)
+    graph, _ = cleanup(onnxio.load(model))  # the graph the cache's names and the typed passes refer to
     spec = _spec(spec_path, graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     table = load_table(cache, [precision])
