@@ -22,6 +22,7 @@ from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import atomic_path, ensure_dir, sidecar_path, write_text
+from trtpipe.runtime.sidecar import read_sidecar, sealed
 from trtpipe.serve.models import ENGINE_SUFFIX, ServedModel, describe_engine, model_name
 
 TRITON_TYPES = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "float64": "TYPE_FP64",
@@ -84,8 +85,6 @@ def config_text(model: ServedModel, backend: str, options: RepositoryOptions, fi
 
 def describe_family(paths: Sequence[Path], max_batch: int | None, name: str) -> tuple[ServedModel, str]:
     """Return one model for engines of one family (one per compute capability) and its Triton backend."""
-    from trtpipe.runtime.sidecar import read_sidecar
-
     if paths[0].suffix != ENGINE_SUFFIX:
         if len(paths) > 1:
             raise TrtpipeError(f"{paths[1]}: ONNX models are not grouped by compute capability; pass --name per model")
@@ -133,9 +132,9 @@ def write_repository(paths: Sequence[str | os.PathLike], output: str | os.PathLi
             files = {cc: plan_name(cc) for cc in sorted(model.engines)}
             for cc, engine in model.engines.items():
                 _copy(engine, version / files[cc])
-                info = json.loads(sidecar_path(engine).read_text())
-                info["engine"] = files[cc]  # the sidecar names the file it describes
-                write_text(sidecar_path(version / files[cc]), json.dumps(info, indent=2) + "\n")
+                info = read_sidecar(engine)
+                info.engine = files[cc]  # the sidecar names the file it describes, sealed anew for that name
+                write_text(sidecar_path(version / files[cc]), json.dumps(sealed(info), indent=2) + "\n")
         if backend in PYTHON_BACKENDS:
             write_text(version / "model.py", (Path(__file__).parent / "python_model.py").read_text())
         config = directory / "config.pbtxt"
