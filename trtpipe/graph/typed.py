@@ -9,6 +9,7 @@ from calibrators.cache import CalibrationTable
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
 from trtpipe.graph.half import to_half
+from trtpipe.graph.lowbit import lowbit_model
 from trtpipe.graph.qdq import insert_qdq
 from trtpipe.targets import Precision
 
@@ -34,6 +35,8 @@ def typed_model(model, precision: Precision, table: CalibrationTable | None, exc
         typed = model  # implicit INT8: TensorRT quantizes the FP32 graph itself
     elif precision in (Precision.FP16, Precision.BF16):
         typed = to_half(model, precision, keep=exclude)
+    elif precision in (Precision.INT4, Precision.FP4):
+        typed = lowbit_model(model, precision, table, exclude)
     else:
         if table is None:
             raise TrtpipeError(f"--precision {precision} needs --cache CACHE; make one with 'trtpipe calibrate'")
