@@ -58,7 +58,7 @@ def quantize_int4(weight: np.ndarray, block: int = DEFAULT_INT4_BLOCK, amax: np.
     `amax` per block (default: the block's max |w|) sets the scale amax/7; AWQ passes a clipped one.
     """
     weight = np.asarray(weight, np.float32)
-    k, n = weight.shape
+    k = weight.shape[0]
     if k % block:
         raise ValueError(f"{k} rows do not split into blocks of {block}")
     amax = int4_block_amax(weight, block) if amax is None else np.asarray(amax, np.float32)

@@ -55,4 +55,4 @@ def main():
 
 
 # The commands, one module per family; imported last so that they find `main`.
-from trtpipe.cli import pipeline, quality  # noqa: F401
+from trtpipe.cli import lowbit, pipeline, quality  # noqa: F401

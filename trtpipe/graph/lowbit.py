@@ -30,7 +30,6 @@ from calibrators.lowbit import (
     quantize_int4,
 )
 from trtpipe.errors import TrtpipeError
-from trtpipe.graph import onnxio
 from trtpipe.graph.half import to_half
 from trtpipe.targets import Precision
 
