@@ -235,6 +235,7 @@ def test_plan_says_which_targets_take_int4_and_fp4(cli, target, backend, int4, f
     import json
 
     code, out, _ = cli("plan", "--target", target, "--backend", backend, "--json")
+    assert code == 0
     rows = {r["precision"]: r for r in json.loads(out)["precisions"]}
     auto = json.loads(out)["auto"]
     for precision, why in (("int4", int4), ("fp4", fp4)):

@@ -32,8 +32,10 @@ class ActivationSample:
     count: int = 0
     rows: list[np.ndarray] = field(default_factory=list)
 
-    def update(self, value: np.ndarray, keep: int, rng: np.random.Generator) -> None:
+    def update(self, value: np.ndarray, keep: int, rng: np.random.Generator, mask: np.ndarray | None = None) -> None:
         flat = value.reshape(-1, value.shape[-1]).astype(np.float32)
+        if mask is not None and mask.size == flat.shape[0]:
+            flat = flat[mask.reshape(-1) != 0]  # padding tokens: computed, but no output reads them
         total = np.abs(flat).sum(axis=0, dtype=np.float64)
         self.total = total if self.total is None else self.total + total
         self.count += flat.shape[0]
@@ -75,8 +77,12 @@ def awq_layers(model, block: int) -> dict[str, list]:
 
 def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT_INT4_BLOCK,
         tokens: int = DEFAULT_TOKENS, grid: int = ALPHA_GRID, clip: bool = True, seed: int = 0,
-        on_batch: Callable[[int], None] | None = None):
-    """Return a copy of the FP32 `model` with AWQ's scales and clips folded in, and what was found."""
+        mask_input: str | None = "attention_mask", on_batch: Callable[[int], None] | None = None):
+    """Return a copy of the FP32 `model` with AWQ's scales and clips folded in, and what was found.
+
+    `mask_input`: a model input of shape [batch, tokens] whose zeros mark padding; activation rows
+    of padding tokens are left out of the statistics when the activation has one row per token.
+    """
     import onnx
     from onnx import helper, numpy_helper
 
@@ -88,9 +94,16 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
         raise TrtpipeError(f"nothing for AWQ: no MatMul with a constant 2-D FP32 weight whose rows split into blocks of {block}")
     rng = np.random.default_rng(seed)
     samples = {name: ActivationSample() for name in layers}
-    for values in exposed_activations(model, list(layers), batches, on_batch):
+    current: dict = {}
+
+    def remembered(batches):
+        for batch in batches:
+            current["mask"] = np.asarray(batch[mask_input]) if mask_input and mask_input in batch else None
+            yield batch
+
+    for values in exposed_activations(model, list(layers), remembered(batches), on_batch):
         for name, value in values.items():
-            samples[name].update(value, max(tokens // 4, 64), rng)
+            samples[name].update(value, max(tokens // 4, 64), rng, current.get("mask"))
         del values
     if not samples[next(iter(samples))].count:
         raise TrtpipeError("--data: no samples were read; AWQ needs calibration data")

@@ -30,6 +30,7 @@ from calibrators.lowbit import (
     quantize_int4,
 )
 from trtpipe.errors import TrtpipeError
+from trtpipe.graph import onnxio
 from trtpipe.graph.half import to_half
 from trtpipe.targets import Precision
 
@@ -95,7 +96,7 @@ def _kept_names(model, exclude: Iterable[str]) -> set[str]:
     return {node.name or node.output[0] for node in model.graph.node if exclude and node_matches(node, exclude)}
 
 
-def _finish(half, new_nodes_before: dict[str, list], new_inits: list, opset: int):
+def _finish(half, new_nodes_before: dict[str, list], new_inits: list):
     """Put each node's new DequantizeLinear chain right before it, drop unread initializers."""
     nodes = []
     for node in half.graph.node:
@@ -107,9 +108,6 @@ def _finish(half, new_nodes_before: dict[str, list], new_inits: list, opset: int
     kept = [init for init in half.graph.initializer if init.name in used]
     del half.graph.initializer[:]
     half.graph.initializer.extend(kept + new_inits)
-    for entry in half.opset_import:
-        if entry.domain in ("", "ai.onnx"):
-            entry.version = max(entry.version, opset)
     return half
 
 
@@ -135,7 +133,7 @@ def int4_model(model, exclude: Iterable[str] = (), block: int | None = None,
         raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
     exclude = list(exclude)
     fp32 = _fp32_arrays(model)
-    half = to_half(model, Precision.FP16, keep=exclude)
+    half = to_half(onnxio.with_opset(model, INT4_OPSET), Precision.FP16, keep=exclude)
     report = LowbitReport([], [])
     new_inits, before, done = [], {}, {}
 
@@ -186,7 +184,7 @@ def int4_model(model, exclude: Iterable[str] = (), block: int | None = None,
         raise TrtpipeError(f"nothing was quantized to int4: no MatMul or Gemm with a constant 2-D weight whose rows split "
                            f"into blocks of {block}; check --exclude")
     del TensorProto
-    return _finish(half, before, new_inits, INT4_OPSET), report
+    return _finish(half, before, new_inits), report
 
 
 def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = ()) -> tuple[object, LowbitReport]:
@@ -200,7 +198,7 @@ def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = ()) -> tu
 
     exclude = list(exclude)
     fp32 = _fp32_arrays(model)
-    half = to_half(model, Precision.FP16, keep=exclude)
+    half = to_half(onnxio.with_opset(model, FP4_OPSET), Precision.FP16, keep=exclude)
     report = LowbitReport([], [])
     new_inits, before, weights_done, acts_done = [], {}, set(), {}
     kept = _kept_names(model, exclude)
@@ -258,7 +256,7 @@ def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = ()) -> tu
                            f"input channels split into blocks of {FP4_BLOCK}; check --exclude")
     half.opset_import.append(helper.make_opsetid(TRT_DOMAIN, 1))
     del TensorProto
-    return _finish(half, before, new_inits, FP4_OPSET), report
+    return _finish(half, before, new_inits), report
 
 
 def _fp32_name(half_name: str) -> str:
