@@ -40,6 +40,7 @@ TRT_DOMAIN = "trt"
 FP8_E4M3FN = 17  # TensorProto.FLOAT8E4M3FN: TRT_FP4DynamicQuantize's scale_type
 # What an AWQ-scaled model (trtpipe.graph.awq) records, so that int4 quantizes with its block size.
 BLOCK_SIZE_KEY = "trtpipe.awq.block_size"
+DEFAULT_EMBEDDING_BLOCK = 32  # fp4's INT4 embedding tables: a row of 384 has 12 scales
 
 
 @dataclass
@@ -48,8 +49,18 @@ class LowbitReport:
 
     layers: list[str]
     embeddings: list[str]
-    fp16_bytes: int = 0
-    quantized_bytes: int = 0
+    fp16_bytes: int = 0  # the quantized layers' weights in FP16
+    quantized_bytes: int = 0  # the same weights as stored: 4-bit values and their scales
+    embedding_fp16_bytes: int = 0
+    embedding_bytes: int = 0
+
+    def count(self, fp16: int, quantized: int, embedding: bool = False) -> None:
+        if embedding:
+            self.embedding_fp16_bytes += fp16
+            self.embedding_bytes += quantized
+        else:
+            self.fp16_bytes += fp16
+            self.quantized_bytes += quantized
 
 
 def awq_block_size(model) -> int | None:
@@ -126,8 +137,6 @@ def int4_model(model, exclude: Iterable[str] = (), block: int | None = None,
     searched for, else 128. Layers whose K does not split into blocks stay FP16. `embeddings`:
     word-embedding tables (Gather on an initializer) too, blocked along their rows' width.
     """
-    from onnx import TensorProto, helper, numpy_helper
-
     block = block or awq_block_size(model) or DEFAULT_INT4_BLOCK
     if block not in INT4_BLOCK_SIZES:
         raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
@@ -135,23 +144,7 @@ def int4_model(model, exclude: Iterable[str] = (), block: int | None = None,
     fp32 = _fp32_arrays(model)
     half = to_half(onnxio.with_opset(model, INT4_OPSET), Precision.FP16, keep=exclude)
     report = LowbitReport([], [])
-    new_inits, before, done = [], {}, {}
-
-    def add_dq(name: str, weight: np.ndarray, axis: int) -> str:
-        if name not in done:
-            q = quantize_int4(weight if axis == 0 else weight.T, block)
-            values, scales = (q.values, q.scales) if axis == 0 else (q.values.T, q.scales.T)
-            import ml_dtypes
-
-            new_inits.append(numpy_helper.from_array(values.astype(ml_dtypes.int4), f"{name}__int4"))
-            new_inits.append(numpy_helper.from_array(scales.astype(np.float16), f"{name}__int4_scale"))
-            done[name] = helper.make_node("DequantizeLinear", [f"{name}__int4", f"{name}__int4_scale"], [f"{name}__dq"],
-                                          axis=axis, block_size=block, name=f"{name}/DequantizeLinear")
-            report.fp16_bytes += weight.size * 2
-            report.quantized_bytes += (weight.size + 1) // 2 + scales.size * 2
-            return done[name]
-        return None
-
+    writer = _Int4Writer(block, report)
     kept = _kept_names(model, exclude)
     for node, slot, name, transposed in list(_layer_weights(half, kept)):
         weight = fp32[name]
@@ -160,41 +153,65 @@ def int4_model(model, exclude: Iterable[str] = (), block: int | None = None,
             for attr in node.attribute:
                 if attr.name == "transB":
                     attr.i = 0
-            name_t = f"{name}__t"
-        else:
-            name_t = name
+            name = f"{name}__t"
         if weight.shape[0] % block:
             continue
-        dq = add_dq(name_t, weight, axis=0)
-        if dq is not None:
-            before.setdefault(node.output[0], []).append(dq)
-        node.input[slot] = f"{name_t}__dq"
+        node.input[slot] = writer.dequantized(name, weight, 0, node.output[0])
         report.layers.append(node.name or node.output[0])
     if embeddings:
-        for node, name in list(_embedding_tables(half)):
-            table = fp32.get(name)
-            if table is None or table.shape[1] % block or node.name in kept:
-                continue
-            dq = add_dq(name, table, axis=1)  # blocks along each row: a looked-up row dequantizes alone
-            if dq is not None:
-                before.setdefault(node.output[0], []).append(dq)
-            node.input[0] = f"{name}__dq"
-            report.embeddings.append(node.name or node.output[0])
+        writer.embeddings(half, fp32, kept)
     if not report.layers:
         raise TrtpipeError(f"nothing was quantized to int4: no MatMul or Gemm with a constant 2-D weight whose rows split "
                            f"into blocks of {block}; check --exclude")
-    del TensorProto
-    return _finish(half, before, new_inits), report
+    return _finish(half, writer.before, writer.inits), report
 
 
-def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = ()) -> tuple[object, LowbitReport]:
+class _Int4Writer:
+    """Writes INT4 weights with their DequantizeLinear, each once, and counts the bytes."""
+
+    def __init__(self, block: int, report: LowbitReport):
+        self.block, self.report = block, report
+        self.inits: list = []
+        self.before: dict[str, list] = {}
+        self.done: set[str] = set()
+
+    def dequantized(self, name: str, weight: np.ndarray, axis: int, reader: str, embedding: bool = False) -> str:
+        """Return the DequantizeLinear output standing for `weight`, blocked along `axis`, run before `reader`."""
+        import ml_dtypes
+        from onnx import helper, numpy_helper
+
+        if name not in self.done:
+            q = quantize_int4(weight if axis == 0 else weight.T, self.block)
+            values, scales = (q.values, q.scales) if axis == 0 else (q.values.T, q.scales.T)
+            self.inits += [numpy_helper.from_array(values.astype(ml_dtypes.int4), f"{name}__int4"),
+                           numpy_helper.from_array(scales.astype(np.float16), f"{name}__int4_scale")]
+            self.before.setdefault(reader, []).append(helper.make_node(
+                "DequantizeLinear", [f"{name}__int4", f"{name}__int4_scale"], [f"{name}__dq"],
+                axis=axis, block_size=self.block, name=f"{name}/DequantizeLinear"))
+            self.done.add(name)
+            self.report.count(weight.size * 2, (weight.size + 1) // 2 + scales.size * 2, embedding)
+        return f"{name}__dq"
+
+    def embeddings(self, half, fp32: dict[str, np.ndarray], kept: set[str]) -> None:
+        """Quantize Gather tables, blocked along each row: a looked-up row dequantizes alone."""
+        for node, name in list(_embedding_tables(half)):
+            table = fp32.get(name)
+            if table is None or table.shape[1] % self.block or (node.name or node.output[0]) in kept:
+                continue
+            node.input[0] = self.dequantized(name, table, 1, node.output[0], embedding=True)
+            self.report.embeddings.append(node.name or node.output[0])
+
+
+def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = (),
+              embeddings: bool = True) -> tuple[object, LowbitReport]:
     """Return the NVFP4 typed ONNX of the FP32 `model` (weights and activations), and what it quantized.
 
     Each quantized layer's activation needs its amax in `table` (max calibration, e.g. the fp8
     cache): it sets the global scale that keeps the dynamic FP8 block scales in range.
+    `embeddings`: word-embedding tables in INT4 (blocks of 32), as int4 stores them.
     """
     import ml_dtypes
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     exclude = list(exclude)
     fp32 = _fp32_arrays(model)
@@ -224,8 +241,7 @@ def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = ()) -> tu
                 helper.make_node("Transpose", [f"{name}__dq_nk"], [f"{name}__dq"], perm=[1, 0], name=f"{name}/Transpose"),
             ])
             weights_done.add(name)
-            report.fp16_bytes += weight_nk.size * 2
-            report.quantized_bytes += weight_nk.size // 2 + q.scales.size
+            report.count(weight_nk.size * 2, weight_nk.size // 2 + q.scales.size + 2)
         if transposed:
             for attr in node.attribute:
                 if attr.name == "transB":
@@ -235,9 +251,16 @@ def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = ()) -> tu
         if source not in acts_done:
             prefix = f"{source}__fp4"
             global_scale = fp4_global_scale(table.amax[activation])
-            new_inits.append(numpy_helper.from_array(np.array(global_scale, np.float16), f"{prefix}_global"))
+            new_inits += [numpy_helper.from_array(np.array(global_scale, np.float16), f"{prefix}_global"),
+                          numpy_helper.from_array(np.array([weight_nk.shape[1]], np.int64), f"{prefix}_k")]
+            # TensorRT needs the blocked axis's extent at build time; a Reshape computed from shapes
+            # (attention heads merged back) hides it, so restate it: [..., K].
             before.setdefault(node.output[0], []).extend([
-                helper.make_node("TRT_FP4DynamicQuantize", [source, f"{prefix}_global"], [f"{prefix}_q", f"{prefix}_scale"],
+                helper.make_node("Shape", [source], [f"{prefix}_lead"], end=-1, name=f"{source}/Shape_fp4"),
+                helper.make_node("Concat", [f"{prefix}_lead", f"{prefix}_k"], [f"{prefix}_shape"], axis=0,
+                                 name=f"{source}/Concat_fp4"),
+                helper.make_node("Reshape", [source, f"{prefix}_shape"], [f"{prefix}_in"], name=f"{source}/Reshape_fp4"),
+                helper.make_node("TRT_FP4DynamicQuantize", [f"{prefix}_in", f"{prefix}_global"], [f"{prefix}_q", f"{prefix}_scale"],
                                  domain=TRT_DOMAIN, axis=-1, block_size=FP4_BLOCK, scale_type=FP8_E4M3FN,
                                  name=f"{source}/TRT_FP4DynamicQuantize"),
                 helper.make_node("DequantizeLinear", [f"{prefix}_scale", f"{prefix}_global"], [f"{prefix}_block"],
@@ -254,8 +277,13 @@ def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = ()) -> tu
                                "calibrate this model with 'trtpipe calibrate --precision fp8'")
         raise TrtpipeError("nothing was quantized to fp4: no MatMul or Gemm with a constant 2-D weight whose "
                            f"input channels split into blocks of {FP4_BLOCK}; check --exclude")
+    if embeddings:  # FP4 has no Gather; the tables take INT4, which every FP4 target runs too
+        writer = _Int4Writer(DEFAULT_EMBEDDING_BLOCK, report)
+        writer.embeddings(half, fp32, kept)
+        new_inits += writer.inits
+        for reader, nodes in writer.before.items():
+            before.setdefault(reader, []).extend(nodes)
     half.opset_import.append(helper.make_opsetid(TRT_DOMAIN, 1))
-    del TensorProto
     return _finish(half, before, new_inits), report
 
 

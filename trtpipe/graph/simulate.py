@@ -144,6 +144,9 @@ def fp4_for_cpu(model):
     model = onnx.ModelProto.FromString(model.SerializeToString())
     graph = model.graph
     constants = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    # Only FP4 weights and their FP8 block scales are folded; INT4 tables (and all else) run as they are.
+    foldable = {init.name for init in graph.initializer
+                if init.data_type in (TensorProto.FLOAT4E2M1, TensorProto.FLOAT8E4M3FN)}
     exact: set[str] = set()  # float32 tensors that replace an FP16 one
     nodes, new_inits = [], []
     producers = {out: node for node in graph.node for out in node.output}
@@ -156,7 +159,8 @@ def fp4_for_cpu(model):
         if node.output[0] in skip:
             continue
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if node.op_type == "DequantizeLinear" and all(n in constants for n in node.input[:2]):
+        if (node.op_type == "DequantizeLinear" and all(n in constants for n in node.input[:2])
+                and node.input[0] in foldable):
             constants[node.output[0]] = _dequantize(constants[node.input[0]], constants[node.input[1]],
                                                     attrs.get("axis", 1), attrs.get("block_size", 0))
             exact.add(node.output[0])
