@@ -27,6 +27,9 @@ DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
     "bf16": {"cosine": 0.999},
     "int8": {"cosine": 0.99, "top1_agreement": 0.98},
     "fp8": {"cosine": 0.99, "top1_agreement": 0.98},
+    # The low-bit issue's bar; MiniLM does not clear it yet (docs/lowbit.md has the figures).
+    "int4": {"cosine": 0.99, "top1_agreement": 0.98},
+    "fp4": {"cosine": 0.99, "top1_agreement": 0.98},
 }
 CHECKED_METRICS = ("cosine", "cosine_min", "snr_db", "top1_agreement", "top5_agreement", "accuracy")
 
