@@ -115,10 +115,9 @@ $(LB)/awq/$(L).onnx: $(BUILD)/$(L)/$(L).onnx models/$(L)/model.toml
 $(LB)/$(L).int4.$(subst _,,$(INT4_TARGET)).engine: $(LB)/awq/$(L).onnx
 	$(TRTPIPE) build $< --precision int4 --target $(INT4_TARGET) --backend tensorrt-rtx $(LOWBIT_SPEC) -o $(LB)
 
-# The same model under its own name, so that the table tells round-to-nearest from AWQ.
+# The same model under its own name, so that the table tells round-to-nearest from AWQ; same blocks.
 $(LB)/rtn/$(L)-rtn.onnx: $(BUILD)/$(L)/$(L).onnx
-	@mkdir -p $(dir $@)
-	cp $< $@
+	$(TRTPIPE) awq $< $(LOWBIT_SPEC) --block-size $(AWQ_BLOCK) --round-to-nearest -o $@
 
 $(LB)/rtn/$(L)-rtn.int4.$(subst _,,$(INT4_TARGET)).engine: $(LB)/rtn/$(L)-rtn.onnx
 	$(TRTPIPE) build $< --precision int4 --target $(INT4_TARGET) --backend tensorrt-rtx $(LOWBIT_SPEC) -o $(LB)/rtn

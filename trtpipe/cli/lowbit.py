@@ -16,21 +16,28 @@ from trtpipe.cli import _data_dir, _spec, main
               help="rows of a weight that share one INT4 scale; int4 builds from the output use the same")
 @click.option("--tokens", type=int, default=1024, show_default=True, help="activation rows per layer the search runs on")
 @click.option("--clip/--no-clip", default=True, show_default=True, help="also search each block's clipping range")
+@click.option("--round-to-nearest", "rtn", is_flag=True,
+              help="search nothing, only record --block-size: the baseline AWQ must beat, at the same blocks")
 @click.option("--batch-size", type=int, default=16, show_default=True)
 @click.option("--limit", type=int, help="use at most N samples")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
-def awq(model, data_dir, block_size, tokens, clip, batch_size, limit, spec_path, output):
+def awq(model, data_dir, block_size, tokens, clip, rtn, batch_size, limit, spec_path, output):
     """Write an FP32 ONNX with AWQ's INT4 scales and clips folded in; build --precision int4 from it."""
     from trtpipe import data
     from trtpipe.errors import TrtpipeError
     from trtpipe.graph import onnxio
     from trtpipe.graph.awq import awq as run
+    from trtpipe.graph.awq import with_block_size
     from trtpipe.progress import progress_bar
 
     if tokens < 16:
         raise TrtpipeError(f"--tokens {tokens}: AWQ needs at least 16 activation rows per layer (1024 is usual)")
     graph = onnxio.load(model)
+    if rtn:
+        onnxio.save(with_block_size(graph, int(block_size)), output)
+        click.echo(f"wrote {output} (round-to-nearest in blocks of {block_size}: nothing searched)")
+        return
     spec = _spec(spec_path, graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))

@@ -75,6 +75,17 @@ def awq_layers(model, block: int) -> dict[str, list]:
     return layers
 
 
+def with_block_size(model, block: int):
+    """Return a copy of `model` that int4 quantizes in blocks of `block`, by plain round-to-nearest."""
+    import onnx
+
+    if block not in INT4_BLOCK_SIZES:
+        raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props}, BLOCK_SIZE_KEY: str(block)})
+    return model
+
+
 def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT_INT4_BLOCK,
         tokens: int = DEFAULT_TOKENS, grid: int = ALPHA_GRID, clip: bool = True, seed: int = 0,
         mask_input: str | None = "attention_mask", on_batch: Callable[[int], None] | None = None):
@@ -142,5 +153,4 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
         if i in divide_nodes:
             model.graph.node.append(divide_nodes[i])
         model.graph.node.append(node)
-    onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props}, BLOCK_SIZE_KEY: str(block)})
-    return model, summary
+    return with_block_size(model, block), summary
