@@ -19,6 +19,7 @@ from trtpipe.config import ModelSpec, Shape, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import ensure_dir, sha256, sidecar_path, write_bytes, write_json
 from trtpipe.graph import onnxio
+from trtpipe.graph.lowbit import NothingToQuantize
 from trtpipe.graph.typed import write_typed_onnx
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo
 from trtpipe.targets import Precision, Target, local_target
@@ -210,9 +211,14 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     output_dir = ensure_dir(output_dir)
     results = []
     for precision in chosen:
-        typed = write_typed_onnx(model, precision, output_dir / f"{model_path.stem}.{precision}.onnx",
-                                 table, options.exclude, implicit=options.calibration == "implicit",
-                                 unquantized=options.unquantized)
+        try:
+            typed = write_typed_onnx(model, precision, output_dir / f"{model_path.stem}.{precision}.onnx",
+                                     table, options.exclude, implicit=options.calibration == "implicit",
+                                     unquantized=options.unquantized)
+        except NothingToQuantize:
+            if list(precisions) == ["auto"]:
+                continue  # e.g. int4 of a model whose layers are all narrower than a block
+            raise
         engine = engine_path(output_dir, model_path.stem, precision, options.target)
         info = build_engine(typed, engine, precision, options, backend, model_path)
         results.append(BuildResult(typed, engine, info))

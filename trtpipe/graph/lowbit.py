@@ -43,6 +43,10 @@ BLOCK_SIZE_KEY = "trtpipe.awq.block_size"
 DEFAULT_EMBEDDING_BLOCK = 32  # fp4's INT4 embedding tables: a row of 384 has 12 scales
 
 
+class NothingToQuantize(TrtpipeError):
+    """No layer of the model takes the low-bit format (`--precision auto` then skips it)."""
+
+
 @dataclass
 class LowbitReport:
     """What a low-bit pass quantized: layer names, and weight bytes before (FP16) and after."""
@@ -161,7 +165,7 @@ def int4_model(model, exclude: Iterable[str] = (), block: int | None = None,
     if embeddings:
         writer.embeddings(half, fp32, kept)
     if not report.layers:
-        raise TrtpipeError(f"nothing was quantized to int4: no MatMul or Gemm with a constant 2-D weight whose rows split "
+        raise NothingToQuantize(f"nothing was quantized to int4: no MatMul or Gemm with a constant 2-D weight whose rows split "
                            f"into blocks of {block}; check --exclude")
     return _finish(half, writer.before, writer.inits), report
 
@@ -275,7 +279,7 @@ def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = (),
         if missing:
             raise TrtpipeError(f"--cache: no amax for '{missing[0]}' (and {len(missing) - 1} more) that fp4 needs; "
                                "calibrate this model with 'trtpipe calibrate --precision fp8'")
-        raise TrtpipeError("nothing was quantized to fp4: no MatMul or Gemm with a constant 2-D weight whose "
+        raise NothingToQuantize("nothing was quantized to fp4: no MatMul or Gemm with a constant 2-D weight whose "
                            f"input channels split into blocks of {FP4_BLOCK}; check --exclude")
     if embeddings:  # FP4 has no Gather; the tables take INT4, which every FP4 target runs too
         writer = _Int4Writer(DEFAULT_EMBEDDING_BLOCK, report)
