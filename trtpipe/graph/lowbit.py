@@ -123,6 +123,7 @@ def _finish(half, new_nodes_before: dict[str, list], new_inits: list):
     kept = [init for init in half.graph.initializer if init.name in used]
     del half.graph.initializer[:]
     half.graph.initializer.extend(kept + new_inits)
+    half.ir_version = max(half.ir_version, onnxio.IR_VERSION)  # INT4 needs IR 10 (an exported IR 8 keeps 8)
     return half
 
 
