@@ -277,10 +277,10 @@ def test_cli_round_to_nearest_baseline_only_records_the_block(cli, tmp_path):
     original = two_layer_model()
     model = models.save(original, tmp_path / "m.onnx")
     code, out, err = cli("awq", model, "--block-size", "32", "--round-to-nearest", "-o", tmp_path / "rtn.onnx")
-    assert code == 0, err
+    assert code == 0 and "nothing searched" in out, err
     rtn = onnx.load(str(tmp_path / "rtn.onnx"))
     assert {p.key: p.value for p in rtn.metadata_props}["trtpipe.awq.block_size"] == "32"
     assert [i.raw_data for i in rtn.graph.initializer] == [i.raw_data for i in original.graph.initializer]
-    typed, report = int4_model(rtn)
+    typed, _ = int4_model(rtn)
     assert {a.i for n in typed.graph.node if n.op_type == "DequantizeLinear" for a in n.attribute
             if a.name == "block_size"} == {32}
