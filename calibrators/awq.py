@@ -72,13 +72,17 @@ def search_clip(x: np.ndarray, weight: np.ndarray, block: int, ratios: Sequence[
     k, n = weight.shape
     groups = k // block
     amax = int4_block_amax(weight, block)
-    xb = np.ascontiguousarray(x.reshape(x.shape[0], groups, block).transpose(1, 0, 2))  # [G, T, block]
+    # sum_t (x_b[t] . d[:, n])^2 = d[:, n]^T (X_b^T X_b) d[:, n]: one small Gram matrix per block
+    # replaces a [G, T, N] product per ratio (100 s of MiniLM's search before, under 1 s now).
+    # (2-D products in a loop: numpy's stacked matmul did not reach BLAS for these shapes)
+    gram = np.stack([x[:, g * block:(g + 1) * block].T @ x[:, g * block:(g + 1) * block]
+                     for g in range(groups)]) / np.float32(x.shape[0])  # [G, block, block]
     best_error = np.full((groups, n), np.inf, np.float64)
     best = amax.copy()
     for ratio in ratios:
         candidate = np.float32(ratio) * amax
         diff = (quantize_int4(weight, block, candidate).dequantize() - weight).reshape(groups, block, n)
-        error = np.square(np.matmul(xb, diff)).mean(axis=1)  # [G, N]: batched BLAS, not einsum's loops
+        error = np.stack([((gram[g] @ diff[g]) * diff[g]).sum(axis=0) for g in range(groups)])  # [G, N]
         better = error < best_error
         best_error = np.where(better, error, best_error)
         best = np.where(better, candidate, best)
