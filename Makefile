@@ -24,7 +24,7 @@ SM ?= $(subst _,,$(TARGET))
 CANDIDATE = onnx
 endif
 
-.PHONY: all demo test lint engines validate clean bench-copies bench-calibrate wheelhouse venv serve bench-serve check-reproducible
+.PHONY: all demo demo-lowbit test lint engines validate clean bench-copies bench-calibrate wheelhouse venv serve bench-serve check-reproducible
 all: demo
 
 $(VENV)/.created:
@@ -101,6 +101,54 @@ validate: $(REPORTS)
 
 demo: $(REPORTS)
 	@$(TRTPIPE) summary --no-fail $(REPORTS)
+
+# ---- low bits: MiniLM in INT4 weight-only (AWQ, and round-to-nearest to beat) and NVFP4 --------
+# Engines for INT4_TARGET (SM 8.0+) and FP4_TARGET (SM 12.x with TensorRT-RTX) built on this machine;
+# validation simulates the typed ONNX on the CPU unless a GPU of that target runs the engine.
+LOWBIT_MODEL ?= minilm
+INT4_TARGET ?= sm_89
+FP4_TARGET ?= sm_120
+AWQ_BLOCK ?= 32
+L := $(LOWBIT_MODEL)
+LB := $(BUILD)/$(L)/lowbit
+LOWBIT_SPEC := --spec models/$(L)/model.toml
+lowbit_validate = $(TRTPIPE) validate $(1) --baseline $(BUILD)/$(L)/$(L).onnx $(LOWBIT_SPEC) --report $(dir $(2)) --json \
+	> $(2).tmp || [ $$? -eq 1 ]; mv $(2).tmp $(2)
+
+$(LB)/awq/$(L).onnx: $(BUILD)/$(L)/$(L).onnx models/$(L)/model.toml
+	$(TRTPIPE) awq $< $(LOWBIT_SPEC) --block-size $(AWQ_BLOCK) -o $@
+
+$(LB)/$(L).int4.$(subst _,,$(INT4_TARGET)).engine: $(LB)/awq/$(L).onnx
+	$(TRTPIPE) build $< --precision int4 --target $(INT4_TARGET) --backend tensorrt-rtx $(LOWBIT_SPEC) -o $(LB)
+
+# The same model under its own name, so that the table tells round-to-nearest from AWQ; same blocks.
+$(LB)/rtn/$(L)-rtn.onnx: $(BUILD)/$(L)/$(L).onnx
+	$(TRTPIPE) awq $< $(LOWBIT_SPEC) --block-size $(AWQ_BLOCK) --round-to-nearest -o $@
+
+$(LB)/rtn/$(L)-rtn.int4.$(subst _,,$(INT4_TARGET)).engine: $(LB)/rtn/$(L)-rtn.onnx
+	$(TRTPIPE) build $< --precision int4 --target $(INT4_TARGET) --backend tensorrt-rtx $(LOWBIT_SPEC) -o $(LB)/rtn
+
+$(LB)/$(L).fp4.$(subst _,,$(FP4_TARGET)).engine: $(BUILD)/$(L)/$(L).onnx $(BUILD)/$(L)/$(L).fp8.cache
+	$(TRTPIPE) build $< --precision fp4 --target $(FP4_TARGET) --backend tensorrt-rtx $(LOWBIT_SPEC) \
+		--cache $(BUILD)/$(L)/$(L).fp8.cache -o $(LB)
+
+$(LB)/reports/$(L).int4.json: $(LB)/$(L).int4.$(subst _,,$(INT4_TARGET)).engine
+	@mkdir -p $(dir $@)
+	$(call lowbit_validate,$(LB)/$(L).int4.onnx,$@)
+
+$(LB)/rtn/reports/$(L)-rtn.int4.json: $(LB)/rtn/$(L)-rtn.int4.$(subst _,,$(INT4_TARGET)).engine
+	@mkdir -p $(dir $@)
+	$(call lowbit_validate,$(LB)/rtn/$(L)-rtn.int4.onnx,$@)
+
+$(LB)/reports/$(L).fp4.json: $(LB)/$(L).fp4.$(subst _,,$(FP4_TARGET)).engine
+	@mkdir -p $(dir $@)
+	$(call lowbit_validate,$(LB)/$(L).fp4.onnx,$@)
+
+LOWBIT_REPORTS := $(LB)/reports/$(L).int4.json $(LB)/rtn/reports/$(L)-rtn.int4.json $(LB)/reports/$(L).fp4.json
+
+# INT4 with AWQ, INT4 round-to-nearest, NVFP4: one table (engine sizes beside the FP16 engine's).
+demo-lowbit: $(LOWBIT_REPORTS) $(BUILD)/$(L)/$(L).fp16.$(SM).engine
+	@$(TRTPIPE) summary --no-fail $(LOWBIT_REPORTS) $(BUILD)/$(L)/reports/$(L).fp16.json
 
 # trtpipe's entropy calibration against ONNX Runtime's on 1,000 and 10,000 real digits, in one run.
 bench-calibrate: $(BUILD)/digits/digits.onnx

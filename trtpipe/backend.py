@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 
 from trtpipe.errors import TrtpipeError, require
@@ -31,6 +31,8 @@ class BackendSpec:
     # Lowest capability at which the backend itself runs each narrow precision.
     precision_minimum: dict[Precision, tuple[int, int]]
     timing_cache: bool = True  # TensorRT-RTX does not time tactics, so it has none
+    # What a supported precision still asks of the installed version, shown by `plan`.
+    precision_note: dict[Precision, str] = field(default_factory=dict)
 
     def runs_on(self, target: Target) -> bool:
         if self.runnable is not None:
@@ -55,17 +57,22 @@ class BackendSpec:
         need = self.precision_minimum.get(precision)
         if need is not None and target.capability < need:
             return False, f"{self.name} runs {precision} from compute capability {need[0]}.{need[1]}"
-        return True, ""
+        return True, self.precision_note.get(precision, "")
 
 
 TENSORRT = BackendSpec(
     name="tensorrt", module="tensorrt", extra="tensorrt", builds_without_gpu=False,
     runnable=None, min_capability=(7, 5), precision_minimum={},
+    precision_note={Precision.INT4: "weight-only INT4 (TensorRT 10.0 or newer)",
+                    Precision.FP4: "NVFP4 (TensorRT 10.8 or newer)"},
 )
 TENSORRT_RTX = BackendSpec(
     name="tensorrt-rtx", module="tensorrt_rtx", extra="rtx", builds_without_gpu=True,
     runnable=((8, 0), (8, 6), (8, 9), (12, 0), (12, 1)), min_capability=(8, 0),
-    precision_minimum={Precision.FP4: (12, 0)}, timing_cache=False,
+    # Measured with 1.7.1 on a CPU: INT4 builds for every SM it runs (7.5 is refused: "HW-specific
+    # datatypes: int4"); FP4 for 12.0 and 12.1 only (8.9: "fp4_e2m1").
+    precision_minimum={Precision.INT4: (8, 0), Precision.FP4: (12, 0)}, timing_cache=False,
+    precision_note={Precision.INT4: "weight-only INT4", Precision.FP4: "NVFP4"},
 )
 SPECS = {spec.name: spec for spec in (TENSORRT, TENSORRT_RTX)}
 
@@ -153,15 +160,13 @@ def load(spec: BackendSpec, target: Target | None = None) -> Backend:
 
 
 # Precisions `--precision auto` considers: all but TF32, which is FP32 with TF32 matrix math allowed.
-AUTO_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.BF16, Precision.INT8, Precision.FP8, Precision.FP4)
+AUTO_PRECISIONS = (Precision.FP32, Precision.FP16, Precision.BF16, Precision.INT8, Precision.FP8, Precision.INT4,
+                   Precision.FP4)
 
 
 def precision_support(spec: BackendSpec, target: Target, precision: Precision) -> tuple[bool, str]:
-    """Return whether trtpipe builds `precision` for `target` with the backend, and why not."""
-    ok, why = spec.supports(target, precision)
-    if ok and precision is Precision.FP4:
-        return False, "trtpipe does not write block-scaled FP4 weights yet"
-    return ok, why
+    """Return whether trtpipe builds `precision` for `target` with the backend, and why not (or a note)."""
+    return spec.supports(target, precision)
 
 
 def plan_precisions(requested: Sequence[str], target: Target, spec: BackendSpec) -> list[Precision]:

@@ -21,6 +21,7 @@ from trtpipe.errors import TrtpipeError
 from trtpipe.files import atomic_path, check_output, ensure_dir, sha256, sidecar_path, write_bytes, write_json
 from trtpipe.graph import onnxio
 from trtpipe.graph.keep import check_exclude
+from trtpipe.graph.lowbit import NothingToQuantize
 from trtpipe.graph.typed import kept_nodes, write_typed_onnx
 from trtpipe.runtime.dtypes import numpy_dtype, trt_type_name
 from trtpipe.runtime.logger import shared_logger
@@ -307,10 +308,15 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
         engine = engine_path(output_dir, model_path.stem, precision, options.target)
         # The typed ONNX is built from a temporary and moved into place after its engine: a failed
         # or interrupted build leaves no typed ONNX that looks finished.
-        with atomic_path(typed) as draft:
-            write_typed_onnx(model, precision, draft, table, options.exclude, implicit=options.calibration == "implicit",
-                             unquantized=options.unquantized, ranges=ranges)
-            info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name)
+        try:
+            with atomic_path(typed) as draft:
+                write_typed_onnx(model, precision, draft, table, options.exclude,
+                                 implicit=options.calibration == "implicit", unquantized=options.unquantized, ranges=ranges)
+                info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name)
+        except NothingToQuantize:
+            if list(precisions) == ["auto"]:
+                continue  # e.g. int4 of a model whose layers are all narrower than a block
+            raise
         results.append(BuildResult(typed, engine, info))
         if on_engine is not None:
             on_engine(results[-1])

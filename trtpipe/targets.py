@@ -21,6 +21,7 @@ class Precision(str, enum.Enum):
     BF16 = "bf16"
     INT8 = "int8"
     FP8 = "fp8"
+    INT4 = "int4"  # weight-only: INT4 weights, FP16 activations
     FP4 = "fp4"
 
     def __str__(self) -> str:
@@ -48,6 +49,7 @@ HARDWARE_MINIMUM: dict[Precision, tuple[int, int]] = {
     Precision.BF16: (8, 0),
     Precision.INT8: (6, 1),
     Precision.FP8: (8, 9),
+    Precision.INT4: (8, 0),  # weight-only INT4 GEMMs (dequantize in the kernel): Ampere and newer
     Precision.FP4: (10, 0),
 }
 

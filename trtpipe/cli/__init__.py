@@ -75,6 +75,7 @@ def main():
 
 # The commands, one module per family; imported last so that they find `main`.
 from trtpipe.cli import (  # noqa: F401
+    lowbit,
     pipeline,
     quality,
     runtime,

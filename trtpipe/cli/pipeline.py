@@ -41,8 +41,9 @@ def plan(target_text, backend_name, as_json):
 
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--precision", type=click.Choice(["fp16", "bf16", "int8", "fp8"]), required=True)
-@click.option("--cache", type=click.Path(path_type=Path), help="calibration cache (int8, fp8)")
+@click.option("--precision", type=click.Choice(["fp16", "bf16", "int8", "fp8", "int4", "fp4"]), required=True,
+              help="int4: weight-only, from an AWQ-scaled model ('trtpipe awq') or round-to-nearest; fp4: NVFP4")
+@click.option("--cache", type=click.Path(path_type=Path), help="calibration cache (int8, fp8; fp4 takes the fp8 one)")
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep unquantized (repeatable); default: the spec's")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: [quantize] exclude comes from it")
 @UNQUANTIZED_OPTION
@@ -50,7 +51,7 @@ def plan(target_text, backend_name, as_json):
               help="samples: nodes whose activations on them leave FP16's range stay FP32 (default: constants only)")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
 def quantize(model, precision, cache, exclude, spec_path, unquantized, data_dir, output):
-    """Write the typed ONNX for a precision (FP16/BF16 casts or INT8/FP8 Q/DQ)."""
+    """Write the typed ONNX for a precision (FP16/BF16 casts, INT8/FP8 Q/DQ, INT4/NVFP4 block-quantized)."""
     from trtpipe.calibrate import load_table, observe_data_ranges
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
@@ -137,7 +138,7 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
 @click.option("--target", "target_text", default="auto", show_default=True,
               help="the GPU to build for: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
 @click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True)
-@click.option("--cache", type=click.Path(path_type=Path), help="calibration cache for int8/fp8")
+@click.option("--cache", type=click.Path(path_type=Path), help="calibration cache for int8/fp8 (fp4 takes the fp8 one)")
 @click.option("--shapes", multiple=True, help="NAME:MIN/OPT/MAX, dims joined by x (repeatable)")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: shapes come from it too")
 @click.option("--timing-cache", type=click.Path(path_type=Path))

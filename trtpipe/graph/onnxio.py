@@ -121,6 +121,10 @@ def typed_precision(model) -> str:
         return recorded
 
     types = {init.data_type for init in model.graph.initializer}
+    if TensorProto.FLOAT4E2M1 in types or any(node.op_type == "TRT_FP4DynamicQuantize" for node in model.graph.node):
+        return "fp4"
+    if TensorProto.INT4 in types:
+        return "int4"
     if any(node.op_type in ("QuantizeLinear", "DequantizeLinear") for node in model.graph.node):
         return "fp8" if TensorProto.FLOAT8E4M3FN in types else "int8"
     if TensorProto.BFLOAT16 in types:

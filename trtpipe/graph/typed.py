@@ -17,6 +17,7 @@ from trtpipe.graph import onnxio
 from trtpipe.graph.cleanup import CleanupReport, cleanup
 from trtpipe.graph.half import convert
 from trtpipe.graph.keep import KeptNode, Observed
+from trtpipe.graph.lowbit import lowbit_model
 from trtpipe.graph.qdq import insert_qdq
 from trtpipe.targets import Precision
 
@@ -69,19 +70,24 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
     calibration data showed of each tensor (keep.observe_ranges), keeps nodes whose activations
     leave FP16's range in FP32.
     """
-    if precision not in (Precision.FP32, Precision.TF32, Precision.FP16, Precision.BF16) and not implicit:
+    if precision in (Precision.INT8, Precision.FP8) and not implicit:  # int4 needs no cache, fp4 says so itself
         if table is None:
             raise TrtpipeError(f"--precision {precision} needs --cache CACHE; make one with 'trtpipe calibrate'")
         if unquantized not in UNQUANTIZED:
             raise TrtpipeError(f"--unquantized {unquantized}: use one of {', '.join(UNQUANTIZED)}")
     report = None
     if clean:
+        metadata = {p.key: p.value for p in model.metadata_props}  # AWQ's block size travels there
         model, report = cleanup(model)
+        for key, value in metadata.items():
+            onnxio.set_metadata(model, key, value)
     if precision in (Precision.FP32, Precision.TF32) or implicit:
         return TypedGraph(model, [], report)  # implicit INT8: TensorRT quantizes the FP32 graph itself
     if precision in (Precision.FP16, Precision.BF16):
         half = convert(model, precision, keep=exclude, ranges=ranges)
         return TypedGraph(half.model, half.kept, report)
+    if precision in (Precision.INT4, Precision.FP4):
+        return TypedGraph(lowbit_model(model, precision, table, exclude), [], report)
     to_fp16 = unquantized == "fp16"
     if to_fp16:  # FP16 Q/DQ scales need opset 19
         model = onnxio.with_opset(model, 19)

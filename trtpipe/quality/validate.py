@@ -36,6 +36,9 @@ DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
     "bf16": {"cosine": 0.999, "channel_cosine_min": 0.99, **_TIGHT},
     "int8": {"cosine": 0.99, "channel_cosine_min": 0.95, **_LOOSE},
     "fp8": {"cosine": 0.99, "channel_cosine_min": 0.95, **_LOOSE},
+    # The low-bit issue's bar; MiniLM does not clear it yet (docs/lowbit.md has the figures).
+    "int4": {"cosine": 0.99, "channel_cosine_min": 0.95, **_LOOSE},
+    "fp4": {"cosine": 0.99, "channel_cosine_min": 0.95, **_LOOSE},
 }
 CHECKED_METRICS = ("cosine", "cosine_min", "snr_db", "channel_cosine_min", "channel_snr_db_min", "top1_agreement",
                    "confident_top1_agreement", "top5_agreement", "accuracy", "neighbour_agreement", "map50", "f1",

@@ -1,0 +1,51 @@
+"""Low-bit commands: awq (scales for INT4 weight-only, folded into an FP32 model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trtpipe.cli import _data_dir, _spec, main
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
+@click.option("--block-size", type=click.Choice(["32", "64", "128"]), default="128", show_default=True,
+              help="rows of a weight that share one INT4 scale; int4 builds from the output use the same")
+@click.option("--tokens", type=int, default=1024, show_default=True, help="activation rows per layer the search runs on")
+@click.option("--clip/--no-clip", default=True, show_default=True, help="also search each block's clipping range")
+@click.option("--round-to-nearest", "rtn", is_flag=True,
+              help="search nothing, only record --block-size: the baseline AWQ must beat, at the same blocks")
+@click.option("--batch-size", type=int, default=16, show_default=True)
+@click.option("--limit", type=int, help="use at most N samples")
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+def awq(model, data_dir, block_size, tokens, clip, rtn, batch_size, limit, spec_path, output):
+    """Write an FP32 ONNX with AWQ's INT4 scales and clips folded in; build --precision int4 from it."""
+    from trtpipe import data
+    from trtpipe.errors import TrtpipeError
+    from trtpipe.graph import onnxio
+    from trtpipe.graph.awq import awq as run
+    from trtpipe.graph.awq import with_block_size
+    from trtpipe.progress import progress_bar
+
+    if tokens < 16:
+        raise TrtpipeError(f"--tokens {tokens}: AWQ needs at least 16 activation rows per layer (1024 is usual)")
+    graph = onnxio.load(model)
+    if rtn:
+        onnxio.save(with_block_size(graph, int(block_size)), output)
+        click.echo(f"wrote {output} (round-to-nearest in blocks of {block_size}: nothing searched)")
+        return
+    spec = _spec(spec_path, graph, model)
+    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
+    with progress_bar(data.count_samples(data_dir, limit), f"AWQ on {Path(model).name}", "samples") as bar, \
+            data.model_runs_on(data_dir):
+        scaled, summary = run(graph, batches, int(block_size), tokens, clip=clip, on_batch=bar.update)
+    onnxio.save(scaled, output)
+    alphas = sorted(r.alpha for r in summary.layers.values())
+    click.echo(f"wrote {output} ({len(summary.layers)} activations scaled, block {block_size}, "
+               f"alpha {alphas[0]:g}..{alphas[-1]:g}; output error {summary.error_ratio():.3f}x round-to-nearest's "
+               "on the samples)")

@@ -1,0 +1,156 @@
+"""AWQ for INT4 weight-only: search scales and clips on calibration data, fold them into the FP32 model.
+
+The result is an FP32 ONNX whose round-to-nearest INT4 *is* the AWQ quantization: each weight's rows
+are multiplied by the searched scales and clipped to the searched block ranges, and a Mul divides
+the activation by the scales before the layers that read it (TensorRT builds it in the INT4
+pattern). The block size it was searched for is recorded in the model, so `--precision int4`
+quantizes with the same blocks. In FP32 the model differs from the original only by the clipping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from calibrators.awq import ALPHA_GRID, AwqLayerResult, clipped, search_layer
+from calibrators.collect import exposed_activations
+from calibrators.lowbit import DEFAULT_INT4_BLOCK, INT4_BLOCK_SIZES
+from trtpipe.errors import TrtpipeError
+from trtpipe.graph.lowbit import BLOCK_SIZE_KEY
+from trtpipe.graph.smooth import smoothable_layers
+
+DEFAULT_TOKENS = 1024  # sample rows per activation the search runs on
+
+
+@dataclass
+class ActivationSample:
+    """Mean |x| per channel over every row seen, and a random sample of rows for the search."""
+
+    total: np.ndarray | None = None
+    count: int = 0
+    rows: list[np.ndarray] = field(default_factory=list)
+
+    def update(self, value: np.ndarray, keep: int, rng: np.random.Generator, mask: np.ndarray | None = None) -> None:
+        flat = value.reshape(-1, value.shape[-1]).astype(np.float32)
+        if mask is not None and mask.size == flat.shape[0]:
+            flat = flat[mask.reshape(-1) != 0]  # padding tokens: computed, but no output reads them
+        total = np.abs(flat).sum(axis=0, dtype=np.float64)
+        self.total = total if self.total is None else self.total + total
+        self.count += flat.shape[0]
+        self.rows.append(flat[rng.choice(flat.shape[0], min(keep, flat.shape[0]), replace=False)])
+
+    def mean(self) -> np.ndarray:
+        return (self.total / max(self.count, 1)).astype(np.float32)
+
+    def sample(self, tokens: int, rng: np.random.Generator) -> np.ndarray:
+        rows = np.concatenate(self.rows)
+        return rows[rng.choice(rows.shape[0], min(tokens, rows.shape[0]), replace=False)]
+
+
+@dataclass
+class AwqSummary:
+    """Per activation: the layers that read it, alpha, and output error of RTN and AWQ on the samples."""
+
+    block: int
+    layers: dict[str, AwqLayerResult] = field(default_factory=dict)
+
+    def error_ratio(self) -> float:
+        """Return AWQ's summed output error over round-to-nearest's (below 1 is better)."""
+        rtn = sum(r.rtn_error for r in self.layers.values())
+        return sum(r.awq_error for r in self.layers.values()) / rtn if rtn > 0 else 1.0
+
+
+def awq_layers(model, block: int) -> dict[str, list]:
+    """Return {activation: [MatMul nodes reading it]} whose weights split into INT4 blocks."""
+    from onnx import numpy_helper
+
+    weights = {init.name: init for init in model.graph.initializer}
+    layers = {}
+    for activation, nodes in smoothable_layers(model).items():
+        nodes = [n for n in nodes if numpy_helper.to_array(weights[n.input[1]]).shape[0] % block == 0]
+        if nodes:
+            layers[activation] = nodes
+    return layers
+
+
+def with_block_size(model, block: int):
+    """Return a copy of `model` that int4 quantizes in blocks of `block`, by plain round-to-nearest."""
+    import onnx
+
+    if block not in INT4_BLOCK_SIZES:
+        raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props}, BLOCK_SIZE_KEY: str(block)})
+    return model
+
+
+def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT_INT4_BLOCK,
+        tokens: int = DEFAULT_TOKENS, grid: int = ALPHA_GRID, clip: bool = True, seed: int = 0,
+        mask_input: str | None = "attention_mask", on_batch: Callable[[int], None] | None = None):
+    """Return a copy of the FP32 `model` with AWQ's scales and clips folded in, and what was found.
+
+    `mask_input`: a model input of shape [batch, tokens] whose zeros mark padding; activation rows
+    of padding tokens are left out of the statistics when the activation has one row per token.
+    """
+    import onnx
+    from onnx import helper, numpy_helper
+
+    if block not in INT4_BLOCK_SIZES:
+        raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    layers = awq_layers(model, block)
+    if not layers:
+        raise TrtpipeError(f"nothing for AWQ: no MatMul with a constant 2-D FP32 weight whose rows split into blocks of {block}")
+    rng = np.random.default_rng(seed)
+    samples = {name: ActivationSample() for name in layers}
+    current: dict = {}
+
+    def remembered(batches):
+        for batch in batches:
+            current["mask"] = np.asarray(batch[mask_input]) if mask_input and mask_input in batch else None
+            yield batch
+
+    for values in exposed_activations(model, list(layers), remembered(batches), on_batch):
+        for name, value in values.items():
+            samples[name].update(value, max(tokens // 4, 64), rng, current.get("mask"))
+        del values
+    if not samples[next(iter(samples))].count:
+        raise TrtpipeError("--data: no samples were read; AWQ needs calibration data")
+
+    weights = {init.name: init for init in model.graph.initializer}
+    readers: dict[str, int] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
+    position = {node.output[0]: i for i, node in enumerate(model.graph.node)}
+    summary = AwqSummary(block)
+    divide_nodes = {}
+    for activation, nodes in layers.items():
+        arrays = [numpy_helper.to_array(weights[n.input[1]]).astype(np.float32) for n in nodes]
+        sample = samples[activation]
+        if any(a.shape[0] != sample.mean().shape[0] for a in arrays):
+            continue  # the weight's rows are not the activation's channels
+        result = search_layer(sample.sample(tokens, rng), sample.mean(), arrays, block, grid, clip)
+        summary.layers[activation] = result
+        inverse = f"{activation}__awq_inverse"
+        model.graph.initializer.append(numpy_helper.from_array((1.0 / result.scales).astype(np.float32), inverse))
+        divide_nodes[position[nodes[0].output[0]]] = helper.make_node(
+            "Mul", [activation, inverse], [f"{activation}__awq"], name=f"{activation}/AWQ")
+        for node, array, amax in zip(nodes, arrays, result.clips):
+            scaled = numpy_helper.from_array(clipped(array * result.scales[:, None], amax, block), node.input[1])
+            if readers[node.input[1]] == 1:
+                weights[node.input[1]].CopyFrom(scaled)
+            else:  # shared with a layer that is not scaled the same way: this one gets its own copy
+                scaled.name = f"{node.input[1]}__awq_{len(model.graph.initializer)}"
+                model.graph.initializer.append(scaled)
+                node.input[1] = scaled.name
+            node.input[0] = f"{activation}__awq"
+    nodes = list(model.graph.node)
+    del model.graph.node[:]
+    for i, node in enumerate(nodes):
+        if i in divide_nodes:
+            model.graph.node.append(divide_nodes[i])
+        model.graph.node.append(node)
+    return with_block_size(model, block), summary
