@@ -28,3 +28,10 @@ def test_command_pages_are_up_to_date():
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "command_docs.py"), "--check"],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_model_toml_reference_is_the_schema():
+    """docs/model-toml.md is written from the schema load_spec checks against; every key has its text."""
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "spec_docs.py"), "--check"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr

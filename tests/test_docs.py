@@ -33,7 +33,8 @@ import models
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-BLOCK = re.compile(r"(?:<!-- docs-test: (?P<marker>[^>]*?) -->\n)?```(?P<lang>console|python)\n(?P<body>.*?)```", re.DOTALL)
+BLOCK = re.compile(r"(?P<markers>(?:<!-- docs-test: [^>]*? -->\n)*)```(?P<lang>console|python)\n(?P<body>.*?)```", re.DOTALL)
+MARKER = re.compile(r"<!-- docs-test: ([^>]*?) -->")
 RUN_ZOO = os.environ.get("TRTPIPE_DOCS_ZOO") == "1"
 
 SPEC = """\
@@ -60,7 +61,11 @@ class Block:
     line: int
     lang: str
     body: str
-    marker: str
+    markers: list[str]
+
+    def marked(self, word: str) -> str | None:
+        """Return the marker that starts with `word` (its arguments follow), else None."""
+        return next((m for m in self.markers if m == word or m.startswith(word + " ")), None)
 
     @property
     def id(self) -> str:
@@ -69,8 +74,8 @@ class Block:
 
 def blocks(page: Path) -> list[Block]:
     text = page.read_text()
-    return [Block(page, text.count("\n", 0, m.start("body")) + 1, m["lang"], m["body"], (m["marker"] or "").strip())
-            for m in BLOCK.finditer(text)]
+    return [Block(page, text.count("\n", 0, m.start("body")) + 1, m["lang"], m["body"],
+                  [marker.strip() for marker in MARKER.findall(m["markers"])]) for m in BLOCK.finditer(text)]
 
 
 def commands(body: str) -> list[tuple[str, int]]:
@@ -183,14 +188,10 @@ def test_page_runs(page, tmp_path):
     workspace = make_workspace(tmp_path)
     ran = 0
     for block in PAGE_BLOCKS[page]:
-        if block.marker.startswith("skip"):
+        if block.marked("skip") or (block.marked("zoo") and not RUN_ZOO) or (block.marked("gpu") and engine_runs_here()):
             continue
-        if block.marker == "zoo" and not RUN_ZOO:
-            continue
-        if block.marker == "gpu" and engine_runs_here():
-            continue
-        if block.marker.startswith("serve "):
-            server = Server(block.marker[len("serve "):], workspace)
+        if block.marked("serve"):
+            server = Server(block.marked("serve")[len("serve "):], workspace)
             try:
                 ran += run_block(block, workspace)
             finally:

@@ -127,10 +127,16 @@ def _string(value, where):
     return value
 
 
+_string.kind = "string"
+
+
 def _integer(value, where):
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Invalid(f"{where} must be an integer, not {_describe(value)}")
     return value
+
+
+_integer.kind = "integer"
 
 
 def _number(value, where):
@@ -141,10 +147,16 @@ def _number(value, where):
     return float(value)
 
 
+_number.kind = "number"
+
+
 def _boolean(value, where):
     if not isinstance(value, bool):
         raise _Invalid(f"{where} must be true or false, not {_describe(value)}")
     return value
+
+
+_boolean.kind = "boolean"
 
 
 def _choice(*choices):
@@ -152,6 +164,7 @@ def _choice(*choices):
         if _string(value, where) not in choices:
             raise _Invalid(f"{where} is {value!r}, not one of {', '.join(choices)}{_did_you_mean(value, choices)}")
         return value
+    check.kind = "one of " + ", ".join(f'"{c}"' for c in choices)
     return check
 
 
@@ -164,6 +177,7 @@ def _list_of(item, length: int | None = None):
         if length is not None and len(value) != length:
             raise _Invalid(f"{where} must have {length} entries, not {len(value)}")
         return [item(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    check.kind = f"list of {length} {item.kind}s" if length else f"list of {item.kind}s"
     return check
 
 
@@ -184,6 +198,7 @@ def _table(keys: dict, name: str, required=(), extra=None):
             else:
                 raise _Invalid(f"unknown key '{key}' in {where}{_did_you_mean(key, keys, repr)}")
         return out
+    check.kind, check.keys, check.required = "table", keys, required
     return check
 
 
@@ -196,6 +211,8 @@ def _map_of(item, name: str, keys=None):
             if keys is not None and key not in keys:
                 raise _Invalid(f"{where}: '{key}' is not one of {', '.join(keys)}{_did_you_mean(key, keys, repr)}")
         return {k: item(v, f"{where} {k}" if keys is None else f"[{name}.{k}]") for k, v in value.items()}
+    check.kind = "table of tables" if hasattr(item, "item") else f"table of {item.kind}s"
+    check.item, check.names = item, keys
     return check
 
 
@@ -204,6 +221,7 @@ def _array_of_tables(table, name: str):
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             raise _Invalid(f"{where} must be an array of tables ([[{name}]] entries), not {_describe(value)}")
         return [table(v, f"[[{name}]] #{i + 1}") for i, v in enumerate(value)]
+    check.kind, check.keys, check.required = "array of tables", table.keys, table.required
     return check
 
 
@@ -211,6 +229,9 @@ def _free_table(value, where):
     if not isinstance(value, dict):
         raise _Invalid(f"{where} must be a table, not {_describe(value)}")
     return value
+
+
+_free_table.kind = "table (any keys)"
 
 
 SCHEMA = {
@@ -233,6 +254,52 @@ SCHEMA = {
                                         "threshold": _number}, "outputs", required=("name",)), "outputs"),
     # The public model zoo's pins and input recipe (scripts/zoo.py reads it; the pipeline does not).
     "zoo": _free_table,
+}
+# What each key means and its default (None: no default), for the reference page
+# (scripts/spec_docs.py writes docs/model-toml.md from SCHEMA and this; a test keeps them in step).
+KEY_DOCS: dict[str, tuple[str | None, str]] = {
+    "name": ("the file's folder name", "the model's name in reports and summaries"),
+    "task": ('"generic"', ("how float outputs that [[outputs]] does not name are judged: classification (top-1/top-5 "
+                           "agreement, accuracy with labels), embedding (cosine, nearest-neighbour agreement), detection, "
+                           "dense (mask IoU), generic (cosine, SNR, worst channel)")),
+    "inputs": (None, "one entry per model input; without any, the model's own inputs are taken"),
+    "inputs.name": (None, "the input's name in the ONNX graph"),
+    "inputs.shape": (None, "dims, -1 for a dynamic one, e.g. [-1, 3, 224, 224]"),
+    "inputs.dtype": ('"float32"', "the numpy dtype samples are fed as"),
+    "inputs.batch_axis": ("0", "the axis samples stack on: 1 for an RNN state laid out [layers, batch, hidden]"),
+    "inputs.batched": ("true", "false for an input the whole batch shares (a sample rate): fed once, not stacked"),
+    "preprocess": (None, "how an image file becomes the input (images need it; .npy/.npz do not)"),
+    "preprocess.size": ("[224, 224]", "height, width after resizing (or cropping, with resize)"),
+    "preprocess.resize": ("none", "the shorter side before a centre crop to size; without it images are resized to size"),
+    "preprocess.color": ('"RGB"', "channel order, or L for grayscale"),
+    "preprocess.scale": ("1/255", "pixels are multiplied by it first"),
+    "preprocess.mean": ("[0.0]", "subtracted per channel after scaling"),
+    "preprocess.std": ("[1.0]", "divided per channel after the mean"),
+    "preprocess.layout": ('"NCHW"', "NCHW or NHWC"),
+    "preprocess.dtype": ('"float32"', "the array's dtype"),
+    "shapes": (None, 'build profiles: input = "MIN/OPT/MAX", dims joined by x, as trtexec writes them'),
+    "data": (None, "directories and files, relative to this file"),
+    "data.calibration": (None, "samples that set the scales (calibrate, smooth, sensitivity, tune)"),
+    "data.validation": (None, "other samples that judge the engines (validate)"),
+    "data.labels": (None, "'<sample id> <class>' lines, for a classifier's accuracy"),
+    "thresholds": ("per precision, see validate", "[thresholds.int8] cosine = 0.995: a metric's minimum for one precision"),
+    "quantize": (None, "what INT8/FP8 leave out and how they prepare"),
+    "quantize.exclude": ("[]", "node names, regexes or op types kept out of INT8/FP8 (as --exclude)"),
+    "quantize.smooth": ("none", "SmoothQuant's alpha, 0..1, applied by 'trtpipe smooth' before INT8"),
+    "outputs": (None, "outputs to judge and how; without any, every float output is judged by task"),
+    "outputs.name": (None, "the output's name in the ONNX graph"),
+    "outputs.task": ("the spec's task", "classification, embedding, detection, dense or generic"),
+    "outputs.layout": ("none", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" [batch, boxes, 5+classes] '
+                                'or "separate" (score_output, class_output)')),
+    "outputs.conf": ("0.25", "detection: the confidence threshold"),
+    "outputs.iou": ("0.45", "detection: NMS IoU"),
+    "outputs.classes": ("from the shape", "detection: the number of classes"),
+    "outputs.score_output": ("none", "detection, separate layout: the scores output"),
+    "outputs.class_output": ("none", "detection, separate layout: the classes output"),
+    "outputs.margin": ("0.25", "classification: how far FP32's top class must beat the runner-up (probability) to count as confident"),
+    "outputs.neighbours": ("5", "embedding: how many nearest neighbours must agree"),
+    "outputs.threshold": ("0.5", "dense: the foreground threshold of the map"),
+    "zoo": (None, "make zoo's pins and input recipe for a public model; the pipeline ignores it"),
 }
 TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs", "zoo")
 
