@@ -10,6 +10,7 @@ workspace with a small model, so a help text cannot show a command line that doe
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def option_rows(command: click.Command) -> list[str]:
             continue
         names = ", ".join(f"`{n}`" for n in param.opts + param.secondary_opts)
         kind = "flag" if param.is_flag else _type_text(param.type)
-        default = "" if param.default in (None, False, ()) or param.is_flag else f"`{_default_text(param.default)}`"
+        default = "" if not param.show_default or param.is_flag else f"`{_default_text(param.default)}`"
         rows.append(f"| {names} | {kind}{', repeatable' if param.multiple else ''} | {default} | {param.help or ''} |")
     return rows
 
@@ -70,10 +71,10 @@ def page(name: str, command: click.Command) -> str:
     summary = (command.help or "").strip().splitlines()[0]
     body = [f"# trtpipe {name}", "", summary, "",
             "```", command.get_usage(click.Context(command, info_name=f"trtpipe {name}")).strip(), "```", ""]
-    rest = [line for line in (command.help or "").strip().splitlines()[1:]]
-    text = "\n".join(rest).split("Examples:")[0].strip()
+    text = inspect.cleandoc(command.help or "").split("\n", 1)[-1] if "\n" in (command.help or "") else ""
+    text = text.split("Examples:")[0].replace("\b", "").strip()
     if text:
-        body += [text.replace("\b\n", ""), ""]
+        body += [text, ""]
     body += ["| option | takes | default | what it does |", "|---|---|---|---|", *option_rows(command), ""]
     shown = examples(command)
     if shown:

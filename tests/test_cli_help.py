@@ -19,7 +19,9 @@ def test_help_has_a_summary_option_help_and_an_example(name):
     command = main.commands[name]
     summary = (command.help or "").strip().splitlines()
     assert summary and summary[0].endswith("."), f"{name}: the help's first line is its one-line summary"
-    bare = [p.opts[0] for p in command.params if hasattr(p, "help") and not p.help and p.opts[0] != "--help"]
+    import click
+
+    bare = [p.opts[0] for p in command.params if isinstance(p, click.Option) and not p.help and p.opts[0] != "--help"]
     assert not bare, f"{name}: options without help: {bare}"
     assert command_docs.examples(command), f"{name}: no 'Examples:' lines in its help"
 

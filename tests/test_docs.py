@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -183,9 +184,16 @@ def run_block(block: Block, workspace: Path) -> int:
     return ran
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if PAGE_BLOCKS[p]], ids=lambda p: p.name)
-def test_page_runs(page, tmp_path):
-    workspace = make_workspace(tmp_path)
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    """The workspace made once (training the classifier takes seconds); each page gets a copy."""
+    return make_workspace(tmp_path_factory.mktemp("pristine"))
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if PAGE_BLOCKS[p]], ids=lambda p: str(p.relative_to(ROOT)))
+def test_page_runs(page, pristine, tmp_path):
+    workspace = tmp_path / "workspace"
+    shutil.copytree(pristine, workspace)
     ran = 0
     for block in PAGE_BLOCKS[page]:
         if block.marked("skip") or (block.marked("zoo") and not RUN_ZOO) or (block.marked("gpu") and engine_runs_here()):

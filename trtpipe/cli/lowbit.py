@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import _data_dir, _spec, main
+from trtpipe.cli import AT_LEAST_ONE, _data_dir, _spec, main
 
 
 @main.command()
@@ -14,16 +14,22 @@ from trtpipe.cli import _data_dir, _spec, main
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
 @click.option("--block-size", type=click.Choice(["32", "64", "128"]), default="128", show_default=True,
               help="rows of a weight that share one INT4 scale; int4 builds from the output use the same")
-@click.option("--tokens", type=int, default=1024, show_default=True, help="activation rows per layer the search runs on")
+@click.option("--tokens", type=AT_LEAST_ONE, default=1024, show_default=True, help="activation rows per layer the search runs on")
 @click.option("--clip/--no-clip", default=True, show_default=True, help="also search each block's clipping range")
 @click.option("--round-to-nearest", "rtn", is_flag=True,
               help="search nothing, only record --block-size: the baseline AWQ must beat, at the same blocks")
-@click.option("--batch-size", type=int, default=16, show_default=True)
-@click.option("--limit", type=int, help="use at most N samples")
+@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
+@click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX to write, AWQ folded in")
 def awq(model, data_dir, block_size, tokens, clip, rtn, batch_size, limit, spec_path, output):
-    """Write an FP32 ONNX with AWQ's INT4 scales and clips folded in; build --precision int4 from it."""
+    """Write an FP32 ONNX with AWQ's INT4 scales and clips folded in; build --precision int4 from it.
+
+    \b
+    Examples:
+      trtpipe awq model.onnx --spec model.toml --block-size 32 -o awq/model.onnx
+      trtpipe build awq/model.onnx --precision int4 --target sm_89 --spec model.toml -o engines/
+    """
     from trtpipe import data
     from trtpipe.errors import TrtpipeError
     from trtpipe.graph import onnxio

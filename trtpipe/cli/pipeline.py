@@ -13,10 +13,17 @@ from trtpipe.errors import TrtpipeError
 
 @main.command()
 @click.option("--target", "target_text", default="auto", show_default=True, help="sm_89, 8.9, a GPU name (L4), or auto")
-@click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True)
+@click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True,
+              help="which TensorRT builds: auto picks an installed one that runs the target")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def plan(target_text, backend_name, as_json):
-    """Print which precisions the target runs with the backend, and why not."""
+    """Print which precisions the target runs with the backend, and why not.
+
+    \b
+    Examples:
+      trtpipe plan --target L4
+      trtpipe plan --target sm_120 --backend tensorrt-rtx --json
+    """
     from trtpipe.backend import choose_spec, plan_precisions, precision_support
     from trtpipe.targets import Precision, Target
 
@@ -49,9 +56,16 @@ def plan(target_text, backend_name, as_json):
 @UNQUANTIZED_OPTION
 @click.option("--data", "data_dir", type=click.Path(path_type=Path),
               help="samples: nodes whose activations on them leave FP16's range stay FP32 (default: constants only)")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the typed ONNX to write")
 def quantize(model, precision, cache, exclude, spec_path, unquantized, data_dir, output):
-    """Write the typed ONNX for a precision (FP16/BF16 casts, INT8/FP8 Q/DQ, INT4/NVFP4 block-quantized)."""
+    """Write the typed ONNX for a precision (FP16/BF16 casts, INT8/FP8 Q/DQ, INT4/NVFP4 block-quantized).
+
+    \b
+    Examples:
+      trtpipe quantize model.onnx --precision fp16 -o model.fp16.onnx
+      trtpipe calibrate model.onnx --spec model.toml -o model.int8.cache
+      trtpipe quantize model.onnx --precision int8 --cache model.int8.cache --spec model.toml -o model.int8.onnx
+    """
     from trtpipe.calibrate import load_table, observe_data_ranges
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
@@ -79,9 +93,14 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, data_dir,
 @click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
 @click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the smoothed FP32 ONNX to write")
 def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
-    """Write an FP32 ONNX with SmoothQuant scales folded in; calibrate and build from it for INT8."""
+    """Write an FP32 ONNX with SmoothQuant scales folded in; calibrate and build from it for INT8.
+
+    \b
+    Examples:
+      trtpipe smooth model.onnx --spec model.toml --alpha 0.5 -o smoothed/model.onnx
+    """
     from trtpipe import data
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
@@ -117,9 +136,17 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="shuffle seed")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
 @click.option("--force", is_flag=True, help="recalibrate even if the cache is up to date")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="the cache to write (TensorRT's format; a .json sidecar records what it was made from)")
 def calibrate(model, data_dir, precision, method, percentile, batch_size, limit, shuffle, seed, spec_path, force, output):
-    """Calibrate on a data directory and write a TensorRT calibration cache."""
+    """Calibrate on a data directory and write a TensorRT calibration cache.
+
+    \b
+    Examples:
+      trtpipe calibrate model.onnx --spec model.toml -o model.int8.cache
+      trtpipe calibrate model.onnx --spec model.toml --precision fp8 -o model.fp8.cache
+      trtpipe calibrate model.onnx --spec model.toml --method percentile --percentile 99.9 -o model.p999.cache
+    """
     from trtpipe.calibrate import DEFAULT_METHOD, CalibrationOptions
     from trtpipe.calibrate import calibrate as run
 
@@ -137,21 +164,32 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
               help=f"one of {', '.join(PRECISION_CHOICES)} or auto (repeatable)")
 @click.option("--target", "target_text", default="auto", show_default=True,
               help="the GPU to build for: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
-@click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True)
+@click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True,
+              help="which TensorRT builds: auto picks an installed one that runs the target")
 @click.option("--cache", type=click.Path(path_type=Path), help="calibration cache for int8/fp8 (fp4 takes the fp8 one)")
 @click.option("--shapes", multiple=True, help="NAME:MIN/OPT/MAX, dims joined by x (repeatable)")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: shapes come from it too")
-@click.option("--timing-cache", type=click.Path(path_type=Path))
-@click.option("--calibration", type=click.Choice(["explicit", "implicit"]), default="explicit", show_default=True)
+@click.option("--timing-cache", type=click.Path(path_type=Path),
+              help="TensorRT's tactic timing cache: read if it exists, written after the build (not on TensorRT-RTX)")
+@click.option("--calibration", type=click.Choice(["explicit", "implicit"]), default="explicit", show_default=True,
+              help="explicit Q/DQ from --cache, or TensorRT 10's own IInt8EntropyCalibrator2 (implicit)")
 @click.option("--data", "data_dir", type=click.Path(path_type=Path),
               help="samples: implicit calibration data; with explicit Q/DQ, nodes whose activations leave FP16's range stay FP32")
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep in higher precision; default: the spec's")
 @UNQUANTIZED_OPTION
-@click.option("--verbose", is_flag=True)
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True)
+@click.option("--verbose", is_flag=True, help="show TensorRT's own log")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="directory for <model>.<precision>.onnx, <model>.<precision>.<sm>.engine and its .json sidecar")
 def build(model, precisions, target_text, backend_name, cache, shapes, spec_path, timing_cache, calibration,
           data_dir, exclude, unquantized, verbose, output):
-    """Build strongly typed engines: DIR/<model>.<precision>.<sm>.engine and a sidecar .json."""
+    """Build strongly typed engines: DIR/<model>.<precision>.<sm>.engine and a sidecar .json.
+
+    \b
+    Examples:
+      trtpipe build model.onnx --precision fp16 --target sm_89 --spec model.toml -o engines/
+      trtpipe calibrate model.onnx --spec model.toml -o model.int8.cache
+      trtpipe build model.onnx --precision int8 --target L4 --cache model.int8.cache --spec model.toml -o engines/
+    """
     from trtpipe.build import BuildOptions
     from trtpipe.build import build as run
     from trtpipe.config import parse_shapes
@@ -175,9 +213,16 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
 
 @main.command(name="inspect")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
 def inspect_command(path, as_json):
-    """Describe an engine (its sidecar), an ONNX (ops, dtypes, Q/DQ) or a calibration cache."""
+    """Describe an engine (its sidecar), an ONNX (ops, dtypes, Q/DQ) or a calibration cache.
+
+    \b
+    Examples:
+      trtpipe inspect model.onnx
+      trtpipe build model.onnx --precision fp16 --target sm_89 --spec model.toml -o engines/
+      trtpipe inspect engines/model.fp16.sm89.engine --json
+    """
     from trtpipe.describe import describe, render
 
     description = describe(path)
@@ -193,7 +238,9 @@ def inspect_command(path, as_json):
 def init(model, data_dir, force, output):
     """Write a starting model.toml from the model's inputs and outputs, with a guessed task.
 
-    Example: trtpipe init yolov8n.onnx --data photos/ -o yolov8n.toml
+    \b
+    Examples:
+      trtpipe init model.onnx --data data/calib -o started.toml
     """
     from trtpipe.config import load_spec
     from trtpipe.files import check_output, write_text

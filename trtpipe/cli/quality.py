@@ -27,7 +27,13 @@ from trtpipe.errors import TrtpipeError
 @click.option("--top", type=AT_LEAST_ONE, default=10, show_default=True, help="rows to print")
 @click.option("--json", "as_json", is_flag=True, help="print every layer as JSON (node, op, score, metric, cosine)")
 def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size, unquantized, top, as_json):
-    """Quantize one layer at a time and rank the layers by the spec's task metric (--exclude candidates)."""
+    """Quantize one layer at a time and rank the layers by the spec's task metric (--exclude candidates).
+
+    \b
+    Examples:
+      trtpipe calibrate model.onnx --spec model.toml -o model.int8.cache
+      trtpipe sensitivity model.onnx --cache model.int8.cache --spec model.toml --limit 32 --top 5
+    """
     from trtpipe import data
     from trtpipe.calibrate import load_table
     from trtpipe.graph import onnxio
@@ -74,8 +80,17 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
 @click.option("--limit", type=AT_LEAST_ONE, help="judge only the first N samples (default: all)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON instead of Markdown")
 def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overrides, batch_size, limit, as_json):
-    """Judge an engine or any ONNX against the FP32 baseline, every output by its task; exit 0 pass, 1 fail,
-    2 bad input or data that cannot judge (a constant or non-finite baseline)."""
+    """Judge an engine or any ONNX against the FP32 baseline, every output by its task.
+
+    Exit 0 on pass, 1 on fail, 2 on bad input or data that cannot judge (a constant or non-finite
+    baseline).
+
+    \b
+    Examples:
+      trtpipe quantize model.onnx --precision fp16 -o model.fp16.onnx
+      trtpipe validate model.fp16.onnx --baseline model.onnx --spec model.toml --report reports/
+      trtpipe validate model.fp16.onnx --baseline model.onnx --spec model.toml --threshold cosine=0.999 --json
+    """
     from trtpipe import data
     from trtpipe.graph import onnxio
     from trtpipe.quality.tasks import make_tasks
@@ -126,7 +141,14 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--fail/--no-fail", default=True, help="exit 1 when a report failed (default)")
 def summary(reports, fail):
-    """Print one table of validation reports: model, precision, engine size, the deciding metric, pass/fail."""
+    """Print one table of validation reports: model, precision, engine size, the deciding metric, pass/fail.
+
+    \b
+    Examples:
+      trtpipe quantize model.onnx --precision fp16 -o model.fp16.onnx
+      trtpipe validate model.fp16.onnx --baseline model.onnx --spec model.toml --report reports/
+      trtpipe summary reports/model.fp16.onnx.json
+    """
     from trtpipe.quality.validate import summary_markdown, summary_rows
 
     rows = summary_rows(list(reports))

@@ -22,10 +22,16 @@ from trtpipe.cli import main
 @click.option("--cuda-graph", is_flag=True, help="engines: launch the inference as a captured CUDA graph (trtexec's --useCudaGraph)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON instead of text")
 def bench(candidate, shapes, batch, warmup_ms, duration_s, iterations, no_transfers, cuda_graph, as_json):
-    """Throughput and latency of an engine or an ONNX model, by trtexec's definitions.
+    """Report the throughput and latency of an engine or an ONNX model, by trtexec's definitions.
 
     An engine runs on this machine's GPU, timed with CUDA events. An ONNX runs in ONNX Runtime with
     host-side figures; a typed ONNX (FP16, INT8, FP8 ...) is labelled simulated.
+
+    \b
+    Examples:
+      trtpipe bench model.onnx --batch 8 --duration-s 1
+      trtpipe quantize model.onnx --precision fp16 -o model.fp16.onnx
+      trtpipe bench model.fp16.onnx --shapes image:16x1x8x8 --iterations 20 --json
     """
     from trtpipe.runtime.bench import BenchSettings, parse_bench_shapes
     from trtpipe.runtime.bench import bench as run_bench

@@ -37,7 +37,13 @@ def _check_positive(value: int, flag: str) -> None:
 @click.option("--threads", type=int, help="ONNX Runtime threads per instance; default: the CPU cores shared by the instances")
 @click.option("--verbose", is_flag=True, help="show Triton's own log")
 def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_batch, max_queue_delay_us, instances, threads, verbose):
-    """Serve engines (on this GPU) or ONNX models (ONNX Runtime) on Triton, over HTTP and gRPC, until SIGTERM."""
+    """Serve engines (on this GPU) or ONNX models (ONNX Runtime) on Triton, over HTTP and gRPC, until SIGTERM.
+
+    \b
+    Examples:
+      trtpipe serve model.onnx --spec model.toml --max-batch 64
+      trtpipe serve engines/model.int8.sm89.engine --instances 2 --http-port 8010
+    """
     from trtpipe.serve.models import describe, open_runner
     from trtpipe.serve.server import ServerOptions
     from trtpipe.serve.server import serve as run
@@ -102,7 +108,14 @@ def _spec_max_batch(spec_path: Path, candidates) -> int | None:
 @click.option("--kind", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True,
               help="instance group kind (engines run on the GPU; cpu for a repository of ONNX tried without one)")
 def triton(engines, output, name, max_batch, dynamic_batching, max_queue_delay_us, instances, kind):
-    """Write a Triton model repository: one model per engine family, a plan per compute capability."""
+    """Write a Triton model repository: one model per engine family, a plan per compute capability.
+
+    \b
+    Examples:
+      trtpipe build model.onnx --precision fp16 --target sm_89 --spec model.toml -o engines/
+      trtpipe build model.onnx --precision fp16 --target sm_120 --spec model.toml -o engines/
+      trtpipe triton engines/model.fp16.sm89.engine engines/model.fp16.sm120.engine -o repository
+    """
     from trtpipe.serve.repository import RepositoryOptions, write_repository
 
     _check_positive(instances, "--instances")
@@ -127,7 +140,12 @@ def triton(engines, output, name, max_batch, dynamic_batching, max_queue_delay_u
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def loadtest(url, model_name, data_dir, spec_path, check_path, concurrency, duration_s, batch_size, limit, protocol,
              plot, as_json):
-    """Measure throughput and p50/p90/p99 latency per concurrency through tritonclient, every answer checked."""
+    """Measure throughput and p50/p90/p99 latency per concurrency through tritonclient, every answer checked.
+
+    \b
+    Examples:
+      trtpipe loadtest grpc://localhost:8001 --model model --data data/val --concurrency 1,4,16 --duration-s 5
+    """
     from trtpipe.serve.loadtest import LoadOptions, format_table, load_samples, parse_levels, plot_levels, run_loadtest
 
     levels = parse_levels(concurrency)
