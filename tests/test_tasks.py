@@ -110,7 +110,7 @@ def test_spec_outputs_parse_and_reject_unknown_keys(tmp_path):
     with pytest.raises(TrtpipeError, match="unknown key 'threshhold'"):
         load_spec(path)
     path.write_text('name = "m"\n[[outputs]]\nname = "o"\ntask = "segmentation"\n')
-    with pytest.raises(TrtpipeError, match="task segmentation is not one of"):
+    with pytest.raises(TrtpipeError, match="task is 'segmentation', not one of"):
         load_spec(path)
 
 

@@ -24,8 +24,8 @@ def test_engine_batch_limit_is_the_smallest_profile_maximum(tmp_path):
                {"name": "b", "mode": "input", "dtype": "int64", "shape": [-1, 7], "profile": [[1, 7], [4, 7], [16, 7]]},
                {"name": "y", "mode": "output", "dtype": "float32", "shape": [-1, 2], "profile": None}]
     sidecar = {"engine": engine.name, "backend": "tensorrt-rtx", "backend_version": "1.7", "target": "sm89",
-               "compute_capability": "8.9", "precision": "fp16", "onnx": "two.onnx", "onnx_sha256": "0",
-               "engine_sha256": "0", "tensors": tensors}
+               "compute_capability": "8.9", "precision": "fp16", "onnx": "two.onnx", "onnx_sha256": "0" * 64,
+               "engine_sha256": "0" * 64, "tensors": tensors}
     (tmp_path / f"{engine.name}.json").write_text(json.dumps(sidecar))
     model = describe_engine(engine)
     assert model.name == "two_fp16" and model.max_batch == 16 and model.engines == {"8.9": engine}

@@ -105,7 +105,7 @@ def _embedding_tables(half):
 
 
 def _kept_names(model, exclude: Iterable[str]) -> set[str]:
-    from trtpipe.graph.half import node_matches
+    from trtpipe.graph.keep import node_matches
 
     exclude = list(exclude)
     return {node.name or node.output[0] for node in model.graph.node if exclude and node_matches(node, exclude)}
