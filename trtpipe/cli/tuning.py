@@ -35,13 +35,16 @@ def _metrics(trial) -> str:
               help="the FP32 ONNX to compare with; default: MODEL (pass the original for a smoothed MODEL)")
 @click.option("--tuning-samples", type=int, default=128, show_default=True,
               help="calibration samples that judge each configuration")
-@click.option("--batch-size", type=int, default=16, show_default=True)
+@click.option("--slack", type=float, default=0.1, show_default=True,
+              help="share of quantization's estimated saving the search may give back for accuracy (0: fastest only)")
+@click.option("--batch-size", type=int, default=16, show_default=True,
+              help="samples per run; also the batch of the cost model when the spec has no [shapes]")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
               help="write <model>.<precision>.tune.json/.md/.png here; default: reports/ beside -o")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="the tuned cache, e.g. build/m/m.int8.tuned.cache; its exclusions go to the .toml beside it")
 def tune(model, spec_path, precision, target_text, budget_min, data_dir, validation_dir, baseline, tuning_samples,
-         batch_size, report_dir, output):
+         slack, batch_size, report_dir, output):
     """Search per-tensor calibration methods and FP16-kept layers for the fastest configuration (estimated
     latency on --target) whose accuracy meets the spec; confirm it on the validation set.
 
@@ -55,6 +58,8 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
 
     if budget_min <= 0:
         raise TrtpipeError(f"--budget-min {budget_min:g}: give a positive number of minutes")
+    if not 0 <= slack <= 1:
+        raise TrtpipeError(f"--slack {slack:g}: give a share between 0 and 1")
     if tuning_samples < 1:
         raise TrtpipeError(f"--tuning-samples {tuning_samples}: must be at least 1")
     if output.suffix != ".cache":
@@ -75,7 +80,7 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
 
     with data.model_runs_on(data_dir):
         result = run(model, spec, Precision.parse(precision), target, data_dir, validation_dir, baseline, labels,
-                     budget_min * 60, tuning_samples, batch_size, on_trial=on_trial, on_phase=on_phase)
+                     budget_min * 60, tuning_samples, batch_size, slack, on_trial=on_trial, on_phase=on_phase)
     written = write_tuned(result, output, precision)
     written += write_report(result, spec, precision, report_dir or output.parent / "reports")
     chosen = result.chosen

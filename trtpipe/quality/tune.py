@@ -149,6 +149,7 @@ class Search:
     budget_seconds: float = 600.0
     sensitivity_samples: int = 32
     refine_layers: int = 6
+    slack: float = 0.1  # share of quantization's estimated saving that may be given back for accuracy
     on_trial: Callable[[Trial, Trial | None], None] | None = None
     on_phase: Callable[[str], None] | None = None
     trials: list[Trial] = field(default_factory=list)
@@ -177,13 +178,21 @@ class Search:
         return trial
 
     def best(self) -> Trial | None:
-        """Return the fastest passing trial (the best margin among equals), else the best margin."""
+        """Return the most accurate passing trial within the slack of the fastest passing one's estimated
+        latency, else (none passes) the trial closest to passing."""
         if not self.trials:
             return None
         passing = [t for t in self.trials if t.passed]
-        if passing:
-            return min(passing, key=lambda t: (round(t.seconds, 12), -t.margin))
-        return max(self.trials, key=lambda t: (t.margin, -t.seconds))
+        if not passing:
+            return max(self.trials, key=lambda t: (t.margin, -t.seconds))
+        limit = self.latency_limit()
+        return max((t for t in passing if t.seconds <= limit), key=lambda t: (t.margin, -t.seconds))
+
+    def latency_limit(self) -> float:
+        """Return the estimated latency a passing configuration may take and still be chosen: the
+        fastest passing one's, plus `slack` of what quantization saves against all-FP16."""
+        fastest = min(t.seconds for t in self.trials if t.passed)
+        return fastest + self.slack * max(self.price([]) - fastest, 0.0)
 
     def out_of_time(self) -> bool:
         return time.monotonic() > self._deadline
@@ -201,12 +210,21 @@ class Search:
             self.evaluate(default, "default")
         self._phase("one method for every tensor")
         uniform = [self.evaluate(Config(method), f"all {method}") for method in METHODS]
-        base = max(uniform, key=lambda t: t.margin)
-        if base.passed or self.out_of_time():
+        current = max(uniform, key=lambda t: t.margin)
+        if self.out_of_time():
             return self.best()
-        self._phase(f"ranking layers by sensitivity ({base.config.method})")
-        ranking = self.rank_layers(base.config)
-        current = base
+        self._phase(f"ranking layers by sensitivity ({current.config.method})")
+        ranking = self.rank_layers(current.config)
+        current = self.refine(current, ranking)
+        if not current.passed and not self.out_of_time():
+            found = self.fewest_exclusions(current.config, ranking)
+            if found is not None and not self.out_of_time():
+                self.requantize(found)
+        self.within_slack(ranking)
+        return self.best()
+
+    def refine(self, current: Trial, ranking: list[str]) -> Trial:
+        """Return the best trial after trying every method on the inputs of the most sensitive layers."""
         self._phase(f"other methods for the inputs of the {self.refine_layers} most sensitive layers")
         tensors_of = dict(self.layers)
         for layer in ranking[:self.refine_layers]:
@@ -217,12 +235,31 @@ class Search:
                     trial = self.evaluate(current.config.with_method(tensor, method), f"{tensor}: {method}")
                     if trial.margin > current.margin:
                         current = trial
-        if current.passed or self.out_of_time():
-            return self.best()
-        current = self.fewest_exclusions(current.config, ranking)
-        if current is not None and not self.out_of_time():
-            self.requantize(current, ranking)
-        return self.best()
+        return current
+
+    def within_slack(self, ranking: list[str]) -> None:
+        """Keep one more of the most sensitive layers in FP16 at a time while the estimated latency stays
+        within the slack (`latency_limit`): accuracy that costs (almost) nothing."""
+        start = self.best()
+        if start is None or not start.passed:
+            return
+        self._phase(f"more accuracy for at most {self.slack:.0%} of quantization's estimated saving")
+        limit = self.latency_limit()
+        kept = list(start.config.exclude)
+        for layer in ranking:
+            if self.out_of_time():
+                return
+            if layer in kept:
+                continue
+            quantized = [q for q in self.quantized(start.config) if q not in kept and q != layer]
+            if not quantized or self.price(quantized) > limit:
+                continue
+            kept.append(layer)
+            trial = self.evaluate(start.config.with_exclude(kept), f"keep {layer}")
+            if not trial.passed or trial.margin <= start.margin:
+                kept.remove(layer)
+            else:
+                start = trial
 
     def rank_layers(self, config: Config) -> list[str]:
         """Return the layer names, the most sensitive first (today's per-layer sensitivity)."""
@@ -255,7 +292,7 @@ class Search:
                 low = middle
         return found
 
-    def requantize(self, start: Trial, ranking: list[str]) -> Trial:
+    def requantize(self, start: Trial) -> Trial:
         """Return the trial after trying each kept layer quantized again, the biggest saving first."""
         self._phase("quantizing kept layers again where the thresholds still hold")
         current = start
@@ -305,7 +342,7 @@ def baseline_outputs(model, batches: Sequence[Batch]) -> list[dict[str, np.ndarr
 
 def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_dir, validation_dir=None,
          baseline_path=None, labels: dict[str, int] | None = None, budget_seconds: float = 600.0,
-         tuning_samples: int = 128, batch_size: int = 16,
+         tuning_samples: int = 128, batch_size: int = 16, slack: float = 0.1,
          on_trial: Callable[[Trial, Trial | None], None] | None = None,
          on_phase: Callable[[str], None] | None = None) -> TuneResult:
     """Return the fastest configuration of `model_path` in `precision` that meets the spec on the
@@ -357,7 +394,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     layers = [(layer_name(n), activation_inputs(n, constants)) for n in nodes]
     thresholds = thresholds_for(str(precision), spec)
     search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(str(precision), quantized),
-                    tuning, wanted, thresholds, budget_seconds, on_trial=on_trial, on_phase=on_phase)
+                    tuning, wanted, thresholds, budget_seconds, slack=slack, on_trial=on_trial, on_phase=on_phase)
     default = Config(DEFAULT_METHOD[str(precision)],
                      exclude=tuple(sorted(layer_name(n) for n in nodes if node_matches(n, spec.exclude))))
     chosen = search.run(default)
