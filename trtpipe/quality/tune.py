@@ -148,7 +148,7 @@ class Search:
     thresholds: dict[str, float]
     budget_seconds: float = 600.0
     sensitivity_samples: int = 32
-    refine_layers: int = 6
+    refine_layers: int = 4
     slack: float = 0.1  # share of quantization's estimated saving that may be given back for accuracy
     on_trial: Callable[[Trial, Trial | None], None] | None = None
     on_phase: Callable[[str], None] | None = None
@@ -215,19 +215,21 @@ class Search:
             return self.best()
         self._phase(f"ranking layers by sensitivity ({current.config.method})")
         ranking = self.rank_layers(current.config)
-        current = self.refine(current, ranking)
         if not current.passed and not self.out_of_time():
             found = self.fewest_exclusions(current.config, ranking)
             if found is not None and not self.out_of_time():
-                self.requantize(found)
+                current = self.requantize(found)
+        self.refine(self.best(), ranking)
         self.within_slack(ranking)
         return self.best()
 
     def refine(self, current: Trial, ranking: list[str]) -> Trial:
-        """Return the best trial after trying every method on the inputs of the most sensitive layers."""
+        """Return the best trial after trying every method on the inputs of the most sensitive layers
+        that `current` quantizes."""
         self._phase(f"other methods for the inputs of the {self.refine_layers} most sensitive layers")
         tensors_of = dict(self.layers)
-        for layer in ranking[:self.refine_layers]:
+        quantized = [layer for layer in ranking if layer not in set(current.config.exclude)]
+        for layer in quantized[:self.refine_layers]:
             for tensor in tensors_of[layer]:
                 for method in METHODS:
                     if self.out_of_time() or current.config.method_of(tensor) == method:
@@ -261,8 +263,9 @@ class Search:
             else:
                 start = trial
 
-    def rank_layers(self, config: Config) -> list[str]:
-        """Return the layer names, the most sensitive first (today's per-layer sensitivity)."""
+    def rank_layers(self, config: Config, chunk: int = 4) -> list[str]:
+        """Return the layer names, the most sensitive first (today's per-layer sensitivity, a few
+        layers at a time so the budget is checked between them; layers left unmeasured come last)."""
         from trtpipe.quality.sensitivity import layer_sensitivity
 
         batches, seen = [], 0
@@ -271,9 +274,19 @@ class Search:
                 break
             batches.append(batch)
             seen += len(next(iter(batch.values())))
-        rows = layer_sensitivity(self.model, config.table(self.amax), self.precision, batches,
-                                 classifier=self.spec.task == "classification")
-        return [row["node"] for row in rows]
+        table = config.table(self.amax)
+        rows = []
+        for start in range(0, len(self.layers), chunk):
+            if self.out_of_time():
+                break
+            group = self.layers[start:start + chunk]
+            # A table holding only these layers' scales makes sensitivity quantize only them.
+            subset = type(table)({t: table.amax[t] for _, tensors in group for t in tensors}, table.algorithm)
+            rows += [row for row in layer_sensitivity(self.model, subset, self.precision, batches,
+                                                      classifier=self.spec.task == "classification")
+                     if row["node"] in {name for name, _ in group}]
+        ranked = [row["node"] for row in sorted(rows, key=lambda row: row["cosine"])]
+        return ranked + [name for name, _ in self.layers if name not in set(ranked)]
 
     def fewest_exclusions(self, config: Config, ranking: list[str]) -> Trial | None:
         """Return the passing trial that keeps the fewest of the top of `ranking` in FP16, by bisection."""
