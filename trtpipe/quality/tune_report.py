@@ -50,24 +50,9 @@ def write_tuned(result: TuneResult, cache: str | os.PathLike, precision: str) ->
     return [cache, toml]
 
 
-def pareto(trials: Sequence[Trial], accuracy: str) -> list[Trial]:
-    """Return the trials no other beats on both estimated latency and `accuracy`, fastest first."""
-    front, best = [], -math.inf
-    for trial in sorted(trials, key=lambda t: (t.seconds, -t.metrics.get(accuracy, 0.0))):
-        value = trial.metrics.get(accuracy, -math.inf)
-        if value > best:
-            front.append(trial)
-            best = value
-    return front
-
-
-def headline_metric(spec: ModelSpec) -> str:
-    """Return the metric a plot's accuracy axis shows: top-1 agreement for a classifier, else cosine."""
-    return "top1_agreement" if spec.task == "classification" else "cosine"
-
-
-def plot(trials: Sequence[Trial], chosen: Trial, accuracy: str, title: str, path, minimum: float | None) -> bool:
-    """Write accuracy against estimated latency for every trial, the chosen one marked; False without matplotlib."""
+def plot(trials: Sequence[Trial], chosen: Trial, thresholds: dict[str, float], title: str, path) -> bool:
+    """Write each thresholded metric against estimated latency for every trial (one panel per metric),
+    the default and the chosen one marked; False without matplotlib."""
     try:
         import matplotlib
 
@@ -77,23 +62,25 @@ def plot(trials: Sequence[Trial], chosen: Trial, accuracy: str, title: str, path
         return False
     from trtpipe.files import atomic_path
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for passed, color, label in ((False, "#c44e52", "fails a threshold"), (True, "#4c72b0", "passes")):
-        points = [t for t in trials if t.passed == passed]
-        ax.scatter([t.seconds * 1e3 for t in points], [t.metrics.get(accuracy, np.nan) for t in points],
-                   s=18, color=color, alpha=0.7, label=label)
+    metrics = [m for m in thresholds if m in chosen.metrics] or ["cosine"]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.2), squeeze=False)
     default = next((t for t in trials if t.step == "default"), None)
-    if default is not None:
-        ax.scatter([default.seconds * 1e3], [default.metrics.get(accuracy, np.nan)], s=90, facecolors="none",
-                   edgecolors="black", label="default")
-    ax.scatter([chosen.seconds * 1e3], [chosen.metrics.get(accuracy, np.nan)], s=160, marker="*",
-               color="#dd8452", edgecolors="black", zorder=5, label="chosen")
-    if minimum is not None:
-        ax.axhline(minimum, color="gray", linestyle="--", linewidth=1, label=f"minimum {minimum:g}")
-    ax.set_xlabel("estimated latency (ms)")
-    ax.set_ylabel(f"{accuracy.replace('_', ' ')} (tuning split)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    for ax, metric in zip(axes[0], metrics):
+        for passed, color, label in ((False, "#c44e52", "fails a threshold"), (True, "#4c72b0", "passes")):
+            points = [t for t in trials if t.passed == passed]
+            ax.scatter([t.seconds * 1e3 for t in points], [t.metrics.get(metric, np.nan) for t in points],
+                       s=18, color=color, alpha=0.7, label=label)
+        if default is not None:
+            ax.scatter([default.seconds * 1e3], [default.metrics.get(metric, np.nan)], s=90, facecolors="none",
+                       edgecolors="black", label="default")
+        ax.scatter([chosen.seconds * 1e3], [chosen.metrics.get(metric, np.nan)], s=160, marker="*",
+                   color="#dd8452", edgecolors="black", zorder=5, label="chosen")
+        if metric in thresholds:
+            ax.axhline(thresholds[metric], color="gray", linestyle="--", linewidth=1, label=f"minimum {thresholds[metric]:g}")
+        ax.set_xlabel("estimated latency (ms)")
+        ax.set_ylabel(f"{metric.replace('_', ' ')} (tuning split)")
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     with atomic_path(path, "--report") as tmp:
         fig.savefig(tmp, format="png", dpi=90)
@@ -101,8 +88,7 @@ def plot(trials: Sequence[Trial], chosen: Trial, accuracy: str, title: str, path
     return True
 
 
-
-def _row(trial: Trial, accuracy: str, chosen: Trial) -> str:
+def _row(trial: Trial, chosen: Trial) -> str:
     mark = " **chosen**" if trial is chosen else ""
     metrics = ", ".join(f"{k} {v:.5g}" for k, v in trial.metrics.items())
     return (f"| {trial.index} | {trial.step}{mark} | {trial.config.method}"
@@ -114,7 +100,6 @@ def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory:
     """Write `<model>.<precision>.tune.json`, `.md` and `.png` (accuracy against estimated latency)."""
     directory = ensure_dir(directory, "--report")
     stem = f"{spec.name}.{precision}.tune"
-    accuracy = headline_metric(spec)
     chosen = result.chosen
     default = next((t for t in result.trials if t.step == "default"), None)
     body = {"model": spec.name, "precision": precision, "gpu": result.gpu, "estimated": True,
@@ -144,11 +129,10 @@ def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory:
                  if chosen.config.overrides else "") + ".", "",
               "| # | step | method | kept FP16 | estimated ms | metrics (tuning split) | result |",
               "|---|---|---|---|---|---|---|"]
-    lines += [_row(t, accuracy, chosen) for t in result.trials]
+    lines += [_row(t, chosen) for t in result.trials]
     write_text(paths[1], "\n".join(lines) + "\n", "--report")
-    minimum = result.thresholds.get(accuracy)
-    title = f"{spec.name} {precision}: {len(result.trials)} configurations, estimated on the {result.gpu}"
-    if not plot(result.trials, chosen, accuracy, title, paths[2], minimum):
+    title = f"{spec.name} {precision}: {len(result.trials)} configurations, latency estimated on the {result.gpu}"
+    if not plot(result.trials, chosen, result.thresholds, title, paths[2]):
         paths.pop()
     return paths
 
