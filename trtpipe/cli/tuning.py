@@ -37,6 +37,9 @@ def _metrics(trial) -> str:
               help="calibration samples that judge each configuration")
 @click.option("--slack", type=float, default=0.1, show_default=True,
               help="share of quantization's estimated saving the search may give back for accuracy (0: fastest only)")
+@click.option("--search-unquantized", type=click.Choice(["fp32", "fp16"]), default="fp32", show_default=True,
+              help="what the search simulates unquantized layers in (fp32 runs twice as fast on a CPU); "
+                   "the validation confirmation always runs the graph as built, in FP16")
 @click.option("--batch-size", type=int, default=16, show_default=True,
               help="samples per run; also the batch of the cost model when the spec has no [shapes]")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
@@ -44,7 +47,7 @@ def _metrics(trial) -> str:
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="the tuned cache, e.g. build/m/m.int8.tuned.cache; its exclusions go to the .toml beside it")
 def tune(model, spec_path, precision, target_text, budget_min, data_dir, validation_dir, baseline, tuning_samples,
-         slack, batch_size, report_dir, output):
+         slack, search_unquantized, batch_size, report_dir, output):
     """Search per-tensor calibration methods and FP16-kept layers for the fastest configuration (estimated
     latency on --target) whose accuracy meets the spec; confirm it on the validation set.
 
@@ -80,7 +83,8 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
 
     with data.model_runs_on(data_dir):
         result = run(model, spec, Precision.parse(precision), target, data_dir, validation_dir, baseline, labels,
-                     budget_min * 60, tuning_samples, batch_size, slack, on_trial=on_trial, on_phase=on_phase)
+                     budget_min * 60, tuning_samples, batch_size, slack,
+                     search_unquantized, on_trial=on_trial, on_phase=on_phase)
     written = write_tuned(result, output, precision)
     written += write_report(result, spec, precision, report_dir or output.parent / "reports")
     chosen = result.chosen

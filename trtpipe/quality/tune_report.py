@@ -105,6 +105,7 @@ def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory:
     body = {"model": spec.name, "precision": precision, "gpu": result.gpu, "estimated": True,
             "batch": {k: list(v) for k, v in result.batch.items()}, "thresholds": result.thresholds,
             "tuning_samples": result.tuning_samples, "calibration_samples": result.calibration_samples,
+            "search_unquantized": result.search_unquantized,
             "chosen": chosen.to_json(), "default": default.to_json() if default else None,
             "validation": result.validation.to_json() if result.validation is not None else None,
             "default_validation": result.default_validation.to_json() if result.default_validation is not None else None,
@@ -114,7 +115,9 @@ def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory:
     lines = [f"# tune {spec.name} {precision}", "",
              (f"Estimated latency on the {result.gpu} at batch {_batch_text(result.batch)} (trtpipe.quality.cost: "
               "a roofline per layer, not a measurement). Metrics on the tuning split "
-              f"({result.tuning_samples} calibration samples); thresholds {result.thresholds}."), ""]
+              f"({result.tuning_samples} calibration samples, unquantized layers simulated in "
+              f"{result.search_unquantized.upper()}); thresholds {result.thresholds}. The validation rows run the "
+              "graph as built (FP16 where not quantized)."), ""]
     if result.validation is not None:
         lines += ["| on the validation set | " + " | ".join(result.thresholds) + " | passed |",
                   "|---|" + "---|" * (len(result.thresholds) + 1)]
