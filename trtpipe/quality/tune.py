@@ -133,6 +133,40 @@ def amax_by_method(histograms: Mapping[str, StreamingHistogram], precision: Prec
     return {method: {name: compute_amax(h, method, grid) for name, h in histograms.items()} for method in METHODS}
 
 
+def local_noise(hist: StreamingHistogram, amax: float, grid: str) -> float:
+    """Return the noise-to-signal ratio of quantizing the histogram's values with `amax` (clipping included)."""
+    from calibrators.amax import fake_quantize
+
+    if hist.empty or amax <= 0:
+        return 0.0
+    centers = (np.arange(len(hist.counts)) + 0.5) * hist.width
+    weights = hist.counts.astype(np.float64)
+    signal = float((centers**2 * weights).sum())
+    noise = float(((fake_quantize(centers, np.float64(amax), grid) - centers) ** 2 * weights).sum())
+    return noise / signal if signal > 0 else 0.0
+
+
+def weight_noise(model, node, constants: set[str], precision: Precision) -> float:
+    """Return the noise-to-signal ratio of the layer's weight quantized per output channel."""
+    from onnx import numpy_helper
+
+    from calibrators.graph import weight_input
+    from trtpipe.graph.qdq import quantize_weight, weight_axis
+
+    name = weight_input(node, constants)
+    init = next((i for i in model.graph.initializer if i.name == name), None) if name else None
+    if init is None:
+        return 0.0
+    weight = numpy_helper.to_array(init).astype(np.float32)
+    axis = weight_axis(node, weight)
+    q, scale = quantize_weight(weight, axis, precision)
+    shape = [1] * weight.ndim
+    shape[axis] = -1
+    error = q.astype(np.float32) * scale.reshape(shape) - weight
+    signal = float((weight.astype(np.float64) ** 2).sum())
+    return float((error.astype(np.float64) ** 2).sum()) / signal if signal > 0 else 0.0
+
+
 @dataclass
 class Search:
     """Everything the search needs; `run()` returns the trials, the chosen one included."""
@@ -147,7 +181,9 @@ class Search:
     wanted: list[dict[str, np.ndarray]]
     thresholds: dict[str, float]
     budget_seconds: float = 600.0
-    sensitivity_samples: int = 32
+    sensitivity_samples: int = 16
+    ranking_share: float = 0.4  # of the budget measured sensitivity may take; the rest of the layers go by `proxy`
+    proxy: dict[str, float] = field(default_factory=dict)  # layer -> local quantization noise (higher: worse)
     refine_layers: int = 4
     slack: float = 0.1  # share of quantization's estimated saving that may be given back for accuracy
     # What the search simulates unquantized layers in. FP32 runs twice as fast in ONNX Runtime on a
@@ -269,8 +305,12 @@ class Search:
                 start = trial
 
     def rank_layers(self, config: Config, chunk: int = 4) -> list[str]:
-        """Return the layer names, the most sensitive first (today's per-layer sensitivity, a few
-        layers at a time so the budget is checked between them; layers left unmeasured come last)."""
+        """Return the layer names, the most sensitive first.
+
+        Layers are measured with today's per-layer sensitivity a few at a time, the most suspect by
+        `proxy` first, until `ranking_share` of the budget is spent; measured layers come first by
+        their cosine, the others follow by `proxy`.
+        """
         from trtpipe.quality.sensitivity import layer_sensitivity
 
         batches, seen = [], 0
@@ -280,11 +320,13 @@ class Search:
             batches.append(batch)
             seen += len(next(iter(batch.values())))
         table = config.table(self.amax)
+        suspects = sorted(self.layers, key=lambda layer: -self.proxy.get(layer[0], 0.0))
+        stop = time.monotonic() + self.ranking_share * self.budget_seconds
         rows = []
-        for start in range(0, len(self.layers), chunk):
-            if self.out_of_time():
+        for start in range(0, len(suspects), chunk):
+            if time.monotonic() > stop or self.out_of_time():
                 break
-            group = self.layers[start:start + chunk]
+            group = suspects[start:start + chunk]
             # A table holding only these layers' scales makes sensitivity quantize only them.
             subset = type(table)({t: table.amax[t] for _, tensors in group for t in tensors}, table.algorithm)
             rows += [row for row in layer_sensitivity(self.model, subset, self.precision, batches,
@@ -292,7 +334,8 @@ class Search:
                                                       unquantized=self.unquantized)
                      if row["node"] in {name for name, _ in group}]
         ranked = [row["node"] for row in sorted(rows, key=lambda row: row["cosine"])]
-        return ranked + [name for name, _ in self.layers if name not in set(ranked)]
+        self._phase(f"measured {len(ranked)} of {len(self.layers)} layers; the rest ranked by local quantization noise")
+        return ranked + [name for name, _ in suspects if name not in set(ranked)]
 
     def fewest_exclusions(self, config: Config, ranking: list[str]) -> Trial | None:
         """Return the passing trial that keeps the fewest of the top of `ranking` in FP16, by bisection."""
@@ -413,9 +456,13 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     nodes = quantizable_layers(model, Config(DEFAULT_METHOD[str(precision)]).table(amax))
     layers = [(layer_name(n), activation_inputs(n, constants)) for n in nodes]
     thresholds = thresholds_for(str(precision), spec)
+    grid = "fp8" if precision is Precision.FP8 else "int8"
+    default_amax = amax[DEFAULT_METHOD[str(precision)]]
+    proxy = {layer_name(n): sum(local_noise(histograms[t], default_amax[t], grid) for t in activation_inputs(n, constants))
+             + weight_noise(model, n, constants, precision) for n in nodes}
     search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(str(precision), quantized),
                     tuning, wanted, thresholds, budget_seconds, slack=slack,
-                    unquantized=search_unquantized, on_trial=on_trial, on_phase=on_phase)
+                    unquantized=search_unquantized, proxy=proxy, on_trial=on_trial, on_phase=on_phase)
     default = Config(DEFAULT_METHOD[str(precision)],
                      exclude=tuple(sorted(layer_name(n) for n in nodes if node_matches(n, spec.exclude))))
     chosen = search.run(default)
