@@ -147,3 +147,15 @@ def test_exclude_file_that_is_missing_is_named(workdir, cli, tmp_path):
     code, _, err = cli("quantize", workdir / "conv.onnx", "--precision", "fp16", "--exclude", f"@{tmp_path / 'no.toml'}",
                        "-o", tmp_path / "x.onnx")
     assert code == 2 and "no.toml" in err and "trtpipe tune" in err
+
+
+def test_local_noise_is_zero_on_the_grid_and_counts_clipping():
+    from calibrators.histogram import StreamingHistogram
+    from trtpipe.quality.tune import local_noise
+
+    hist = StreamingHistogram(bins=4)
+    hist.update(np.array([1.0, 2.0, 3.0, 4.0], np.float32))  # bins of width 1: centers 0.5 .. 3.5
+    assert local_noise(hist, 4.0 * 127 / 127, "int8") < 1e-4  # amax 4: a step of 4/127 fits them closely
+    clipped = local_noise(hist, 1.0, "int8")  # everything above 1 clipped to 1
+    centers = np.array([0.5, 1.5, 2.5, 3.5])
+    assert clipped == pytest.approx(((np.minimum(centers, 1.0) - centers) ** 2).sum() / (centers**2).sum(), rel=1e-3)
