@@ -42,11 +42,12 @@ def exclusions_toml(result: TuneResult, precision: str) -> str:
 
 
 def write_tuned(result: TuneResult, cache: str | os.PathLike, precision: str) -> list[Path]:
-    """Write the tuned cache and its exclusions file; return their paths."""
+    """Write the tuned cache and its exclusions file; return their paths. The exclusions go first:
+    the cache is what make waits for, so it only appears once both are whole."""
     cache = Path(cache)
-    write_text(cache, render(result.table), "-o")
     toml = exclusions_path(cache)
     write_text(toml, exclusions_toml(result, precision), "-o")
+    write_text(cache, render(result.table), "-o")
     return [cache, toml]
 
 
