@@ -164,7 +164,9 @@ def main() -> None:
 
     out = Path(args.output)
     gpu = gpu_for(Target.parse(args.target))
-    rows = []
+    # Rows of models and precisions not run now are kept, so the table can be made a model at a time.
+    previous = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else []
+    rows = [r for r in previous if not (r["model"] in args.models and r["precision"] in args.precisions)]
     for model_name in args.models:
         spec = load_spec(ROOT / "models" / model_name / "model.toml")
         fp32 = ROOT / "build" / model_name / f"{model_name}.onnx"
@@ -198,6 +200,8 @@ def main() -> None:
               f"estimated latency on the {gpu.name} at the spec's OPT shapes (trtpipe.quality.cost)."), "",
              "| model, precision | candidate | top-1 agreement | cosine (mean) | cosine (min) | layers quantized | estimated ms | spec |",
              "|---|---|---|---|---|---|---|---|"]
+    order = {m: i for i, m in enumerate(MODELS)}
+    rows.sort(key=lambda r: (order.get(r["model"], 99), r["precision"] != "int8"))
     for r in rows:
         if "samples" not in r:
             lines.append(f"| {r['model']} {r['precision']} | {r['candidate']} | failed to run (log in {out}) | | | | | |")
