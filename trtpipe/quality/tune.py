@@ -182,7 +182,7 @@ class Search:
     thresholds: dict[str, float]
     budget_seconds: float = 600.0
     sensitivity_samples: int = 16
-    ranking_share: float = 0.4  # of the budget measured sensitivity may take; the rest of the layers go by `proxy`
+    ranking_share: float = 0.4  # of the time left, measured sensitivity may take; the rest of the layers go by `proxy`
     proxy: dict[str, float] = field(default_factory=dict)  # layer -> local quantization noise (higher: worse)
     refine_layers: int = 4
     slack: float = 0.1  # share of quantization's estimated saving that may be given back for accuracy
@@ -308,7 +308,7 @@ class Search:
         """Return the layer names, the most sensitive first.
 
         Layers are measured with today's per-layer sensitivity a few at a time, the most suspect by
-        `proxy` first, until `ranking_share` of the budget is spent; measured layers come first by
+        `proxy` first, until `ranking_share` of the time left is spent; measured layers come first by
         their cosine, the others follow by `proxy`.
         """
         from trtpipe.quality.sensitivity import layer_sensitivity
@@ -321,7 +321,7 @@ class Search:
             seen += len(next(iter(batch.values())))
         table = config.table(self.amax)
         suspects = sorted(self.layers, key=lambda layer: -self.proxy.get(layer[0], 0.0))
-        stop = time.monotonic() + self.ranking_share * self.budget_seconds
+        stop = time.monotonic() + self.ranking_share * max(self._deadline - time.monotonic(), 0.0)
         rows = []
         for start in range(0, len(suspects), chunk):
             if time.monotonic() > stop or self.out_of_time():
