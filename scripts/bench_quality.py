@@ -41,11 +41,11 @@ def stack_calibration(spec, out: Path) -> Path:
     return out
 
 
-def run_peer(command: list[str], output: Path, log: Path, timeout: float) -> Path | None:
+def run_peer(command: list[str], output: Path, log: Path, timeout: float, source: Path | None = None) -> Path | None:
     """Run one peer's quantizer; return its ONNX, or None (the log says why). An output newer than
     the model it quantized is reused: the peers are deterministic and slow on a CPU."""
-    model = Path(command[command.index("--onnx_path") + 1] if "--onnx_path" in command else command[command.index("--onnx") + 1])
-    if output.is_file() and output.stat().st_mtime > model.stat().st_mtime:
+    source = source or Path(command[command.index("--onnx") + 1])
+    if output.is_file() and output.stat().st_mtime > source.stat().st_mtime:
         print(f"  reusing {output}", file=sys.stderr)
         return output
     start = time.monotonic()
@@ -59,14 +59,27 @@ def run_peer(command: list[str], output: Path, log: Path, timeout: float) -> Pat
     return output if code == 0 and output.is_file() else None
 
 
+def private_copy(model: Path, out: Path) -> Path:
+    """Return a copy of `model` beside `out` for a peer to read: Model Optimizer 0.47 rewrites the file
+    at its --onnx_path in place (it adds value_info), which would make the FP32 baseline newer than
+    everything built from it. The copy keeps the original's time, so reuse checks still hold."""
+    import shutil
+
+    copy = out.parent / f"input.{model.name}"
+    if not copy.is_file() or copy.stat().st_mtime < model.stat().st_mtime:
+        shutil.copy2(model, copy)
+    return copy
+
+
 def modelopt(python: str, model: Path, precision: str, calibration: Path, spec, out: Path, timeout: float) -> Path | None:
     """Model Optimizer's ONNX PTQ with its defaults, calibrating at the spec's batch on the CPU."""
+    original, model = model, private_copy(model, out)
     shapes = ",".join(f"{i.name}:" + "x".join(str(16 if d < 0 and k == 0 else 64 if d < 0 else d)
                                                  for k, d in enumerate(i.shape)) for i in spec.inputs)
     command = [python, "-m", "modelopt.onnx.quantization", "--onnx_path", str(model), "--quantize_mode", precision,
                "--calibration_data_path", str(calibration), "--calibration_shapes", shapes,
                "--calibration_eps", "cpu", "--output_path", str(out)]
-    return run_peer(command, out, out.with_suffix(".log"), timeout)
+    return run_peer(command, out, out.with_suffix(".log"), timeout, original)
 
 
 def onnxruntime_peer(python: str, model: Path, calibration: Path, out: Path, timeout: float) -> Path | None:
