@@ -308,8 +308,8 @@ class Search:
         """Return the layer names, the most sensitive first.
 
         Layers are measured with today's per-layer sensitivity a few at a time, the most suspect by
-        `proxy` first, until `ranking_share` of the time left is spent; measured layers come first by
-        their cosine, the others follow by `proxy`.
+        `proxy` first, until `ranking_share` of the time left is spent; the worse half of the measured
+        layers comes first by cosine, then the unmeasured by `proxy`, then the better half.
         """
         from trtpipe.quality.sensitivity import layer_sensitivity
 
@@ -333,9 +333,14 @@ class Search:
                                                       classifier=self.spec.task == "classification",
                                                       unquantized=self.unquantized)
                      if row["node"] in {name for name, _ in group}]
-        ranked = [row["node"] for row in sorted(rows, key=lambda row: row["cosine"])]
-        self._phase(f"measured {len(ranked)} of {len(self.layers)} layers; the rest ranked by local quantization noise")
-        return ranked + [name for name, _ in suspects if name not in set(ranked)]
+        measured = [row["node"] for row in sorted(rows, key=lambda row: row["cosine"])]
+        unmeasured = [name for name, _ in suspects if name not in set(measured)]
+        if unmeasured:
+            self._phase(f"measured {len(measured)} of {len(self.layers)} layers; the rest ranked by local quantization noise")
+        # A layer not measured may be as harmful as any: it ranks after the worse half of the
+        # measured layers and before the better half, which are known to be safe to quantize.
+        half = (len(measured) + 1) // 2
+        return measured[:half] + unmeasured + measured[half:]
 
     def fewest_exclusions(self, config: Config, ranking: list[str]) -> Trial | None:
         """Return the passing trial that keeps the fewest of the top of `ranking` in FP16, by bisection."""
