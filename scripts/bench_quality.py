@@ -152,6 +152,27 @@ def trtpipe_tuned(model_name: str, spec, precision: str):
     return typed_model(onnxio.load(source), Precision.parse(precision), load_table(cache), exclude)
 
 
+def rows_from_tune(model_name: str, precision: str) -> list[dict] | None:
+    """Return trtpipe's default and tuned rows from `trtpipe tune`'s report, when it confirmed both
+    on the validation set: the same validator on the same data as `judge`, already run."""
+    path = ROOT / "build" / model_name / "reports" / f"{model_name}.{precision}.tune.json"
+    if not path.is_file():
+        return None
+    report = json.loads(path.read_text())
+    rows = []
+    for name, trial, validation in (("trtpipe default", report["default"], report["default_validation"]),
+                                    ("trtpipe tuned", report["chosen"], report["validation"])):
+        if trial is None or validation is None:
+            return None
+        first = next(iter(validation["outputs"].values()))
+        rows.append({"model": model_name, "precision": precision, "candidate": name, "samples": validation["samples"],
+                     "passed": validation["passed"], "top1_agreement": first.get("top1_agreement"),
+                     "cosine": first["cosine"], "cosine_min": first["cosine_min"],
+                     "quantized_layers": trial["quantized_layers"], "estimated_ms": trial["estimated_ms"],
+                     "from": str(path.relative_to(ROOT))})
+    return rows
+
+
 def fmt(value, kind: str) -> str:
     if value is None:
         return "-"
@@ -188,8 +209,13 @@ def main() -> None:
         costs = cost_model(onnxio.load(fp32), gpu, synthetic_feeds(spec.inputs, opt))
         for precision in args.precisions:
             print(f"{model_name} {precision}", file=sys.stderr)
-            candidates = [] if args.peers_only else [("trtpipe default", trtpipe_default(model_name, spec, precision)),
-                                                     ("trtpipe tuned", trtpipe_tuned(model_name, spec, precision))]
+            from_tune = None if args.peers_only else rows_from_tune(model_name, precision)
+            if from_tune is not None and gpu.name == json.loads((ROOT / from_tune[0]["from"]).read_text())["gpu"]:
+                rows += from_tune
+                candidates = []
+            else:
+                candidates = [] if args.peers_only else [("trtpipe default", trtpipe_default(model_name, spec, precision)),
+                                                         ("trtpipe tuned", trtpipe_tuned(model_name, spec, precision))]
             peer = modelopt(args.peers_python, fp32, precision, calibration, spec,
                             out / model_name / f"modelopt.{precision}.onnx", args.peer_timeout)
             candidates.append(("Model Optimizer 0.47", onnxio.load(peer) if peer else None))
