@@ -120,11 +120,11 @@ def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory:
               f"{result.search_unquantized.upper()}); thresholds {result.thresholds}. The validation rows run the "
               "graph as built (FP16 where not quantized)."), ""]
     if result.validation is not None:
-        lines += ["| on the validation set | " + " | ".join(result.thresholds) + " | passed |",
-                  "|---|" + "---|" * (len(result.thresholds) + 1)]
+        shown = [m for m in result.thresholds if any(c.metric == m for c in result.validation.checks)]
+        lines += ["| on the validation set | " + " | ".join(shown) + " | passed |", "|---|" + "---|" * (len(shown) + 1)]
         for name, report in (("default", result.default_validation), ("tuned", result.validation)):
             if report is not None:
-                values = [min((c.value for c in report.checks if c.metric == m), default=math.nan) for m in result.thresholds]
+                values = [min((c.value for c in report.checks if c.metric == m), default=math.nan) for m in shown]
                 lines.append(f"| {name} | " + " | ".join(f"{v:.5g}" for v in values) + f" | {report.passed} |")
         lines.append("")
     lines += [f"Chosen: {len(chosen.config.exclude)} layers kept in FP16 ({', '.join(chosen.config.exclude) or 'none'}), "
