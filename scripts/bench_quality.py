@@ -152,9 +152,13 @@ def trtpipe_tuned(model_name: str, spec, precision: str):
     return typed_model(onnxio.load(source), Precision.parse(precision), load_table(cache), exclude)
 
 
-def rows_from_tune(model_name: str, precision: str) -> list[dict] | None:
+def rows_from_tune(model_name: str, precision: str, fp32, costs) -> list[dict] | None:
     """Return trtpipe's default and tuned rows from `trtpipe tune`'s report, when it confirmed both
-    on the validation set: the same validator on the same data as `judge`, already run."""
+    on the validation set: the same validator on the same data as `judge`, already run. The estimated
+    latency is priced again on the FP32 graph, as the peers' rows are (a smoothed graph has more ops)."""
+    from calibrators.graph import activation_inputs, constant_names
+    from trtpipe.graph.qdq import layer_name
+
     path = ROOT / "build" / model_name / "reports" / f"{model_name}.{precision}.tune.json"
     if not path.is_file():
         return None
@@ -165,10 +169,14 @@ def rows_from_tune(model_name: str, precision: str) -> list[dict] | None:
         if trial is None or validation is None:
             return None
         first = next(iter(validation["outputs"].values()))
+        constants = constant_names(fp32)
+        quantized = [layer_name(n) for n in fp32.graph.node if n.op_type in ("Conv", "MatMul", "Gemm", "ConvTranspose")
+                     and activation_inputs(n, constants) and layer_name(n) not in set(trial["exclude"])]
         rows.append({"model": model_name, "precision": precision, "candidate": name, "samples": validation["samples"],
                      "passed": validation["passed"], "top1_agreement": first.get("top1_agreement"),
                      "cosine": first["cosine"], "cosine_min": first["cosine_min"],
-                     "quantized_layers": trial["quantized_layers"], "estimated_ms": trial["estimated_ms"],
+                     "quantized_layers": trial["quantized_layers"],
+                     "estimated_ms": costs.seconds(precision, quantized) * 1e3,
                      "from": str(path.relative_to(ROOT))})
     return rows
 
@@ -206,10 +214,11 @@ def main() -> None:
         fp32 = ROOT / "build" / model_name / f"{model_name}.onnx"
         calibration = stack_calibration(spec, out / model_name / "calibration.npz")
         opt = {k: v[1] for k, v in parse_shapes([f"{k}:{v}" for k, v in spec.shapes.items()]).items()}
-        costs = cost_model(onnxio.load(fp32), gpu, synthetic_feeds(spec.inputs, opt))
+        fp32_model = onnxio.load(fp32)
+        costs = cost_model(fp32_model, gpu, synthetic_feeds(spec.inputs, opt))
         for precision in args.precisions:
             print(f"{model_name} {precision}", file=sys.stderr)
-            from_tune = None if args.peers_only else rows_from_tune(model_name, precision)
+            from_tune = None if args.peers_only else rows_from_tune(model_name, precision, fp32_model, costs)
             if from_tune is not None and gpu.name == json.loads((ROOT / from_tune[0]["from"]).read_text())["gpu"]:
                 rows += from_tune
                 candidates = []
