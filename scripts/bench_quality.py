@@ -252,7 +252,7 @@ def main() -> None:
     rows.sort(key=lambda r: (order.get(r["model"], 99), r["precision"] != "int8"))
     for r in rows:
         if "samples" not in r:
-            lines.append(f"| {r['model']} {r['precision']} | {r['candidate']} | failed to run (log in {out}) | | | | | |")
+            lines.append(f"| {r['model']} {r['precision']} | {r['candidate']} | did not finish (log in {out}) | | | | | |")
             continue
         lines.append(f"| {r['model']} {r['precision']} | {r['candidate']} | {fmt(r['top1_agreement'], 'pct')} | "
                      f"{fmt(r['cosine'], 'cos')} | {fmt(r['cosine_min'], 'cos')} | {r['quantized_layers']} | "
