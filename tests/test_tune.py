@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -159,3 +160,29 @@ def test_local_noise_is_zero_on_the_grid_and_counts_clipping():
     clipped = local_noise(hist, 1.0, "int8")  # everything above 1 clipped to 1
     centers = np.array([0.5, 1.5, 2.5, 3.5])
     assert clipped == pytest.approx(((np.minimum(centers, 1.0) - centers) ** 2).sum() / (centers**2).sum(), rel=1e-3)
+
+
+def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_halves():
+    import time
+
+    from calibrators.collect import collect_histograms
+    from calibrators.graph import quantized_activations
+    from trtpipe.config import ModelSpec
+    from trtpipe.quality.sensitivity import layer_sensitivity
+    from trtpipe.quality.tune import Search, amax_by_method
+    from trtpipe.targets import Precision
+
+    model = conv_net(batch="N")
+    batches = [{"input": np.random.default_rng(0).normal(0, 1, (16, 3, 16, 16)).astype(np.float32)}]
+    amax = amax_by_method(collect_histograms(model, quantized_activations(model), batches), Precision.INT8)
+    layers = [("conv0", ["input"]), ("conv1", ["r0"]), ("fc", ["flat"])]
+    search = Search(model, ModelSpec("conv", Path("."), task="classification"), Precision.INT8, amax, layers,
+                    lambda q: float(len(q)), batches, [], {"cosine": 0.99}, budget_seconds=600,
+                    proxy={"conv0": 3.0, "conv1": 1.0, "fc": 2.0})
+    search._deadline = time.monotonic() + 600
+    search.ranking_share = 0.0  # no time to measure: the proxy decides
+    assert search.rank_layers(Config("max")) == ["conv0", "fc", "conv1"]
+    search.ranking_share = 1.0
+    expected = [row["node"] for row in layer_sensitivity(model, Config("max").table(amax), Precision.INT8, batches,
+                                                          classifier=True, unquantized="fp32")]
+    assert search.rank_layers(Config("max"), chunk=1) == expected  # all measured: by their cosine
