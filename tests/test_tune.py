@@ -152,7 +152,7 @@ def test_exclude_file_that_is_missing_is_named(workdir, cli, tmp_path):
 
 def test_local_noise_is_zero_on_the_grid_and_counts_clipping():
     from calibrators.histogram import StreamingHistogram
-    from trtpipe.quality.tune import local_noise
+    from trtpipe.quality.noise import local_noise
 
     hist = StreamingHistogram(bins=4)
     hist.update(np.array([1.0, 2.0, 3.0, 4.0], np.float32))  # bins of width 1: centers 0.5 .. 3.5

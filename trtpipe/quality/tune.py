@@ -133,40 +133,6 @@ def amax_by_method(histograms: Mapping[str, StreamingHistogram], precision: Prec
     return {method: {name: compute_amax(h, method, grid) for name, h in histograms.items()} for method in METHODS}
 
 
-def local_noise(hist: StreamingHistogram, amax: float, grid: str) -> float:
-    """Return the noise-to-signal ratio of quantizing the histogram's values with `amax` (clipping included)."""
-    from calibrators.amax import fake_quantize
-
-    if hist.empty or amax <= 0:
-        return 0.0
-    centers = (np.arange(len(hist.counts)) + 0.5) * hist.width
-    weights = hist.counts.astype(np.float64)
-    signal = float((centers**2 * weights).sum())
-    noise = float(((fake_quantize(centers, np.float64(amax), grid) - centers) ** 2 * weights).sum())
-    return noise / signal if signal > 0 else 0.0
-
-
-def weight_noise(model, node, constants: set[str], precision: Precision) -> float:
-    """Return the noise-to-signal ratio of the layer's weight quantized per output channel."""
-    from onnx import numpy_helper
-
-    from calibrators.graph import weight_input
-    from trtpipe.graph.qdq import quantize_weight, weight_axis
-
-    name = weight_input(node, constants)
-    init = next((i for i in model.graph.initializer if i.name == name), None) if name else None
-    if init is None:
-        return 0.0
-    weight = numpy_helper.to_array(init).astype(np.float32)
-    axis = weight_axis(node, weight)
-    q, scale = quantize_weight(weight, axis, precision)
-    shape = [1] * weight.ndim
-    shape[axis] = -1
-    error = q.astype(np.float32) * scale.reshape(shape) - weight
-    signal = float((weight.astype(np.float64) ** 2).sum())
-    return float((error.astype(np.float64) ** 2).sum()) / signal if signal > 0 else 0.0
-
-
 @dataclass
 class Search:
     """Everything the search needs; `run()` returns the trials, the chosen one included."""
@@ -428,6 +394,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     from trtpipe.graph.half import node_matches
     from trtpipe.graph.qdq import layer_name
     from trtpipe.quality.cost import cost_model, gpu_for, synthetic_feeds
+    from trtpipe.quality.noise import local_noise, weight_noise
     from trtpipe.quality.sensitivity import quantizable_layers
     from trtpipe.quality.validate import thresholds_for
 
