@@ -24,7 +24,7 @@ SM ?= $(subst _,,$(TARGET))
 CANDIDATE = onnx
 endif
 
-.PHONY: all demo demo-lowbit test lint engines validate clean bench-copies bench-calibrate wheelhouse venv serve bench-serve check-reproducible
+.PHONY: all demo demo-lowbit test lint engines validate clean bench-copies bench-calibrate wheelhouse venv serve bench-serve check-reproducible tune bench-quality
 all: demo
 
 $(VENV)/.created:
@@ -59,7 +59,9 @@ lint: $(VENV)/.test
 
 smooths = $(shell grep -qs '^smooth *=' models/$(1)/model.toml && echo yes)
 source = $(BUILD)/$(1)/$(if $(and $(filter int8,$(2)),$(call smooths,$(1))),smoothed/)$(1).onnx
-cache = $(if $(filter int8 fp8,$(2)),$(BUILD)/$(1)/$(1).$(2).cache)
+# TUNED=yes: INT8/FP8 engines use the cache and exclusions that `trtpipe tune` chose (make tune).
+cache = $(if $(filter int8 fp8,$(2)),$(BUILD)/$(1)/$(1).$(2).$(if $(TUNED),tuned.)cache)
+tuned_exclude = $(if $(and $(TUNED),$(filter int8 fp8,$(2))),--exclude @$(BUILD)/$(1)/$(1).$(2).tuned.toml)
 
 define MODEL_RULES
 $(BUILD)/$(1)/$(1).onnx: models/$(1)/export.py | $(VENV)/.demo
@@ -75,7 +77,7 @@ $(BUILD)/$(1)/$(1).$(2).cache: $(call source,$(1),$(2)) models/$(1)/model.toml
 
 $(BUILD)/$(1)/$(1).$(2).$(SM).engine: $(call source,$(1),$(2)) $(call cache,$(1),$(2)) models/$(1)/model.toml
 	$(TRTPIPE) build $$< --precision $(2) --target $(TARGET) --backend $(BACKEND) --spec models/$(1)/model.toml \
-		$(if $(call cache,$(1),$(2)),--cache $(call cache,$(1),$(2))) -o $(BUILD)/$(1)
+		$(if $(call cache,$(1),$(2)),--cache $(call cache,$(1),$(2))) $(call tuned_exclude,$(1),$(2)) -o $(BUILD)/$(1)
 
 # `inspect` checks the engine against the sha256 its sidecar records before anything is measured.
 $(BUILD)/$(1)/reports/$(1).$(2).json: $(BUILD)/$(1)/$(1).$(2).$(SM).engine
@@ -89,6 +91,18 @@ endef
 
 $(foreach m,$(MODELS),$(eval $(call MODEL_RULES,$(m))))
 $(foreach m,$(MODELS),$(foreach p,$(PRECISIONS),$(eval $(call ENGINE_RULES,$(m),$(p)))))
+
+# The fastest configuration that meets the spec (estimated on TARGET's GPU), searched on the
+# calibration data and confirmed on the validation set; a smoothed INT8 model is compared with its original.
+TUNE_BUDGET ?= 10
+define TUNE_RULES
+$(BUILD)/$(1)/$(1).$(2).tuned.cache: $(call source,$(1),$(2)) models/$(1)/model.toml
+	$(TRTPIPE) tune $$< --spec models/$(1)/model.toml --precision $(2) --target $(TARGET) --budget-min $(TUNE_BUDGET) \
+		$(if $(findstring smoothed,$(call source,$(1),$(2))),--baseline $(BUILD)/$(1)/$(1).onnx) -o $$@
+endef
+$(foreach m,$(MODELS),$(foreach p,int8 fp8,$(eval $(call TUNE_RULES,$(m),$(p)))))
+TUNED_CACHES := $(foreach m,$(MODELS),$(foreach p,int8 fp8,$(BUILD)/$(m)/$(m).$(p).tuned.cache))
+DEFAULT_CACHES := $(foreach m,$(MODELS),$(foreach p,int8 fp8,$(BUILD)/$(m)/$(m).$(p).cache))
 
 ENGINES := $(foreach m,$(MODELS),$(foreach p,$(PRECISIONS),$(BUILD)/$(m)/$(m).$(p).$(SM).engine))
 REPORTS := $(foreach m,$(MODELS),$(foreach p,$(PRECISIONS),$(BUILD)/$(m)/reports/$(m).$(p).json))
@@ -176,6 +190,18 @@ zoo: $(VENV)/.demo
 # Two exports of MODEL (default digits) from scratch, each in a fresh folder: every byte must agree.
 check-reproducible: | $(VENV)/.demo
 	$(PY) scripts/check_reproducible.py $(or $(MODEL),digits)
+tune: $(TUNED_CACHES)
+
+# trtpipe default and tuned against Model Optimizer's ONNX PTQ and ONNX Runtime's quantize_static, same
+# data, trtpipe's validator; the peers live in their own environment so they never touch .venv.
+PEERS_VENV := $(BUILD)/peers-venv
+$(PEERS_VENV)/.created:
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install -q 'nvidia-modelopt[onnx]==0.47.0' 'onnxruntime==1.24.1'
+	touch $@
+
+bench-quality: $(PEERS_VENV)/.created $(DEFAULT_CACHES) $(TUNED_CACHES)
+	$(PY) scripts/bench_quality.py --models $(MODELS) --target $(TARGET) --peers-python $(PEERS_VENV)/bin/python
 
 # GPU host only: the runtime's copies against torch's, in one run.
 bench-copies: $(VENV)/.test

@@ -409,6 +409,21 @@ def resolve_inputs(spec: ModelSpec, model, model_path: str | os.PathLike) -> Mod
     return spec
 
 
+def load_exclusions(path: str | os.PathLike) -> list[str]:
+    """Return the [quantize] exclude list of a TOML file (a spec, or the .toml 'trtpipe tune' writes)."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+        names = raw.get("quantize", {}).get("exclude", [])
+    except OSError as exc:
+        raise TrtpipeError(f"--exclude @{path}: cannot read it ({exc.strerror}); make it with 'trtpipe tune'") from None
+    except (tomllib.TOMLDecodeError, AttributeError):
+        raise TrtpipeError(f"--exclude @{path}: not a TOML file with [quantize] exclude; rerun 'trtpipe tune'") from None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise TrtpipeError(f"--exclude @{path}: [quantize] exclude must be a list of node names")
+    return names
+
+
 def spec_from_onnx(model, path: str | os.PathLike) -> ModelSpec:
     """Return a spec with just the inputs of `model`, for commands run without --spec."""
     from onnx import helper

@@ -47,8 +47,13 @@ class Group(click.Group):
 
 
 def _exclude(given, spec) -> list[str]:
-    """--exclude as given, else the spec's [quantize] exclude."""
-    return list(given) or (spec.exclude if spec else [])
+    """--exclude as given, else the spec's [quantize] exclude. `@FILE` stands for FILE's [quantize]
+    exclude (the .toml that 'trtpipe tune' writes beside its cache)."""
+    from trtpipe.config import load_exclusions
+
+    if not given:
+        return spec.exclude if spec else []
+    return [name for item in given for name in (load_exclusions(item[1:]) if item.startswith("@") else [item])]
 
 
 def _data_dir(given, from_spec, kind: str):
@@ -80,4 +85,5 @@ from trtpipe.cli import (  # noqa: F401
     quality,
     runtime,
     serving,
+    tuning,
 )

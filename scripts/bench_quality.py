@@ -1,0 +1,266 @@
+"""Benchmark: INT8/FP8 accuracy of trtpipe (default and tuned) against NVIDIA Model Optimizer's ONNX
+PTQ and ONNX Runtime's quantize_static, on the shipped models, with the same data and trtpipe's validator.
+
+Every candidate is a Q/DQ ONNX judged the same way: simulated in ONNX Runtime on the CPU against the
+FP32 model on the spec's validation set (`trtpipe.quality.validate.compare`, the spec's thresholds).
+The peers quantize the FP32 model from the same calibration samples, stacked into one .npz; they run
+in their own environment (build/peers-venv, made by `make bench-quality`). Each row also carries the
+estimated latency of the layers it quantizes (trtpipe.quality.cost, --target): an estimate, not a
+measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+MODELS = ("digits", "efficientnet-lite0", "minilm")
+PRECISIONS = ("int8", "fp8")
+
+
+def stack_calibration(spec, out: Path) -> Path:
+    """Write every calibration sample as one .npz keyed by input name (what both peers read), once."""
+    import numpy as np
+
+    if out.is_file() and out.stat().st_mtime >= Path(spec.calibration).stat().st_mtime:
+        return out
+    from trtpipe import data
+
+    arrays: dict[str, list] = {}
+    for batch in data.iter_batches(spec, spec.calibration, 64):
+        for name, value in batch.arrays.items():
+            arrays.setdefault(name, []).append(value)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, **{name: np.concatenate(values) for name, values in arrays.items()})
+    return out
+
+
+def run_peer(command: list[str], output: Path, log: Path, timeout: float, source: Path | None = None) -> Path | None:
+    """Run one peer's quantizer; return its ONNX, or None (the log says why). An output newer than
+    the model it quantized is reused: the peers are deterministic and slow on a CPU."""
+    source = source or Path(command[command.index("--onnx") + 1])
+    if output.is_file() and output.stat().st_mtime > source.stat().st_mtime:
+        print(f"  reusing {output}", file=sys.stderr)
+        return output
+    start = time.monotonic()
+    with open(log, "w") as stream:
+        try:
+            code = subprocess.run(command, check=False, stdout=stream, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+    print(f"  {Path(command[2] if command[1] == '-m' else command[1]).name}: exit {code} in "
+          f"{time.monotonic() - start:.0f} s (log {log})", file=sys.stderr)
+    return output if code == 0 and output.is_file() else None
+
+
+def private_copy(model: Path, out: Path) -> Path:
+    """Return a copy of `model` beside `out` for a peer to read: Model Optimizer 0.47 rewrites the file
+    at its --onnx_path in place (it adds value_info), which would make the FP32 baseline newer than
+    everything built from it. The copy keeps the original's time, so reuse checks still hold."""
+    import shutil
+
+    copy = out.parent / f"input.{model.name}"
+    if not copy.is_file() or copy.stat().st_mtime < model.stat().st_mtime:
+        shutil.copy2(model, copy)
+    return copy
+
+
+def modelopt(python: str, model: Path, precision: str, calibration: Path, spec, out: Path, timeout: float) -> Path | None:
+    """Model Optimizer's ONNX PTQ with its defaults, calibrating at the spec's batch on the CPU."""
+    original, model = model, private_copy(model, out)
+    shapes = ",".join(f"{i.name}:" + "x".join(str(16 if d < 0 and k == 0 else 64 if d < 0 else d)
+                                                 for k, d in enumerate(i.shape)) for i in spec.inputs)
+    command = [python, "-m", "modelopt.onnx.quantization", "--onnx_path", str(model), "--quantize_mode", precision,
+               "--calibration_data_path", str(calibration), "--calibration_shapes", shapes,
+               "--calibration_eps", "cpu", "--output_path", str(out)]
+    return run_peer(command, out, out.with_suffix(".log"), timeout, original)
+
+
+def onnxruntime_peer(python: str, model: Path, calibration: Path, out: Path, timeout: float) -> Path | None:
+    command = [python, str(ROOT / "scripts" / "peer_ort_quantize.py"), "--onnx", str(model),
+               "--calibration", str(calibration), "--output", str(out)]
+    return run_peer(command, out, out.with_suffix(".log"), timeout)
+
+
+def quantized_layers(model) -> set[str]:
+    """Return the Conv/MatMul/Gemm nodes whose activation input comes through a DequantizeLinear."""
+    dequantized = {o for n in model.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    initializers = {i.name for i in model.graph.initializer}
+    producers = {o: n for n in model.graph.node for o in n.output}
+    names = set()
+    for node in model.graph.node:
+        if node.op_type in ("Conv", "MatMul", "Gemm", "ConvTranspose"):
+            activation = node.input[0]
+            source = producers.get(activation)
+            if activation in dequantized and source is not None and source.input[0] not in initializers:
+                names.add(node.name or node.output[0])
+    return names
+
+
+def judge(candidate, name: str, baseline: Path, spec, precision: str, costs) -> dict:
+    """Return one row: the validator's metrics of `candidate` (a ModelProto) and its estimated latency."""
+    from trtpipe import data
+    from trtpipe.quality.validate import compare, thresholds_for
+    from trtpipe.runtime.onnxrt import OnnxRunner
+
+    labels = data.read_labels(spec.labels) if spec.labels else None
+    with OnnxRunner(name, model=candidate) as runner, OnnxRunner(baseline) as base:
+        report = compare(runner, base, spec, spec.validation, precision, labels, thresholds_for(precision, spec),
+                         show_progress=False)
+    first = report.outputs[next(iter(report.outputs))]
+    quantized = quantized_layers(candidate)
+    known = {layer.name for layer in costs.layers}
+    return {"candidate": name, "samples": report.samples, "passed": report.passed,
+            "top1_agreement": first.get("top1_agreement"), "cosine": first["cosine"], "cosine_min": first["cosine_min"],
+            "quantized_layers": len(quantized),
+            "estimated_ms": costs.seconds(precision, quantized) * 1e3 if quantized <= known else None}
+
+
+def trtpipe_default(model_name: str, spec, precision: str):
+    """Return the typed ONNX `make` builds: the default cache and the spec's exclusions."""
+    from trtpipe.calibrate import load_table
+    from trtpipe.graph import onnxio
+    from trtpipe.graph.typed import typed_model
+    from trtpipe.targets import Precision
+
+    build = ROOT / "build" / model_name
+    source = build / "smoothed" / f"{model_name}.onnx" if precision == "int8" and spec.smooth else build / f"{model_name}.onnx"
+    table = load_table(build / f"{model_name}.{precision}.cache")
+    return typed_model(onnxio.load(source), Precision.parse(precision), table, spec.exclude)
+
+
+def trtpipe_tuned(model_name: str, spec, precision: str):
+    """Return the typed ONNX of `trtpipe tune`'s choice, or None when it has not run."""
+    from trtpipe.calibrate import load_table
+    from trtpipe.config import load_exclusions
+    from trtpipe.graph import onnxio
+    from trtpipe.graph.typed import typed_model
+    from trtpipe.targets import Precision
+
+    build = ROOT / "build" / model_name
+    cache = build / f"{model_name}.{precision}.tuned.cache"
+    if not cache.is_file():
+        return None
+    source = build / "smoothed" / f"{model_name}.onnx" if precision == "int8" and spec.smooth else build / f"{model_name}.onnx"
+    exclude = load_exclusions(cache.with_name(f"{model_name}.{precision}.tuned.toml"))
+    return typed_model(onnxio.load(source), Precision.parse(precision), load_table(cache), exclude)
+
+
+def rows_from_tune(model_name: str, precision: str, fp32, costs) -> list[dict] | None:
+    """Return trtpipe's default and tuned rows from `trtpipe tune`'s report, when it confirmed both
+    on the validation set: the same validator on the same data as `judge`, already run. The estimated
+    latency is priced again on the FP32 graph, as the peers' rows are (a smoothed graph has more ops)."""
+    from calibrators.graph import activation_inputs, constant_names
+    from trtpipe.graph.qdq import layer_name
+
+    path = ROOT / "build" / model_name / "reports" / f"{model_name}.{precision}.tune.json"
+    if not path.is_file():
+        return None
+    report = json.loads(path.read_text())
+    rows = []
+    for name, trial, validation in (("trtpipe default", report["default"], report["default_validation"]),
+                                    ("trtpipe tuned", report["chosen"], report["validation"])):
+        if trial is None or validation is None:
+            return None
+        first = next(iter(validation["outputs"].values()))
+        constants = constant_names(fp32)
+        quantized = [layer_name(n) for n in fp32.graph.node if n.op_type in ("Conv", "MatMul", "Gemm", "ConvTranspose")
+                     and activation_inputs(n, constants) and layer_name(n) not in set(trial["exclude"])]
+        rows.append({"model": model_name, "precision": precision, "candidate": name, "samples": validation["samples"],
+                     "passed": validation["passed"], "top1_agreement": first.get("top1_agreement"),
+                     "cosine": first["cosine"], "cosine_min": first["cosine_min"],
+                     "quantized_layers": trial["quantized_layers"],
+                     "estimated_ms": costs.seconds(precision, quantized) * 1e3,
+                     "from": str(path.relative_to(ROOT))})
+    return rows
+
+
+def fmt(value, kind: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2%}" if kind == "pct" else f"{value:.5f}" if kind == "cos" else f"{value:.4g}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peers-python", default=str(ROOT / "build" / "peers-venv" / "bin" / "python"),
+                        help="the python of the peers' environment (nvidia-modelopt, onnxruntime)")
+    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS))
+    parser.add_argument("--target", default="sm_89", help="the GPU of the estimated latency")
+    parser.add_argument("--peer-timeout", type=float, default=1200, help="seconds per peer run")
+    parser.add_argument("--peers-only", action="store_true", help="only run the peers' quantizers (their outputs are reused)")
+    parser.add_argument("-o", "--output", default=str(ROOT / "build" / "bench-quality"))
+    args = parser.parse_args()
+
+    from trtpipe.config import load_spec, parse_shapes
+    from trtpipe.graph import onnxio
+    from trtpipe.quality.cost import cost_model, gpu_for, synthetic_feeds
+    from trtpipe.targets import Target
+
+    out = Path(args.output)
+    gpu = gpu_for(Target.parse(args.target))
+    # Rows of models and precisions not run now are kept, so the table can be made a model at a time.
+    previous = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else []
+    rows = [r for r in previous if not (r["model"] in args.models and r["precision"] in args.precisions)]
+    for model_name in args.models:
+        spec = load_spec(ROOT / "models" / model_name / "model.toml")
+        fp32 = ROOT / "build" / model_name / f"{model_name}.onnx"
+        calibration = stack_calibration(spec, out / model_name / "calibration.npz")
+        opt = {k: v[1] for k, v in parse_shapes([f"{k}:{v}" for k, v in spec.shapes.items()]).items()}
+        fp32_model = onnxio.load(fp32)
+        costs = cost_model(fp32_model, gpu, synthetic_feeds(spec.inputs, opt))
+        for precision in args.precisions:
+            print(f"{model_name} {precision}", file=sys.stderr)
+            from_tune = None if args.peers_only else rows_from_tune(model_name, precision, fp32_model, costs)
+            if from_tune is not None and gpu.name == json.loads((ROOT / from_tune[0]["from"]).read_text())["gpu"]:
+                rows += from_tune
+                candidates = []
+            else:
+                candidates = [] if args.peers_only else [("trtpipe default", trtpipe_default(model_name, spec, precision)),
+                                                         ("trtpipe tuned", trtpipe_tuned(model_name, spec, precision))]
+            peer = modelopt(args.peers_python, fp32, precision, calibration, spec,
+                            out / model_name / f"modelopt.{precision}.onnx", args.peer_timeout)
+            candidates.append(("Model Optimizer 0.47", onnxio.load(peer) if peer else None))
+            if precision == "int8":  # quantize_static has no FP8 activations TensorRT reads
+                peer = onnxruntime_peer(args.peers_python, fp32, calibration, out / model_name / "ort.int8.onnx",
+                                        args.peer_timeout)
+                candidates.append(("ONNX Runtime quantize_static", onnxio.load(peer) if peer else None))
+            if args.peers_only:
+                continue
+            for name, candidate in candidates:
+                row = {"model": model_name, "precision": precision, "candidate": name}
+                if candidate is not None:
+                    row.update(judge(candidate, f"{model_name}.{precision}.{name.split()[0].lower()}.onnx", fp32, spec,
+                                     precision, costs))
+                    row["candidate"] = name
+                rows.append(row)
+                print(f"  {name}: {json.dumps({k: v for k, v in row.items() if k not in ('model', 'precision')})}",
+                      file=sys.stderr)
+            (out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
+    lines = [(f"Validation sets of the specs, trtpipe's validator (simulated in ONNX Runtime on the CPU); "
+              f"estimated latency on the {gpu.name} at the spec's OPT shapes (trtpipe.quality.cost)."), "",
+             "| model, precision | candidate | top-1 agreement | cosine (mean) | cosine (min) | layers quantized | estimated ms | spec |",
+             "|---|---|---|---|---|---|---|---|"]
+    order = {m: i for i, m in enumerate(MODELS)}
+    rows.sort(key=lambda r: (order.get(r["model"], 99), r["precision"] != "int8"))
+    for r in rows:
+        if "samples" not in r:
+            lines.append(f"| {r['model']} {r['precision']} | {r['candidate']} | did not finish (log in {out}) | | | | | |")
+            continue
+        lines.append(f"| {r['model']} {r['precision']} | {r['candidate']} | {fmt(r['top1_agreement'], 'pct')} | "
+                     f"{fmt(r['cosine'], 'cos')} | {fmt(r['cosine_min'], 'cos')} | {r['quantized_layers']} | "
+                     f"{fmt(r['estimated_ms'], 'ms')} | {'pass' if r['passed'] else 'FAIL'} |")
+    table = "\n".join(lines) + "\n"
+    (out / "results.md").write_text(table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

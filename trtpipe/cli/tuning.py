@@ -1,0 +1,104 @@
+"""Tuning commands: tune (the fastest INT8/FP8 configuration that meets the spec) and cost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from trtpipe.cli import _data_dir, main
+from trtpipe.errors import TrtpipeError
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.4f} ms"
+
+
+def _metrics(trial) -> str:
+    return ", ".join(f"{k} {v:.5f}" for k, v in trial.metrics.items())
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path), required=True,
+              help="model.toml: data directories, thresholds, shapes, task")
+@click.option("--precision", type=click.Choice(["int8", "fp8"]), required=True)
+@click.option("--target", "target_text", default="sm_89", show_default=True,
+              help="the GPU whose estimated latency is minimized: a name (L4, L40S, A100, H100, H200, RTX4090, "
+                   "RTX5090) or sm_XY (its representative GPU)")
+@click.option("--budget-min", type=float, default=10.0, show_default=True,
+              help="minutes of search; the fastest passing configuration so far is kept when it runs out")
+@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="calibration data; default: the spec's")
+@click.option("--validation", "validation_dir", type=click.Path(path_type=Path),
+              help="confirmation data, never searched on; default: the spec's validation directory")
+@click.option("--baseline", type=click.Path(path_type=Path),
+              help="the FP32 ONNX to compare with; default: MODEL (pass the original for a smoothed MODEL)")
+@click.option("--tuning-samples", type=int, default=128, show_default=True,
+              help="calibration samples that judge each configuration")
+@click.option("--slack", type=float, default=0.1, show_default=True,
+              help="share of quantization's estimated saving the search may give back for accuracy (0: fastest only)")
+@click.option("--search-unquantized", type=click.Choice(["fp32", "fp16"]), default="fp32", show_default=True,
+              help="what the search simulates unquantized layers in (fp32 runs twice as fast on a CPU); "
+                   "the validation confirmation always runs the graph as built, in FP16")
+@click.option("--batch-size", type=int, default=16, show_default=True,
+              help="samples per run; also the batch of the cost model when the spec has no [shapes]")
+@click.option("--report", "report_dir", type=click.Path(path_type=Path),
+              help="write <model>.<precision>.tune.json/.md/.png here; default: reports/ beside -o")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="the tuned cache, e.g. build/m/m.int8.tuned.cache; its exclusions go to the .toml beside it")
+def tune(model, spec_path, precision, target_text, budget_min, data_dir, validation_dir, baseline, tuning_samples,
+         slack, search_unquantized, batch_size, report_dir, output):
+    """Search per-tensor calibration methods and FP16-kept layers for the fastest configuration (estimated
+    latency on --target) whose accuracy meets the spec; confirm it on the validation set.
+
+    Build with it: trtpipe build MODEL --cache OUT.cache --exclude @OUT.toml ...
+    """
+    from trtpipe import data
+    from trtpipe.config import load_spec
+    from trtpipe.quality.tune import tune as run
+    from trtpipe.quality.tune_report import write_report, write_tuned
+    from trtpipe.targets import Precision, Target
+
+    if budget_min <= 0:
+        raise TrtpipeError(f"--budget-min {budget_min:g}: give a positive number of minutes")
+    if not 0 <= slack <= 1:
+        raise TrtpipeError(f"--slack {slack:g}: give a share between 0 and 1")
+    if tuning_samples < 1:
+        raise TrtpipeError(f"--tuning-samples {tuning_samples}: must be at least 1")
+    if output.suffix != ".cache":
+        raise TrtpipeError(f"-o {output}: name the tuned cache <name>.cache (its exclusions go to <name>.toml)")
+    spec = load_spec(spec_path)
+    target = Target.parse(target_text)
+    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    validation_dir = validation_dir or spec.validation
+    labels = data.read_labels(spec.labels) if spec.labels and validation_dir == spec.validation else None
+
+    def on_phase(text):
+        click.echo(f"-- {text}", err=True)
+
+    def on_trial(trial, best):
+        verdict = "pass" if trial.passed else "fail"
+        click.echo(f"[{trial.index:3}] {trial.step[:60]:60} {_ms(trial.seconds)}  {_metrics(trial)}  {verdict}"
+                   f"  | best: #{best.index} {_ms(best.seconds)}{'' if best.passed else ' (none passes yet)'}", err=True)
+
+    with data.model_runs_on(data_dir):
+        result = run(model, spec, Precision.parse(precision), target, data_dir, validation_dir, baseline, labels,
+                     budget_min * 60, tuning_samples, batch_size, slack,
+                     search_unquantized, on_trial=on_trial, on_phase=on_phase)
+    written = write_tuned(result, output, precision)
+    written += write_report(result, spec, precision, report_dir or output.parent / "reports")
+    chosen = result.chosen
+    click.echo(f"chosen: #{chosen.index} {chosen.step}: {len(chosen.config.exclude)} of "
+               f"{chosen.quantized + len(chosen.config.exclude)} layers kept in FP16, method {chosen.config.method}"
+               f"{f' (+{len(chosen.config.overrides)} tensors otherwise)' if chosen.config.overrides else ''}, "
+               f"{_ms(chosen.seconds)} estimated on the {result.gpu}")
+    click.echo(f"  tuning split ({result.tuning_samples} samples): {_metrics(chosen)}"
+               f" -> {'meets' if chosen.passed else 'does NOT meet'} {result.thresholds}")
+    if result.validation is not None:
+        report = result.validation
+        checks = ", ".join(f"{c.metric} {c.value:.5f}" for c in report.checks if c.output == report.checks[0].output)
+        click.echo(f"  validation ({report.samples} samples, simulated): {checks} -> {'PASS' if report.passed else 'FAIL'}")
+    for path in written:
+        click.echo(f"wrote {path}")
+    if not chosen.passed:
+        click.echo("no configuration tried meets the thresholds; the one closest is written", err=True)

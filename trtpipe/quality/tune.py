@@ -1,0 +1,470 @@
+"""Tuning: the fastest INT8/FP8 configuration whose accuracy meets the spec's thresholds.
+
+A configuration is a calibration method per tensor (entropy, max, percentile, MSE, all computed
+from one histogram collection) and the set of layers kept out of quantization (computing in FP16).
+The search runs on the calibration data (the tuning split) and never sees the validation set,
+which confirms the choice at the end. Speed is the estimated latency of trtpipe.quality.cost.
+
+The search, each step judged by the spec's task metrics against its thresholds:
+1. one method for every tensor, each of the four;
+2. layers ranked by sensitivity (quantized alone, on a few samples);
+3. the most sensitive layers' input tensors try the other methods (accuracy at no cost);
+4. the fewest of the most sensitive layers kept in FP16 that meets the thresholds (bisection);
+5. each kept layer, the most costly first, tried quantized again: kept quantized if still passing.
+Every configuration tried is recorded; the chosen one is the fastest that passed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from calibrators.amax import METHODS, compute_amax
+from calibrators.cache import CalibrationTable
+from calibrators.histogram import StreamingHistogram
+from trtpipe.config import ModelSpec
+from trtpipe.errors import TrtpipeError
+from trtpipe.targets import Precision
+
+Batch = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration: a method for every tensor (with per-tensor overrides) and the layers kept in FP16."""
+
+    method: str
+    overrides: tuple[tuple[str, str], ...] = ()  # (tensor, method), sorted
+    exclude: tuple[str, ...] = ()  # sorted layer names
+
+    def with_method(self, tensor: str, method: str) -> Config:
+        overrides = dict(self.overrides)
+        if method == self.method:
+            overrides.pop(tensor, None)
+        else:
+            overrides[tensor] = method
+        return Config(self.method, tuple(sorted(overrides.items())), self.exclude)
+
+    def with_exclude(self, exclude) -> Config:
+        return Config(self.method, self.overrides, tuple(sorted(set(exclude))))
+
+    def method_of(self, tensor: str) -> str:
+        return dict(self.overrides).get(tensor, self.method)
+
+    def table(self, amax: Mapping[str, Mapping[str, float]]) -> CalibrationTable:
+        """Return the calibration table of this configuration from {method: {tensor: amax}}."""
+        tensors = next(iter(amax.values()))
+        return CalibrationTable({t: amax[self.method_of(t)][t] for t in tensors}, algorithm="TunedCalibration")
+
+
+@dataclass
+class Trial:
+    """A configuration tried: what changed, its metrics on the tuning split, and its estimated latency."""
+
+    index: int
+    step: str
+    config: Config
+    metrics: dict[str, float]
+    margin: float  # the worst check's distance above its minimum, scaled; >= 0 passes
+    seconds: float  # estimated latency
+    quantized: int
+
+    @property
+    def passed(self) -> bool:
+        return self.margin >= 0
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "step": self.step, "method": self.config.method,
+                "overrides": dict(self.config.overrides), "exclude": list(self.config.exclude),
+                "metrics": self.metrics, "margin": self.margin, "passed": self.passed,
+                "estimated_ms": self.seconds * 1e3, "quantized_layers": self.quantized}
+
+
+def margin(metrics: Mapping[str, float], thresholds: Mapping[str, float]) -> float:
+    """Return the worst check's (value - minimum), scaled by the room below 1 (or by |minimum| for
+    metrics beyond 1, such as SNR in dB): negative when a threshold fails."""
+    worst = math.inf
+    for metric, minimum in thresholds.items():
+        if metric not in metrics:
+            continue
+        value = metrics[metric]
+        room = (1.0 - minimum) if minimum < 1.0 else max(abs(minimum), 1.0)
+        worst = min(worst, (value - minimum) / max(room, 1e-9) if not math.isnan(value) else -math.inf)
+    return worst if worst != math.inf else 0.0
+
+
+def task_metrics(typed, spec: ModelSpec, batches: Sequence[Batch], wanted: Sequence[Mapping[str, np.ndarray]],
+                 thresholds: Mapping[str, float]) -> dict[str, float]:
+    """Return the spec's task metrics of the typed model on `batches` against the baseline's outputs:
+    each thresholded metric at its worst over the judged outputs, and the worst output's cosine.
+
+    The outputs are judged by the same tasks validation uses (quality.tasks), so the search and the
+    confirmation on the validation set apply one definition of each metric.
+    """
+    from trtpipe.quality.tasks import make_tasks
+    from trtpipe.runtime.onnxrt import OnnxRunner
+
+    with OnnxRunner("tuning", model=typed) as runner:
+        judged = make_tasks(spec, runner.outputs)
+        for batch, want in zip(batches, wanted):
+            got = runner(batch)
+            ids = [f"sample {j}" for j in range(len(next(iter(want.values()))))]
+            for task in judged:
+                task.update(got, want, ids, batch)
+    summaries = []
+    for task in judged:
+        task.finish()
+        summaries.append(task.summary())
+    result = {"cosine": min(float(s["cosine"]) for s in summaries if "cosine" in s)}
+    top1 = [float(s["top1_agreement"]) for s in summaries if "top1_agreement" in s]
+    if top1:
+        result["top1_agreement"] = min(top1)
+    for metric in thresholds:
+        values = [float(s[metric]) for s in summaries if metric in s]
+        if values:
+            result[metric] = min(values)
+    return result
+
+
+def amax_by_method(histograms: Mapping[str, StreamingHistogram], precision: Precision) -> dict[str, dict[str, float]]:
+    """Return {method: {tensor: amax}} for all four methods from one histogram collection."""
+    grid = "fp8" if precision is Precision.FP8 else "int8"
+    return {method: {name: compute_amax(h, method, grid) for name, h in histograms.items()} for method in METHODS}
+
+
+@dataclass
+class Search:
+    """Everything the search needs; `run()` returns the trials, the chosen one included."""
+
+    model: object  # onnx.ModelProto, FP32
+    spec: ModelSpec
+    precision: Precision
+    amax: dict[str, dict[str, float]]
+    layers: list[tuple[str, list[str]]]  # (layer name, its activation tensors), graph order
+    price: Callable[[Sequence[str]], float]  # quantized layer names -> estimated seconds
+    batches: list[Batch]
+    wanted: list[dict[str, np.ndarray]]
+    thresholds: dict[str, float]
+    budget_seconds: float = 600.0
+    sensitivity_samples: int = 16
+    ranking_share: float = 0.4  # of the time left, measured sensitivity may take; the rest of the layers go by `proxy`
+    proxy: dict[str, float] = field(default_factory=dict)  # layer -> local quantization noise (higher: worse)
+    refine_layers: int = 4
+    slack: float = 0.1  # share of quantization's estimated saving that may be given back for accuracy
+    # What the search simulates unquantized layers in. FP32 runs twice as fast in ONNX Runtime on a
+    # CPU, and FP16 alone moves the shipped models' outputs by under 1e-4 cosine; the confirmation
+    # on the validation set runs the graph exactly as built (FP16).
+    unquantized: str = "fp32"
+    on_trial: Callable[[Trial, Trial | None], None] | None = None
+    on_phase: Callable[[str], None] | None = None
+    trials: list[Trial] = field(default_factory=list)
+    _seen: dict[Config, Trial] = field(default_factory=dict)
+    _deadline: float = 0.0
+
+    def quantized(self, config: Config) -> list[str]:
+        excluded = set(config.exclude)
+        return [name for name, _ in self.layers if name not in excluded]
+
+    def evaluate(self, config: Config, step: str) -> Trial:
+        """Return the trial of `config`, run once however often it is asked for."""
+        from trtpipe.graph.typed import typed_model
+
+        if config in self._seen:
+            return self._seen[config]
+        quantized = self.quantized(config)
+        typed = typed_model(self.model, self.precision, config.table(self.amax), exclude=config.exclude,
+                            unquantized=self.unquantized)
+        metrics = task_metrics(typed, self.spec, self.batches, self.wanted, self.thresholds)
+        trial = Trial(len(self.trials), step, config, metrics, margin(metrics, self.thresholds),
+                      self.price(quantized), len(quantized))
+        self.trials.append(trial)
+        self._seen[config] = trial
+        if self.on_trial is not None:
+            self.on_trial(trial, self.best())
+        return trial
+
+    def best(self) -> Trial | None:
+        """Return the most accurate passing trial within the slack of the fastest passing one's estimated
+        latency, else (none passes) the trial closest to passing."""
+        if not self.trials:
+            return None
+        passing = [t for t in self.trials if t.passed]
+        if not passing:
+            return max(self.trials, key=lambda t: (t.margin, -t.seconds))
+        limit = self.latency_limit()
+        return max((t for t in passing if t.seconds <= limit), key=lambda t: (t.margin, -t.seconds))
+
+    def latency_limit(self) -> float:
+        """Return the estimated latency a passing configuration may take and still be chosen: the
+        fastest passing one's, plus `slack` of what quantization saves against all-FP16."""
+        fastest = min(t.seconds for t in self.trials if t.passed)
+        return fastest + self.slack * max(self.price([]) - fastest, 0.0)
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() > self._deadline
+
+    def _phase(self, text: str) -> None:
+        if self.on_phase is not None:
+            self.on_phase(text)
+
+    def run(self, default: Config | None = None) -> Trial:
+        """Search within the budget; return the chosen trial (`self.trials` holds them all)."""
+        self._deadline = time.monotonic() + self.budget_seconds
+        if not self.layers:
+            raise TrtpipeError("the model has no Conv, MatMul or Gemm with scales to quantize; build it in fp16")
+        if default is not None:
+            self.evaluate(default, "default")
+        self._phase("one method for every tensor")
+        uniform = [self.evaluate(Config(method), f"all {method}") for method in METHODS]
+        current = max(uniform, key=lambda t: t.margin)
+        if self.out_of_time():
+            return self.best()
+        self._phase(f"ranking layers by sensitivity ({current.config.method})")
+        ranking = self.rank_layers(current.config)
+        if not current.passed and not self.out_of_time():
+            found = self.fewest_exclusions(current.config, ranking)
+            if found is not None and not self.out_of_time():
+                current = self.requantize(found)
+        self.refine(self.best(), ranking)
+        self.within_slack(ranking)
+        return self.best()
+
+    def refine(self, current: Trial, ranking: list[str]) -> Trial:
+        """Return the best trial after trying every method on the inputs of the most sensitive layers
+        that `current` quantizes."""
+        self._phase(f"other methods for the inputs of the {self.refine_layers} most sensitive layers")
+        tensors_of = dict(self.layers)
+        quantized = [layer for layer in ranking if layer not in set(current.config.exclude)]
+        for layer in quantized[:self.refine_layers]:
+            for tensor in tensors_of[layer]:
+                for method in METHODS:
+                    if self.out_of_time() or current.config.method_of(tensor) == method:
+                        continue
+                    trial = self.evaluate(current.config.with_method(tensor, method), f"{tensor}: {method}")
+                    if trial.margin > current.margin:
+                        current = trial
+        return current
+
+    def within_slack(self, ranking: list[str]) -> None:
+        """Keep one more of the most sensitive layers in FP16 at a time while the estimated latency stays
+        within the slack (`latency_limit`): accuracy that costs (almost) nothing."""
+        start = self.best()
+        if start is None or not start.passed:
+            return
+        self._phase(f"more accuracy for at most {self.slack:.0%} of quantization's estimated saving")
+        limit = self.latency_limit()
+        kept = list(start.config.exclude)
+        for layer in ranking:
+            if self.out_of_time():
+                return
+            if layer in kept:
+                continue
+            quantized = [q for q in self.quantized(start.config) if q not in kept and q != layer]
+            if not quantized or self.price(quantized) > limit:
+                continue
+            kept.append(layer)
+            trial = self.evaluate(start.config.with_exclude(kept), f"keep {layer}")
+            if not trial.passed or trial.margin <= start.margin:
+                kept.remove(layer)
+            else:
+                start = trial
+
+    def rank_layers(self, config: Config, chunk: int = 4) -> list[str]:
+        """Return the layer names, the most sensitive first.
+
+        Layers are measured with today's per-layer sensitivity a few at a time, the most suspect by
+        `proxy` first, until `ranking_share` of the time left is spent; the worse half of the measured
+        layers comes first by cosine, then the unmeasured by `proxy`, then the better half.
+        """
+        from trtpipe.quality.sensitivity import layer_sensitivity
+
+        batches, seen = [], 0
+        for batch in self.batches:
+            if seen >= self.sensitivity_samples:
+                break
+            batches.append(batch)
+            seen += len(next(iter(batch.values())))
+        table = config.table(self.amax)
+        suspects = sorted(self.layers, key=lambda layer: -self.proxy.get(layer[0], 0.0))
+        stop = time.monotonic() + self.ranking_share * max(self._deadline - time.monotonic(), 0.0)
+        rows = []
+        for start in range(0, len(suspects), chunk):
+            if time.monotonic() > stop or self.out_of_time():
+                break
+            group = suspects[start:start + chunk]
+            # A table holding only these layers' scales makes sensitivity quantize only them.
+            subset = type(table)({t: table.amax[t] for _, tensors in group for t in tensors}, table.algorithm)
+            rows += [row for row in layer_sensitivity(self.model, subset, self.precision, batches,
+                                                      classifier=self.spec.task == "classification",
+                                                      unquantized=self.unquantized)
+                     if row["node"] in {name for name, _ in group}]
+        measured = [row["node"] for row in sorted(rows, key=lambda row: row["cosine"])]
+        unmeasured = [name for name, _ in suspects if name not in set(measured)]
+        if unmeasured:
+            self._phase(f"measured {len(measured)} of {len(self.layers)} layers; the rest ranked by local quantization noise")
+        # A layer not measured may be as harmful as any: it ranks after the worse half of the
+        # measured layers and before the better half, which are known to be safe to quantize.
+        half = (len(measured) + 1) // 2
+        return measured[:half] + unmeasured + measured[half:]
+
+    def fewest_exclusions(self, config: Config, ranking: list[str]) -> Trial | None:
+        """Return the passing trial that keeps the fewest of the top of `ranking` in FP16, by bisection."""
+        self._phase("keeping the most sensitive layers in FP16: the fewest that pass")
+        low, high = 0, len(ranking) - 1  # keep at least one layer quantized: all in FP16 is the fp16 build
+        top = self.evaluate(config.with_exclude(ranking[:high]), f"keep top {high}")
+        if not top.passed:
+            return None
+        found = top
+        while high - low > 1 and not self.out_of_time():
+            middle = (low + high) // 2
+            trial = self.evaluate(config.with_exclude(ranking[:middle]), f"keep top {middle}")
+            if trial.passed:
+                high, found = middle, trial
+            else:
+                low = middle
+        return found
+
+    def requantize(self, start: Trial) -> Trial:
+        """Return the trial after trying each kept layer quantized again, the biggest saving first."""
+        self._phase("quantizing kept layers again where the thresholds still hold")
+        current = start
+        savings = []
+        for layer in current.config.exclude:
+            quantized = self.quantized(current.config)
+            savings.append((self.price(quantized) - self.price(quantized + [layer]), layer))
+        for saving, layer in sorted(savings, reverse=True):
+            if self.out_of_time() or saving <= 0:
+                break
+            trial = self.evaluate(current.config.with_exclude(set(current.config.exclude) - {layer}), f"quantize {layer}")
+            if trial.passed and trial.seconds < current.seconds:
+                current = trial
+        return current
+
+
+@dataclass
+class TuneResult:
+    """The search's outcome: every trial, the chosen one, its table, and the validation report."""
+
+    trials: list[Trial]
+    chosen: Trial
+    table: CalibrationTable
+    gpu: str
+    batch: dict[str, tuple[int, ...]]
+    thresholds: dict[str, float]
+    tuning_samples: int
+    calibration_samples: int
+    search_unquantized: str = "fp32"
+    validation: object = None  # trtpipe.quality.validate.Report on the validation set
+    default_validation: object = None
+
+
+def load_batches(spec: ModelSpec, directory, batch_size: int, limit: int | None = None) -> list[dict[str, np.ndarray]]:
+    """Return the samples of `directory` as a list of input batches, held in memory for every trial."""
+    from trtpipe import data
+
+    return [b.arrays for b in data.iter_batches(spec, directory, batch_size, limit)]
+
+
+def baseline_outputs(model, batches: Sequence[Batch]) -> list[dict[str, np.ndarray]]:
+    """Return the FP32 model's outputs on every batch."""
+    from trtpipe.runtime.onnxrt import OnnxRunner
+
+    with OnnxRunner("baseline", model=model) as runner:
+        return [runner(batch) for batch in batches]
+
+
+def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_dir, validation_dir=None,
+         baseline_path=None, labels: dict[str, int] | None = None, budget_seconds: float = 600.0,
+         tuning_samples: int = 128, batch_size: int = 16, slack: float = 0.1, search_unquantized: str = "fp32",
+         on_trial: Callable[[Trial, Trial | None], None] | None = None,
+         on_phase: Callable[[str], None] | None = None) -> TuneResult:
+    """Return the fastest configuration of `model_path` in `precision` that meets the spec on the
+    calibration data, confirmed on `validation_dir` when given.
+
+    Histograms are collected once over every calibration sample; the first `tuning_samples` of them
+    judge each trial. `baseline_path`: the FP32 ONNX the outputs are compared with (default: the
+    model itself; a SmoothQuant model is compared with the original it came from).
+    """
+    from calibrators.collect import collect_histograms
+    from calibrators.graph import activation_inputs, constant_names, quantized_activations
+    from trtpipe.calibrate import DEFAULT_METHOD
+    from trtpipe.config import parse_shapes
+    from trtpipe.graph import onnxio
+    from trtpipe.graph.keep import node_matches
+    from trtpipe.graph.qdq import layer_name
+    from trtpipe.quality.cost import cost_model, gpu_for, synthetic_feeds
+    from trtpipe.quality.noise import local_noise, weight_noise
+    from trtpipe.quality.sensitivity import quantizable_layers
+    from trtpipe.quality.validate import thresholds_for
+
+    if precision not in (Precision.INT8, Precision.FP8):
+        raise TrtpipeError(f"--precision {precision}: tune searches int8 or fp8")
+    from trtpipe.graph.cleanup import cleanup
+
+    model, _ = cleanup(onnxio.load(model_path))  # the graph whose tensor names the typed passes and caches use
+    baseline = onnxio.load(baseline_path) if baseline_path else model
+    tensors = quantized_activations(model)
+    if not tensors:
+        raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
+    gpu = gpu_for(target)
+    if str(precision) not in gpu.tflops:
+        raise TrtpipeError(f"--precision {precision}: the {gpu.name} has no {precision} tensor cores; pick another --target")
+    if on_phase:
+        on_phase("reading the calibration data and collecting histograms")
+    batches = load_batches(spec, calibration_dir, batch_size)
+    histograms = collect_histograms(model, tensors, batches)
+    amax = amax_by_method(histograms, precision)
+    tuning, seen = [], 0
+    for batch in batches:
+        if seen >= tuning_samples:
+            break
+        tuning.append(batch)
+        seen += len(next(iter(batch.values())))
+    wanted = baseline_outputs(baseline, tuning)
+
+    opt = {name: triple[1] for name, triple in parse_shapes([f"{k}:{v}" for k, v in spec.shapes.items()], "--spec shapes").items()}
+    feeds = synthetic_feeds(spec.inputs, opt, batch_size)
+    costs = cost_model(model, gpu, feeds)
+    constants = constant_names(model)
+    nodes = quantizable_layers(model, Config(DEFAULT_METHOD[str(precision)]).table(amax))
+    layers = [(layer_name(n), activation_inputs(n, constants)) for n in nodes]
+    thresholds = thresholds_for(str(precision), spec)
+    grid = "fp8" if precision is Precision.FP8 else "int8"
+    default_amax = amax[DEFAULT_METHOD[str(precision)]]
+    proxy = {layer_name(n): sum(local_noise(histograms[t], default_amax[t], grid) for t in activation_inputs(n, constants))
+             + weight_noise(model, n, constants, precision) for n in nodes}
+    search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(str(precision), quantized),
+                    tuning, wanted, thresholds, budget_seconds, slack=slack,
+                    unquantized=search_unquantized, proxy=proxy, on_trial=on_trial, on_phase=on_phase)
+    default = Config(DEFAULT_METHOD[str(precision)],
+                     exclude=tuple(sorted(layer_name(n) for n in nodes if node_matches(n, spec.exclude))))
+    chosen = search.run(default)
+    result = TuneResult(search.trials, chosen, chosen.config.table(amax), gpu.name,
+                        {k: tuple(v.shape) for k, v in feeds.items()}, thresholds, seen,
+                        sum(len(next(iter(b.values()))) for b in batches), search_unquantized)
+    if validation_dir is not None:
+        if on_phase:
+            on_phase("confirming on the validation set (never seen by the search)")
+        result.validation = confirm(model, baseline, chosen.config, amax, spec, precision, validation_dir, labels,
+                                    thresholds, batch_size, "tuned")
+        result.default_validation = confirm(model, baseline, default, amax, spec, precision, validation_dir, labels,
+                                            thresholds, batch_size, "default")
+    return result
+
+
+def confirm(model, baseline, config: Config, amax, spec: ModelSpec, precision: Precision, directory, labels,
+            thresholds, batch_size: int, name: str):
+    """Return validation's report of `config`'s typed model against the baseline on `directory`."""
+    from trtpipe.graph.typed import typed_model
+    from trtpipe.quality.validate import compare
+    from trtpipe.runtime.onnxrt import OnnxRunner
+
+    typed = typed_model(model, precision, config.table(amax), exclude=config.exclude)
+    with OnnxRunner(f"{spec.name}.{precision}.{name}.onnx", model=typed) as candidate, \
+            OnnxRunner(f"{spec.name}.onnx", model=baseline) as base:
+        return compare(candidate, base, spec, directory, str(precision), labels, thresholds, batch_size,
+                       show_progress=False)

@@ -1,0 +1,148 @@
+"""What `trtpipe tune` writes: the tuned cache and its exclusions beside it (what `build` reads),
+and a report of every configuration tried with a plot of accuracy against estimated latency."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from calibrators.cache import render
+from trtpipe.config import ModelSpec
+from trtpipe.files import ensure_dir, write_json, write_text
+from trtpipe.quality.tune import Trial, TuneResult
+
+
+def exclusions_path(cache: str | os.PathLike) -> Path:
+    """Return the exclusions file beside a tuned cache: `<name>.toml` for `<name>.cache`."""
+    cache = Path(cache)
+    return cache.with_name((cache.name.removesuffix(".cache")) + ".toml")
+
+
+def exclusions_toml(result: TuneResult, precision: str) -> str:
+    """Return the TOML `build --exclude @FILE` reads: [quantize] exclude, then what the search found."""
+    chosen = result.chosen
+    lines = ["# Written by 'trtpipe tune'; build reads [quantize] exclude with --exclude @this-file.",
+             "[quantize]", "exclude = [" + ", ".join(json.dumps(n) for n in chosen.config.exclude) + "]", "",
+             "[tune]", f"precision = {json.dumps(precision)}", f"gpu = {json.dumps(result.gpu)}",
+             f"estimated_ms = {chosen.seconds * 1e3:.6g}  # estimated: trtpipe.quality.cost, not measured",
+             f"method = {json.dumps(chosen.config.method)}", f"passed_on_tuning_split = {str(chosen.passed).lower()}",
+             f"tuning_samples = {result.tuning_samples}", f"trials = {len(result.trials)}"]
+    if result.validation is not None:
+        lines.append(f"passed_on_validation = {str(result.validation.passed).lower()}")
+    lines += ["", "[tune.tuning_metrics]"] + [f"{k} = {v:.6g}" for k, v in chosen.metrics.items()]
+    if chosen.config.overrides:
+        lines += ["", "[tune.methods]  # tensors calibrated with another method than tune.method"]
+        lines += [f"{json.dumps(t)} = {json.dumps(m)}" for t, m in chosen.config.overrides]
+    return "\n".join(lines) + "\n"
+
+
+def write_tuned(result: TuneResult, cache: str | os.PathLike, precision: str) -> list[Path]:
+    """Write the tuned cache and its exclusions file; return their paths. The exclusions go first:
+    the cache is what make waits for, so it only appears once both are whole."""
+    cache = Path(cache)
+    toml = exclusions_path(cache)
+    write_text(toml, exclusions_toml(result, precision), "-o")
+    write_text(cache, render(result.table), "-o")
+    return [cache, toml]
+
+
+def plot(trials: Sequence[Trial], chosen: Trial, thresholds: dict[str, float], title: str, path) -> bool:
+    """Write each thresholded metric against estimated latency for every trial (one panel per metric),
+    the default and the chosen one marked; False without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    from trtpipe.files import atomic_path
+
+    metrics = [m for m in thresholds if m in chosen.metrics] or ["cosine"]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.2), squeeze=False)
+    default = next((t for t in trials if t.step == "default"), None)
+    for ax, metric in zip(axes[0], metrics):
+        for passed, color, label in ((False, "#c44e52", "fails a threshold"), (True, "#4c72b0", "passes")):
+            points = [t for t in trials if t.passed == passed]
+            ax.scatter([t.seconds * 1e3 for t in points], [t.metrics.get(metric, np.nan) for t in points],
+                       s=18, color=color, alpha=0.7, label=label)
+        if default is not None:
+            ax.scatter([default.seconds * 1e3], [default.metrics.get(metric, np.nan)], s=90, facecolors="none",
+                       edgecolors="black", label="default")
+        ax.scatter([chosen.seconds * 1e3], [chosen.metrics.get(metric, np.nan)], s=160, marker="*",
+                   color="#dd8452", edgecolors="black", zorder=5, label="chosen")
+        if metric in thresholds:
+            ax.axhline(thresholds[metric], color="gray", linestyle="--", linewidth=1, label=f"minimum {thresholds[metric]:g}")
+        ax.set_xlabel("estimated latency (ms)")
+        ax.set_ylabel(f"{metric.replace('_', ' ')} (tuning split)")
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    with atomic_path(path, "--report") as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    return True
+
+
+def _row(trial: Trial, chosen: Trial) -> str:
+    mark = " **chosen**" if trial is chosen else ""
+    metrics = ", ".join(f"{k} {v:.5g}" for k, v in trial.metrics.items())
+    return (f"| {trial.index} | {trial.step}{mark} | {trial.config.method}"
+            f"{f' +{len(trial.config.overrides)}' if trial.config.overrides else ''} | {len(trial.config.exclude)} | "
+            f"{trial.seconds * 1e3:.4f} | {metrics} | {'pass' if trial.passed else 'fail'} |")
+
+
+def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory: str | os.PathLike) -> list[Path]:
+    """Write `<model>.<precision>.tune.json`, `.md` and `.png` (accuracy against estimated latency)."""
+    directory = ensure_dir(directory, "--report")
+    stem = f"{spec.name}.{precision}.tune"
+    chosen = result.chosen
+    default = next((t for t in result.trials if t.step == "default"), None)
+    body = {"model": spec.name, "precision": precision, "gpu": result.gpu, "estimated": True,
+            "batch": {k: list(v) for k, v in result.batch.items()}, "thresholds": result.thresholds,
+            "tuning_samples": result.tuning_samples, "calibration_samples": result.calibration_samples,
+            "search_unquantized": result.search_unquantized,
+            "chosen": chosen.to_json(), "default": default.to_json() if default else None,
+            "validation": result.validation.to_json() if result.validation is not None else None,
+            "default_validation": result.default_validation.to_json() if result.default_validation is not None else None,
+            "trials": [t.to_json() for t in result.trials]}
+    paths = [directory / f"{stem}.json", directory / f"{stem}.md", directory / f"{stem}.png"]
+    write_json(paths[0], body, "--report")
+    lines = [f"# tune {spec.name} {precision}", "",
+             (f"Estimated latency on the {result.gpu} at batch {_batch_text(result.batch)} (trtpipe.quality.cost: "
+              "a roofline per layer, not a measurement). Metrics on the tuning split "
+              f"({result.tuning_samples} calibration samples, unquantized layers simulated in "
+              f"{result.search_unquantized.upper()}); thresholds {result.thresholds}. The validation rows run the "
+              "graph as built (FP16 where not quantized)."), ""]
+    if result.validation is not None:
+        shown = [m for m in result.thresholds if any(c.metric == m for c in result.validation.checks)]
+        lines += ["| on the validation set | " + " | ".join(shown) + " | passed |", "|---|" + "---|" * (len(shown) + 1)]
+        for name, report in (("default", result.default_validation), ("tuned", result.validation)):
+            if report is not None:
+                values = [min((c.value for c in report.checks if c.metric == m), default=math.nan) for m in shown]
+                lines.append(f"| {name} | " + " | ".join(f"{v:.5g}" for v in values) + f" | {report.passed} |")
+        lines.append("")
+    lines += [f"Chosen: {len(chosen.config.exclude)} layers kept in FP16 ({', '.join(chosen.config.exclude) or 'none'}), "
+              f"method {chosen.config.method}"
+              + (f" with {len(chosen.config.overrides)} tensors otherwise ({', '.join(f'{t}: {m}' for t, m in chosen.config.overrides)})"
+                 if chosen.config.overrides else "") + ".", "",
+              "| # | step | method | kept FP16 | estimated ms | metrics (tuning split) | result |",
+              "|---|---|---|---|---|---|---|"]
+    lines += [_row(t, chosen) for t in result.trials]
+    write_text(paths[1], "\n".join(lines) + "\n", "--report")
+    title = f"{spec.name} {precision}: {len(result.trials)} configurations, latency estimated on the {result.gpu}"
+    if not plot(result.trials, chosen, result.thresholds, title, paths[2]):
+        paths.pop()
+    return paths
+
+
+def _batch_text(batch) -> str:
+    return ", ".join(f"{k} {'x'.join(str(d) for d in v)}" for k, v in batch.items())
+
+
+
