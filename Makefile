@@ -186,7 +186,7 @@ bench-serve: $(BUILD)/$(or $(MODEL),efficientnet-lite0)/$(or $(MODEL),efficientn
 .PHONY: zoo
 zoo: $(VENV)/.demo
 	$(PY) scripts/zoo.py $(if $(ZOO),--only $(ZOO))
-	TRTPIPE_DOCS_ZOO=1 $(PY) -m pytest -q tests/test_docs.py -k guide  # the guide downloads its model
+	TRTPIPE_DOCS_ZOO=1 $(PY) -m pytest -q tests/test_docs.py -k "guide or graph-passes"  # these pages download their model
 # Two exports of MODEL (default digits) from scratch, each in a fresh folder: every byte must agree.
 check-reproducible: | $(VENV)/.demo
 	$(PY) scripts/check_reproducible.py $(or $(MODEL),digits)

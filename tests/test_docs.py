@@ -22,8 +22,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,18 +145,20 @@ class Server:
 
     def __init__(self, args: str, workspace: Path):
         command = ["trtpipe", "serve", *shlex.split(args), "--http-port", "8000", "--grpc-port", "8001", "--metrics-port", "8002"]
-        self.process = subprocess.Popen(command, cwd=workspace, env=_env(), stdout=subprocess.PIPE,
+        self.process = subprocess.Popen(command, cwd=workspace, env={**_env(), "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        # serve prints "ready" once every model has loaded (Triton's own health turns ready sooner)
+        printed: list[str] = []
+        reader = threading.Thread(target=lambda: printed.extend(self.process.stdout), daemon=True)
+        reader.start()
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
+            if any(line.startswith("ready") for line in printed):
+                return
             if self.process.poll() is not None:
-                raise AssertionError(f"trtpipe serve {args} stopped: {self.process.stdout.read()[-1500:]}")
-            try:
-                with urllib.request.urlopen("http://127.0.0.1:8000/v2/health/ready", timeout=2) as answer:
-                    if answer.status == 200:
-                        return
-            except OSError:
-                time.sleep(1)
+                reader.join(5)
+                raise AssertionError(f"trtpipe serve {args} stopped: {''.join(printed)[-1500:]}")
+            time.sleep(0.5)
         self.stop()
         raise AssertionError(f"trtpipe serve {args} was not ready within 240 s")
 
