@@ -19,7 +19,7 @@ from calibrators.collect import exposed_activations
 from calibrators.lowbit import DEFAULT_INT4_BLOCK, INT4_BLOCK_SIZES
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph.lowbit import BLOCK_SIZE_KEY
-from trtpipe.graph.smooth import smoothable_layers
+from trtpipe.graph.smooth import ChannelScales, smoothable_layers
 
 DEFAULT_TOKENS = 1024  # sample rows per activation the search runs on
 
@@ -95,7 +95,6 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
     of padding tokens are left out of the statistics when the activation has one row per token.
     """
     import onnx
-    from onnx import helper, numpy_helper
 
     if block not in INT4_BLOCK_SIZES:
         raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
@@ -119,38 +118,16 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
     if not samples[next(iter(samples))].count:
         raise TrtpipeError("--data: no samples were read; AWQ needs calibration data")
 
-    weights = {init.name: init for init in model.graph.initializer}
-    readers: dict[str, int] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
-    position = {node.output[0]: i for i, node in enumerate(model.graph.node)}
     summary = AwqSummary(block)
-    divide_nodes = {}
+    folder = ChannelScales(model, "__awq", "__awq_inverse", "AWQ")
     for activation, nodes in layers.items():
-        arrays = [numpy_helper.to_array(weights[n.input[1]]).astype(np.float32) for n in nodes]
+        arrays = [folder.weight(n) for n in nodes]
         sample = samples[activation]
         if any(a.shape[0] != sample.mean().shape[0] for a in arrays):
             continue  # the weight's rows are not the activation's channels
         result = search_layer(sample.sample(tokens, rng), sample.mean(), arrays, block, grid, clip)
         summary.layers[activation] = result
-        inverse = f"{activation}__awq_inverse"
-        model.graph.initializer.append(numpy_helper.from_array((1.0 / result.scales).astype(np.float32), inverse))
-        divide_nodes[position[nodes[0].output[0]]] = helper.make_node(
-            "Mul", [activation, inverse], [f"{activation}__awq"], name=f"{activation}/AWQ")
-        for node, array, amax in zip(nodes, arrays, result.clips):
-            scaled = numpy_helper.from_array(clipped(array * result.scales[:, None], amax, block), node.input[1])
-            if readers[node.input[1]] == 1:
-                weights[node.input[1]].CopyFrom(scaled)
-            else:  # shared with a layer that is not scaled the same way: this one gets its own copy
-                scaled.name = f"{node.input[1]}__awq_{len(model.graph.initializer)}"
-                model.graph.initializer.append(scaled)
-                node.input[1] = scaled.name
-            node.input[0] = f"{activation}__awq"
-    nodes = list(model.graph.node)
-    del model.graph.node[:]
-    for i, node in enumerate(nodes):
-        if i in divide_nodes:
-            model.graph.node.append(divide_nodes[i])
-        model.graph.node.append(node)
+        folder.fold(activation, nodes, result.scales,
+                    [clipped(array * result.scales[:, None], amax, block) for array, amax in zip(arrays, result.clips)])
+    folder.finish()
     return with_block_size(model, block), summary

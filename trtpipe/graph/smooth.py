@@ -56,11 +56,64 @@ def smooth_scales(x_amax: np.ndarray, w_amax: np.ndarray, alpha: float) -> np.nd
     return np.where((x_amax > 0) & (w_amax > 0) & np.isfinite(s), s, 1.0).astype(np.float32)
 
 
+class ChannelScales:
+    """Folds per-channel scales into a graph: a Mul by 1/s in front of the layers that read an
+    activation, and their weights' rows replaced by the scaled ones. SmoothQuant and AWQ both do
+    this; they differ in how they choose s (and AWQ also clips the scaled weights).
+
+    `out` and `inverse` suffix the names of the scaled activation and of 1/s; `label` names the Mul.
+    """
+
+    def __init__(self, model, out: str, inverse: str, label: str):
+        from onnx import numpy_helper
+
+        self.model, self.out, self.inverse, self.label = model, out, inverse, label
+        self.weights = {init.name: init for init in model.graph.initializer}
+        self.readers: dict[str, int] = {}
+        for node in model.graph.node:
+            for name in node.input:
+                self.readers[name] = self.readers.get(name, 0) + 1
+        self.position = {node.output[0]: i for i, node in enumerate(model.graph.node)}
+        self.divide_nodes: dict = {}  # index of the activation's first scaled reader -> the Mul before it
+        self._to_array = numpy_helper.to_array
+
+    def weight(self, node) -> np.ndarray:
+        """Return the float32 weight (input 1) of a layer."""
+        return self._to_array(self.weights[node.input[1]]).astype(np.float32)
+
+    def fold(self, activation: str, nodes: list, scales: np.ndarray, weights: list[np.ndarray]) -> None:
+        """Divide `activation` by `scales` before `nodes` and give each node its scaled weight."""
+        from onnx import helper, numpy_helper
+
+        scaled, inverse = f"{activation}{self.out}", f"{activation}{self.inverse}"
+        self.model.graph.initializer.append(numpy_helper.from_array((1.0 / scales).astype(np.float32), inverse))
+        self.divide_nodes[self.position[nodes[0].output[0]]] = helper.make_node(
+            "Mul", [activation, inverse], [scaled], name=f"{activation}/{self.label}")
+        for node, array in zip(nodes, weights):
+            tensor = numpy_helper.from_array(np.asarray(array, np.float32), node.input[1])
+            if self.readers[node.input[1]] == 1:
+                self.weights[node.input[1]].CopyFrom(tensor)
+            else:  # shared with a layer that is not scaled the same way: this one gets its own copy
+                tensor.name = f"{node.input[1]}{self.out}_{len(self.model.graph.initializer)}"
+                self.model.graph.initializer.append(tensor)
+                node.input[1] = tensor.name
+            node.input[0] = scaled
+
+    def finish(self) -> list[str]:
+        """Put each Mul in front of its first reader; return the activations that were scaled."""
+        nodes = list(self.model.graph.node)
+        del self.model.graph.node[:]
+        for i, node in enumerate(nodes):
+            if i in self.divide_nodes:
+                self.model.graph.node.append(self.divide_nodes[i])
+            self.model.graph.node.append(node)
+        return [node.input[0] for node in self.divide_nodes.values()]
+
+
 def smooth(model, batches: Iterable[Mapping[str, np.ndarray]], alpha: float = DEFAULT_ALPHA,
            on_batch: Callable[[int], None] | None = None):
     """Return a copy of the FP32 `model` with SmoothQuant scales folded in, and the activations smoothed."""
     import onnx
-    from onnx import helper, numpy_helper
 
     if not 0.0 <= alpha <= 1.0:
         raise TrtpipeError(f"--alpha {alpha}: SmoothQuant's alpha is between 0 and 1 (0.5 is usual; more moves more into the weights)")
@@ -69,36 +122,11 @@ def smooth(model, batches: Iterable[Mapping[str, np.ndarray]], alpha: float = DE
     if not layers:
         raise TrtpipeError("nothing to smooth: the model has no MatMul with a 2-D float weight; quantize it without smoothing")
     amax = channel_amax(model, list(layers), batches, on_batch)
-    weights = {init.name: init for init in model.graph.initializer}
-    readers: dict[str, int] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
-
-    position = {node.output[0]: i for i, node in enumerate(model.graph.node)}
-    divide_nodes = {}  # index of the activation's first smoothed reader -> the Mul to run before it
+    folder = ChannelScales(model, "__smoothed", "__smooth_inverse", "SmoothQuant")
     for activation, nodes in layers.items():
-        arrays = [numpy_helper.to_array(weights[n.input[1]]) for n in nodes]
+        arrays = [folder.weight(n) for n in nodes]
         if any(a.shape[0] != amax[activation].shape[0] for a in arrays):
             continue  # the weight's rows are not the activation's channels (a broadcast MatMul)
         s = smooth_scales(amax[activation], np.max([np.abs(a).max(axis=1) for a in arrays], axis=0), alpha)
-        smoothed = f"{activation}__smoothed"
-        model.graph.initializer.append(numpy_helper.from_array((1.0 / s).astype(np.float32), f"{activation}__smooth_inverse"))
-        divide_nodes[position[nodes[0].output[0]]] = helper.make_node(
-            "Mul", [activation, f"{activation}__smooth_inverse"], [smoothed], name=f"{activation}/SmoothQuant")
-        for node, array in zip(nodes, arrays):
-            scaled = numpy_helper.from_array((array * s[:, None]).astype(np.float32), node.input[1])
-            if readers[node.input[1]] == 1:
-                weights[node.input[1]].CopyFrom(scaled)
-            else:  # shared with a layer that is not smoothed the same way: give this one its own copy
-                scaled.name = f"{node.input[1]}__smoothed_{len(model.graph.initializer)}"
-                model.graph.initializer.append(scaled)
-                node.input[1] = scaled.name
-            node.input[0] = smoothed
-    nodes = list(model.graph.node)
-    del model.graph.node[:]
-    for i, node in enumerate(nodes):
-        if i in divide_nodes:
-            model.graph.node.append(divide_nodes[i])
-        model.graph.node.append(node)
-    return model, [node.input[0] for node in divide_nodes.values()]
+        folder.fold(activation, nodes, s, [a * s[:, None] for a in arrays])
+    return model, folder.finish()

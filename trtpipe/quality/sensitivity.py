@@ -38,7 +38,7 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
     of the model's scales (the CLI says so, naming the cache)."""
     from trtpipe.config import OutputSpec
     from trtpipe.graph.typed import typed_model
-    from trtpipe.quality.tasks import check_inputs, make_task, make_tasks
+    from trtpipe.quality.tasks import check_inputs, judge_model, make_task, make_tasks
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     layers = quantizable_layers(model, table)
@@ -58,17 +58,7 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
     for node in layers:
         name = layer_name(node)
         typed = typed_model(model, precision, table, unquantized=unquantized, only=[name])
-        judged = tasks()
-        with OnnxRunner(name, model=typed) as runner:
-            for batch, want in zip(batches, wanted):
-                got = runner(batch)
-                ids = [f"sample {j}" for j in range(len(next(iter(want.values()))))]
-                for task in judged:
-                    task.update(got, want, ids, batch)
-        summaries = []
-        for task in judged:
-            task.finish()  # a constant baseline cannot rank layers either: say so once, at the first layer
-            summaries.append((task, task.summary()))
+        summaries = judge_model(typed, lambda outputs: tasks(), batches, wanted, name)
         score_task, score = min(((t, s[t.primary]) for t, s in summaries), key=lambda pair: pair[1])
         top1 = [s["top1_agreement"] for t, s in summaries if "top1_agreement" in s]
         rows.append({"node": name, "op": node.op_type, "score": float(score),

@@ -105,20 +105,10 @@ def task_metrics(typed, spec: ModelSpec, batches: Sequence[Batch], wanted: Seque
     The outputs are judged by the same tasks validation uses (quality.tasks), so the search and the
     confirmation on the validation set apply one definition of each metric.
     """
-    from trtpipe.quality.tasks import make_tasks
-    from trtpipe.runtime.onnxrt import OnnxRunner
+    from trtpipe.quality.tasks import judge_model, make_tasks
 
-    with OnnxRunner("tuning", model=typed) as runner:
-        judged = make_tasks(spec, runner.outputs)
-        for batch, want in zip(batches, wanted):
-            got = runner(batch)
-            ids = [f"sample {j}" for j in range(len(next(iter(want.values()))))]
-            for task in judged:
-                task.update(got, want, ids, batch)
-    summaries = []
-    for task in judged:
-        task.finish()
-        summaries.append(task.summary())
+    summaries = [summary for _, summary in judge_model(typed, lambda outputs: make_tasks(spec, outputs),
+                                                       batches, wanted, "tuning")]
     result = {"cosine": min(float(s["cosine"]) for s in summaries if "cosine" in s)}
     top1 = [float(s["top1_agreement"]) for s in summaries if "top1_agreement" in s]
     if top1:

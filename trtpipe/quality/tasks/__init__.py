@@ -186,3 +186,22 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
                 "detection": i == 0 and len(output.shape) == 3, "dense": len(output.shape) in (3, 4)}
         tasks.append(make_task(OutputSpec(output.name, task if fits.get(task, True) else "generic")))
     return tasks
+
+
+def judge_model(model, tasks, batches: Sequence[Mapping[str, np.ndarray]],
+                wanted: Sequence[Mapping[str, np.ndarray]], name: str = "candidate") -> list[tuple[Task, dict]]:
+    """Run the ONNX `model` on `batches` in ONNX Runtime and judge it against the baseline's outputs
+    `wanted`; return each task with its summary. `tasks(outputs)` makes the judges from the model's
+    outputs (IOSpecs). Sensitivity and tuning judge their trial graphs this way, as validate does."""
+    from trtpipe.runtime.onnxrt import OnnxRunner
+
+    with OnnxRunner(name, model=model) as runner:
+        judged = tasks(runner.outputs)
+        for batch, want in zip(batches, wanted):
+            got = runner(batch)
+            ids = [f"sample {j}" for j in range(len(next(iter(want.values()))))]
+            for task in judged:
+                task.update(got, want, ids, batch)
+    for task in judged:
+        task.finish()  # a constant baseline cannot rank or tune either: it says so
+    return [(task, task.summary()) for task in judged]
