@@ -22,7 +22,7 @@ def _metrics(trial) -> str:
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), required=True,
               help="model.toml: data directories, thresholds, shapes, task")
-@click.option("--precision", type=click.Choice(["int8", "fp8"]), required=True)
+@click.option("--precision", type=click.Choice(["int8", "fp8"]), required=True, help="what the configuration quantizes to")
 @click.option("--target", "target_text", default="sm_89", show_default=True,
               help="the GPU whose estimated latency is minimized: a name (L4, L40S, A100, H100, H200, RTX4090, "
                    "RTX5090) or sm_XY (its representative GPU)")
@@ -48,10 +48,16 @@ def _metrics(trial) -> str:
               help="the tuned cache, e.g. build/m/m.int8.tuned.cache; its exclusions go to the .toml beside it")
 def tune(model, spec_path, precision, target_text, budget_min, data_dir, validation_dir, baseline, tuning_samples,
          slack, search_unquantized, batch_size, report_dir, output):
-    """Search per-tensor calibration methods and FP16-kept layers for the fastest configuration (estimated
-    latency on --target) whose accuracy meets the spec; confirm it on the validation set.
+    """Find the fastest INT8/FP8 configuration whose accuracy meets the spec, and confirm it.
 
+    Searches per-tensor calibration methods and the layers kept in FP16 for the lowest estimated
+    latency on --target, judged on calibration data; then confirms the choice on the validation set.
     Build with it: trtpipe build MODEL --cache OUT.cache --exclude @OUT.toml ...
+
+    \b
+    Examples:
+      trtpipe tune model.onnx --spec model.toml --precision int8 --target L4 --budget-min 0.5 -o model.int8.tuned.cache
+      trtpipe build model.onnx --precision int8 --target sm_89 --cache model.int8.tuned.cache --exclude @model.int8.tuned.toml --spec model.toml -o engines/
     """
     from trtpipe import data
     from trtpipe.config import load_spec
