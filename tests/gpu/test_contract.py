@@ -162,7 +162,7 @@ def test_an_engine_that_fails_to_load_gives_its_context_back(tmp_path):
     engine = tmp_path / "m.engine"
     engine.write_bytes(b"not read: the capability check fails first")
     info = {"engine": "m.engine", "backend": "tensorrt-rtx", "backend_version": "0-standin", "target": "sm89",
-            "compute_capability": "8.9", "precision": "fp32", "onnx": "m.onnx", "onnx_sha256": "",
+            "compute_capability": "8.9", "precision": "fp32", "onnx": "m.onnx", "onnx_sha256": "0" * 64,
             "engine_sha256": hashlib.sha256(engine.read_bytes()).hexdigest()}
     (tmp_path / "m.engine.json").write_text(json.dumps(info))
     out = _in_fresh_process(f"""
