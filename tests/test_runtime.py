@@ -10,8 +10,8 @@ from models import dynamic_mlp, save
 from trtpipe.build import BuildOptions, build
 from trtpipe.config import parse_shapes
 from trtpipe.errors import TrtpipeError
-from trtpipe.runtime.engine import check_capability, check_engine_file
-from trtpipe.runtime.sidecar import read_sidecar
+from trtpipe.runtime.engine import check_capability
+from trtpipe.runtime.sidecar import read_sidecar, verify_engine
 from trtpipe.targets import Target
 
 pytestmark = needs_rtx
@@ -31,7 +31,7 @@ def test_sidecar_describes_the_engine(engine):
     [x], [probs] = info.inputs, info.outputs
     assert (x.name, x.dtype, x.shape, x.profile) == ("x", "float32", [-1, 16], [[1, 16], [8, 16], [64, 16]])
     assert (probs.name, probs.dtype) == ("probs", "float32")
-    check_engine_file(engine, info)
+    verify_engine(engine)
     check_capability(engine, info, (8, 9))
 
 
@@ -40,7 +40,7 @@ def test_a_truncated_or_replaced_engine_is_refused(engine, tmp_path):
     copy.write_bytes(engine.read_bytes()[:-100])
     (tmp_path / f"{engine.name}.json").write_text(engine.with_name(f"{engine.name}.json").read_text())
     with pytest.raises(TrtpipeError, match="does not match its sidecar's sha256"):
-        check_engine_file(copy, read_sidecar(copy))
+        verify_engine(copy)
 
 
 def test_an_engine_for_another_gpu_is_refused_with_the_fix(engine):

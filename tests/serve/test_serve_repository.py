@@ -16,9 +16,8 @@ import models
 from trtpipe.build import BuildOptions, build
 from trtpipe.config import parse_shapes
 from trtpipe.runtime import OnnxRunner
-from trtpipe.runtime.engine import check_engine_file
 from trtpipe.runtime.runner import IOSpec
-from trtpipe.runtime.sidecar import read_sidecar
+from trtpipe.runtime.sidecar import verify_engine
 from trtpipe.serve.models import ServedModel
 from trtpipe.serve.repository import RepositoryOptions, config_text
 from trtpipe.targets import Target
@@ -60,7 +59,7 @@ def test_rtx_engines_for_two_gpus_make_one_python_backend_model(engines, cli, tm
     assert files == {"8.9": "model.sm89.plan", "12.0": "model.sm120.plan"}
     for name in files.values():
         plan = tmp_path / "repo" / "conv_fp16" / "1" / name
-        check_engine_file(plan, read_sidecar(plan))  # the copy is the engine its sidecar describes
+        verify_engine(plan)  # the copy is the engine its sidecar describes
     assert (tmp_path / "repo" / "conv_fp16" / "1" / "model.py").is_file()
 
 

@@ -21,24 +21,15 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe.errors import TrtpipeError, require
-from trtpipe.files import sha256
 from trtpipe.runtime import driver_api
 from trtpipe.runtime.buffers import ALIGNMENT, CU_STREAM_LEGACY, DeviceArray, TensorBuffer, device_array, is_device_array
 from trtpipe.runtime.cuda import CudaContext
 from trtpipe.runtime.dtypes import numpy_dtype
 from trtpipe.runtime.logger import shared_logger
 from trtpipe.runtime.runner import IOSpec, Runner, check_shape
-from trtpipe.runtime.sidecar import EngineInfo, read_sidecar
+from trtpipe.runtime.sidecar import EngineInfo, verify_engine
 
 BACKEND_MODULES = {"tensorrt": ("tensorrt", "tensorrt"), "tensorrt-rtx": ("tensorrt_rtx", "rtx")}
-
-
-def check_engine_file(path: Path, info: EngineInfo) -> None:
-    """Raise if the engine file is missing or not the one its sidecar describes (truncated, replaced)."""
-    if not path.is_file():
-        raise TrtpipeError(f"{path}: no such engine; build it with 'trtpipe build'")
-    if sha256(path) != info.engine_sha256:
-        raise TrtpipeError(f"{path}: the file does not match its sidecar's sha256 (truncated or replaced); rebuild the engine")
 
 
 def check_capability(path: Path, info: EngineInfo, capability: tuple[int, int]) -> None:
@@ -254,10 +245,9 @@ class Engine(Runner):
         self.path = Path(path)
         self.name = self.path.name
         self.session = None
-        self.info = read_sidecar(self.path)
+        self.info = verify_engine(self.path)  # the sidecar and the engine's sha256, before TensorRT or a GPU
         if self.info.backend not in BACKEND_MODULES:
             raise TrtpipeError(f"{self.path}: built with unknown backend '{self.info.backend}'; rebuild the engine")
-        check_engine_file(self.path, self.info)  # before anything needs TensorRT or a GPU
         module, extra = BACKEND_MODULES[self.info.backend]
         trt = require(module, extra, f"running {self.info.backend} engines")
         if getattr(trt, "__version__", None) != self.info.backend_version:
