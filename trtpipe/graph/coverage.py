@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-LAYERS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
+from calibrators.graph import QUANTIZED_OPS  # the layers Q/DQ quantizes, and where their weight may sit
+
 # Ops a constant passes through on its way into a layer without becoming an activation.
 PASS_THROUGH = ("Transpose", "Reshape", "Cast", "Identity", "Unsqueeze", "Squeeze", "Flatten")
-WEIGHT_SLOTS = {"Conv": (1,), "ConvTranspose": (1,), "Gemm": (1, 0), "MatMul": (1, 0)}
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,10 @@ def weight_coverage(model) -> WeightCoverage:
 
     quantized = total = layers = quantized_layers = 0
     for node in model.graph.node:
-        if node.op_type not in LAYERS:
+        if node.op_type not in QUANTIZED_OPS:
             continue
-        for slot in WEIGHT_SLOTS[node.op_type]:
+        _, slots = QUANTIZED_OPS[node.op_type]
+        for slot in slots:
             if slot >= len(node.input) or not node.input[slot]:
                 continue
             found = trace(node.input[slot])
