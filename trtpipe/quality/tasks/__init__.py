@@ -62,7 +62,6 @@ class Task:
                inputs: Mapping[str, np.ndarray], labels: np.ndarray | None = None) -> None:
         """Add one batch: the candidate's outputs `got`, the baseline's `want`, the sample ids and inputs,
         and the labels (-1: unknown) where there are any."""
-        self.labels = labels
         for name in self.reads:
             check_baseline(name, want[name], ids)
         candidate = np.asarray(got[self.output], np.float64)
@@ -79,7 +78,7 @@ class Task:
         finite = np.isfinite(candidate)
         self.finite += int(finite.sum())
         self.elements += candidate.size
-        self.raw.update(np.where(finite, candidate, 0.0), baseline)
+        self.raw.update(np.where(finite, candidate, 0.0), baseline, labels)  # labels count for classifiers only
         self.add(candidate, baseline, got, want, ids, inputs)
 
     def add(self, candidate: np.ndarray, baseline: np.ndarray, got, want, ids, inputs) -> None:

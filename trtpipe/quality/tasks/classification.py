@@ -68,11 +68,6 @@ class ClassificationTask(Task):
         self.flipped = 0
 
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
-        if self.labels is not None:  # OutputMetrics counts accuracy only when given labels: redo that part
-            known = self.labels >= 0
-            self.raw.labelled += int(known.sum())
-            self.raw.correct_candidate += int((candidate.argmax(-1) == self.labels)[known].sum())
-            self.raw.correct_baseline += int((baseline.argmax(-1) == self.labels)[known].sum())
         want_class, got_class = baseline.argmax(-1), candidate.argmax(-1)
         sure = margins(baseline) >= self.margin
         self.confident += int(sure.sum())
