@@ -55,6 +55,22 @@ def test_quantize_takes_the_exclude_list_from_the_spec(tmp_path, cli):
     assert fc["fc0"].input[1].endswith("__dq") and fc["fc1"].input[1] == "w1"
 
 
+def test_a_cache_keyed_by_other_tensor_names_is_stale(tmp_path, cli):
+    """A cache from before a change to graph cleanup holds scales under names the typed passes no longer see."""
+    import json
+
+    model = save(mlp(batch="N"), tmp_path / "mlp.onnx")
+    _data(tmp_path / "data")
+    cache = tmp_path / "mlp.cache"
+    args = ("calibrate", model, "--data", tmp_path / "data", "-o", cache)
+    assert cli(*args)[1].startswith("wrote")
+    sidecar = tmp_path / "mlp.cache.json"
+    recorded = json.loads(sidecar.read_text())
+    recorded["tensors_sha256"] = "0" * 64
+    sidecar.write_text(json.dumps(recorded))
+    assert cli(*args)[1].startswith("wrote")
+
+
 def test_a_reused_cache_is_touched_for_make(tmp_path, cli):
     import os
 

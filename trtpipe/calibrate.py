@@ -65,11 +65,17 @@ def spec_fingerprint(spec: ModelSpec) -> dict:
             "preprocess": asdict(spec.preprocess) if spec.preprocess is not None else None}
 
 
-def provenance(model_path, data_dir, options: CalibrationOptions, spec: ModelSpec | None = None) -> dict:
-    """Return everything a cache depends on; a cache whose sidecar records anything else is stale."""
+def provenance(model_path, data_dir, options: CalibrationOptions, spec: ModelSpec | None = None,
+               tensors: list[str] | None = None) -> dict:
+    """Return everything a cache depends on; a cache whose sidecar records anything else is stale.
+
+    `tensors` are the names the scales are keyed by (those of the cleaned graph): a change in how the
+    graph is cleaned renames them, and a cache keyed by the old names would quantize nothing.
+    """
     made_from = {"onnx_sha256": sha256(model_path), "data_sha256": data_fingerprint(data_dir), "options": asdict(options),
                  "spec": json.loads(json.dumps(spec_fingerprint(spec))) if spec is not None else None,
-                 "versions": versions()}
+                 "versions": versions(),
+                 "tensors_sha256": hashlib.sha256("\n".join(tensors or []).encode()).hexdigest()}
     return made_from
 
 
@@ -108,7 +114,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
     check_output(output, [model_path, spec.path if spec is not None else None], "-o")
     spec = resolve_inputs(spec, model, model_path) if spec is not None else spec_from_onnx(model, model_path)
-    made_from = provenance(model_path, data_dir, options, spec)
+    made_from = provenance(model_path, data_dir, options, spec, tensors)
     if not force and is_fresh(output, made_from):
         os.utime(output)
         return read_cache(output), False
