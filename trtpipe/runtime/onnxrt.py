@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
 from collections.abc import Mapping
@@ -65,8 +67,13 @@ class OnnxRunner(Runner):
         self.provider = self.session.get_providers()[0]
 
     def _session(self, ort, model, options, providers):
+        # FP32 means FP32: the CUDA provider's default TF32 rounds MatMul and Conv inputs to 10 mantissa bits.
+        providers = [(p, {"use_tf32": "0"}) if p == "CUDAExecutionProvider" else p for p in providers]
         try:
-            return ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+            # ONNX Runtime prints its fallback from a CUDA provider that cannot start (no device visible, say)
+            # to stdout, where it would corrupt `--json` output; self.provider says where the model runs.
+            with contextlib.redirect_stdout(io.StringIO()):
+                return ort.InferenceSession(model.SerializeToString(), options, providers=providers)
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime's load errors have no common base
             first = str(exc).strip().splitlines()[0][:200]
             raise TrtpipeError(f"{self.path}: ONNX Runtime cannot load the model ({first})") from None
