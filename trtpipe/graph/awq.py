@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibrators.awq import ALPHA_GRID, AwqLayerResult, clipped, search_layer
+from calibrators.awq import ALPHA_GRID, AwqLayerResult, clipped, output_error, search_layer
 from calibrators.collect import exposed_activations
+from calibrators.gptq import gptq_int4
 from calibrators.lowbit import DEFAULT_INT4_BLOCK, INT4_BLOCK_SIZES
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph.lowbit import BLOCK_SIZE_KEY
@@ -26,18 +27,24 @@ DEFAULT_TOKENS = 1024  # sample rows per activation the search runs on
 
 @dataclass
 class ActivationSample:
-    """Mean |x| per channel over every row seen, and a random sample of rows for the search."""
+    """Mean |x| per channel over every row seen, a random sample of rows for the search, and (for
+    GPTQ) X^T X over every row seen."""
 
     total: np.ndarray | None = None
     count: int = 0
     rows: list[np.ndarray] = field(default_factory=list)
+    gram: np.ndarray | None = None  # float64 [K, K]; None unless asked for
 
-    def update(self, value: np.ndarray, keep: int, rng: np.random.Generator, mask: np.ndarray | None = None) -> None:
+    def update(self, value: np.ndarray, keep: int, rng: np.random.Generator, mask: np.ndarray | None = None,
+               with_gram: bool = False) -> None:
         flat = value.reshape(-1, value.shape[-1]).astype(np.float32)
         if mask is not None and mask.size == flat.shape[0]:
             flat = flat[mask.reshape(-1) != 0]  # padding tokens: computed, but no output reads them
         total = np.abs(flat).sum(axis=0, dtype=np.float64)
         self.total = total if self.total is None else self.total + total
+        if with_gram:
+            gram = (flat.T @ flat).astype(np.float64)
+            self.gram = gram if self.gram is None else self.gram + gram
         self.count += flat.shape[0]
         self.rows.append(flat[rng.choice(flat.shape[0], min(keep, flat.shape[0]), replace=False)])
 
@@ -51,15 +58,19 @@ class ActivationSample:
 
 @dataclass
 class AwqSummary:
-    """Per activation: the layers that read it, alpha, and output error of RTN and AWQ on the samples."""
+    """Per activation: the layers that read it, alpha, and output error of RTN and AWQ on the samples
+    (and of AWQ with GPTQ's rounding, where it ran)."""
 
     block: int
     layers: dict[str, AwqLayerResult] = field(default_factory=dict)
+    gptq_errors: dict[str, float] = field(default_factory=dict)
 
-    def error_ratio(self) -> float:
-        """Return AWQ's summed output error over round-to-nearest's (below 1 is better)."""
+    def error_ratio(self, gptq: bool = True) -> float:
+        """Return the summed output error over round-to-nearest's (below 1 is better): AWQ+GPTQ's where
+        GPTQ ran and `gptq`, else AWQ's."""
         rtn = sum(r.rtn_error for r in self.layers.values())
-        return sum(r.awq_error for r in self.layers.values()) / rtn if rtn > 0 else 1.0
+        final = sum(self.gptq_errors[a] if gptq and a in self.gptq_errors else r.awq_error for a, r in self.layers.items())
+        return final / rtn if rtn > 0 else 1.0
 
 
 def awq_layers(model, block: int) -> dict[str, list]:
@@ -88,11 +99,15 @@ def with_block_size(model, block: int):
 
 def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT_INT4_BLOCK,
         tokens: int = DEFAULT_TOKENS, grid: int = ALPHA_GRID, clip: bool = True, seed: int = 0,
-        mask_input: str | None = "attention_mask", on_batch: Callable[[int], None] | None = None):
+        mask_input: str | None = "attention_mask", on_batch: Callable[[int], None] | None = None,
+        gptq: bool = False):
     """Return a copy of the FP32 `model` with AWQ's scales and clips folded in, and what was found.
 
     `mask_input`: a model input of shape [batch, tokens] whose zeros mark padding; activation rows
     of padding tokens are left out of the statistics when the activation has one row per token.
+    `gptq`: round the scaled weights by GPTQ (calibrators.gptq, on X^T X of every calibration row)
+    instead of to nearest, with AWQ's block scales; the folded weights are then the INT4 values
+    times their scales, which `--precision int4` rounds back to exactly those values.
     """
     import onnx
 
@@ -113,7 +128,7 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
 
     for values in exposed_activations(model, list(layers), remembered(batches), on_batch):
         for name, value in values.items():
-            samples[name].update(value, max(tokens // 4, 64), rng, current.get("mask"))
+            samples[name].update(value, max(tokens // 4, 64), rng, current.get("mask"), with_gram=gptq)
         del values
     if not samples[next(iter(samples))].count:
         raise TrtpipeError("--data: no samples were read; AWQ needs calibration data")
@@ -125,9 +140,27 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
         sample = samples[activation]
         if any(a.shape[0] != sample.mean().shape[0] for a in arrays):
             continue  # the weight's rows are not the activation's channels
-        result = search_layer(sample.sample(tokens, rng), sample.mean(), arrays, block, grid, clip)
+        x = sample.sample(tokens, rng)
+        result = search_layer(x, sample.mean(), arrays, block, grid, clip)
         summary.layers[activation] = result
-        folder.fold(activation, nodes, result.scales,
-                    [clipped(array * result.scales[:, None], amax, block) for array, amax in zip(arrays, result.clips)])
+        scaled = [array * result.scales[:, None] for array in arrays]
+        if gptq:
+            folded = _gptq_rounded(sample.gram, x, result, scaled, block)
+            summary.gptq_errors[activation] = folded[1]
+            folded = folded[0]
+        else:
+            folded = [clipped(array, amax, block) for array, amax in zip(scaled, result.clips)]
+        folder.fold(activation, nodes, result.scales, folded)
     folder.finish()
     return with_block_size(model, block), summary
+
+
+def _gptq_rounded(gram: np.ndarray, x: np.ndarray, result: AwqLayerResult, scaled: list[np.ndarray],
+                  block: int) -> tuple[list[np.ndarray], float]:
+    """Return the AWQ-scaled weights rounded by GPTQ (dequantized, on their INT4 grid), and their
+    summed output error on the rows `x` AWQ searched on."""
+    s = result.scales.astype(np.float64)
+    hessian = gram / np.outer(s, s)  # the layers read x / s
+    rounded = [gptq_int4(w, hessian, block, amax).dequantize() for w, amax in zip(scaled, result.clips)]
+    xs = x / result.scales
+    return rounded, sum(output_error(xs, w, q) for w, q in zip(scaled, rounded))
