@@ -17,11 +17,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from calibrators.lowbit import quantize_int4  # noqa: E402
-from trtpipe import data  # noqa: E402
-from trtpipe.config import load_spec  # noqa: E402
-from trtpipe.graph import onnxio  # noqa: E402
-from trtpipe.quality.metrics import cosine_per_sample  # noqa: E402
+from calibrators.lowbit import quantize_int4
+from trtpipe import data
+from trtpipe.config import load_spec
+from trtpipe.graph import onnxio
+from trtpipe.quality.metrics import cosine_per_sample
 
 
 def run(model, batches):

@@ -120,7 +120,7 @@ def test_awq_lowers_the_output_error_of_a_layer_with_outliers():
 def two_layer_model(k=256, hidden=256, n=64, seed=0):
     rng = np.random.default_rng(seed)
     inits = [models._init("w0", rng.normal(0, 0.05, (k, hidden))), models._init("b0", rng.normal(0, 0.1, hidden)),
-             models._init("w1", rng.normal(0, 0.05, (hidden, n))), models._init("emb", rng.normal(0, 1, (512, k)))]
+             models._init("w1", rng.normal(0, 0.05, (hidden, n))), models._init("emb", rng.normal(0, 1, (1024, k)))]  # MIN_TABLE_ROWS: quantized
     nodes = [helper.make_node("Gather", ["emb", "ids"], ["e"], name="embed"),
              helper.make_node("Mul", ["e", "gain"], ["x"], name="outliers"),
              helper.make_node("MatMul", ["x", "w0"], ["h0"], name="fc0"),

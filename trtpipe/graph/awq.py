@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibrators.awq import ALPHA_GRID, AwqLayerResult, clipped, output_error, search_layer
+from calibrators.awq import ALPHA_GRID, AwqLayerResult, clipped, output_error, search_clip_mse, search_layer
 from calibrators.collect import exposed_activations
 from calibrators.gptq import gptq_int4
 from calibrators.lowbit import DEFAULT_INT4_BLOCK, INT4_BLOCK_SIZES
 from trtpipe.errors import TrtpipeError
-from trtpipe.graph.lowbit import BLOCK_SIZE_KEY
+from trtpipe.graph.lowbit import BLOCK_SIZE_KEY, MIN_TABLE_ROWS
 from trtpipe.graph.smooth import ChannelScales, smoothable_layers
 
 DEFAULT_TOKENS = 1024  # sample rows per activation the search runs on
@@ -64,6 +64,7 @@ class AwqSummary:
     block: int
     layers: dict[str, AwqLayerResult] = field(default_factory=dict)
     gptq_errors: dict[str, float] = field(default_factory=dict)
+    tables: list[str] = field(default_factory=list)  # embedding tables clipped for INT4
 
     def error_ratio(self, gptq: bool = True) -> float:
         """Return the summed output error over round-to-nearest's (below 1 is better): AWQ+GPTQ's where
@@ -152,7 +153,28 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
             folded = [clipped(array, amax, block) for array, amax in zip(scaled, result.clips)]
         folder.fold(activation, nodes, result.scales, folded)
     folder.finish()
+    if clip:
+        summary.tables = clip_tables(model, block)
     return with_block_size(model, block), summary
+
+
+def clip_tables(model, block: int) -> list[str]:
+    """Clip each embedding table (Gather on a 2-D FP32 initializer) in place to the block ranges that
+    minimise its INT4 rounding error, blocks along its rows as int4 stores them; return their names."""
+    from onnx import TensorProto, numpy_helper
+
+    inits = {init.name: init for init in model.graph.initializer}
+    done = []
+    for node in model.graph.node:
+        init = inits.get(node.input[0]) if node.op_type == "Gather" else None
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        if (init is None or axis != 0 or init.data_type != TensorProto.FLOAT or len(init.dims) != 2
+                or init.dims[1] % block or init.dims[0] < MIN_TABLE_ROWS or init.name in done):
+            continue
+        table_t = numpy_helper.to_array(init).T  # [width, rows]: blocks along axis 0
+        init.CopyFrom(numpy_helper.from_array(clipped(table_t, search_clip_mse(table_t, block), block).T.copy(), init.name))
+        done.append(init.name)
+    return done
 
 
 def _gptq_rounded(gram: np.ndarray, x: np.ndarray, result: AwqLayerResult, scaled: list[np.ndarray],
