@@ -284,3 +284,48 @@ def test_cli_round_to_nearest_baseline_only_records_the_block(cli, tmp_path):
     typed, _ = int4_model(rtn)
     assert {a.i for n in typed.graph.node if n.op_type == "DequantizeLinear" for a in n.attribute
             if a.name == "block_size"} == {32}
+
+
+def dq_blocks(path) -> set[int]:
+    typed = onnx.load(str(path))
+    return {a.i for n in typed.graph.node if n.op_type == "DequantizeLinear" for a in n.attribute if a.name == "block_size"}
+
+
+def test_cli_block_size_from_the_flag_then_the_spec_then_128(cli, tmp_path):
+    model = models.save(two_layer_model(), tmp_path / "m.onnx")
+    spec = tmp_path / "model.toml"
+    spec.write_text("[quantize]\nblock_size = 32\n")
+    for args, block in ((["--block-size", "64"], 64), (["--spec", spec], 32), ([], 128),
+                        (["--spec", spec, "--block-size", "128"], 128)):
+        out = tmp_path / f"q{len(args)}_{block}.onnx"
+        code, _, err = cli("quantize", model, "--precision", "int4", *args, "-o", out)
+        assert code == 0, err
+        assert dq_blocks(out) == {block}
+
+
+def test_cli_block_size_refused_in_one_line(cli, tmp_path):
+    model = models.save(two_layer_model(), tmp_path / "m.onnx")
+    code, _, err = cli("quantize", model, "--precision", "int4", "--block-size", "48", "-o", tmp_path / "q.onnx")
+    assert code == 2 and err.count("\n") == 1 and "--block-size" in err and "48" in err
+    spec = tmp_path / "model.toml"
+    spec.write_text("[quantize]\nblock_size = 48\n")
+    code, _, err = cli("quantize", model, "--precision", "int4", "--spec", spec, "-o", tmp_path / "q.onnx")
+    assert code == 2 and err.count("\n") == 1 and "block_size is 48" in err and "32, 64, 128" in err
+    # An AWQ model searched for blocks of 32 is not quantized in others: its clips were chosen for 32.
+    assert cli("awq", model, "--block-size", "32", "--round-to-nearest", "-o", tmp_path / "rtn.onnx")[0] == 0
+    for command in (["quantize", tmp_path / "rtn.onnx", "-o", tmp_path / "q.onnx"],
+                    ["build", tmp_path / "rtn.onnx", "--target", "sm_89", "--backend", "tensorrt-rtx",
+                     "--shapes", "ids:1x8/4x8/8x8", "-o", tmp_path / "out"]):
+        code, _, err = cli(*command, "--precision", "int4", "--block-size", "64")
+        assert code == 2 and err.count("\n") == 1 and "AWQ-scaled for blocks of 32" in err, err
+    assert not (tmp_path / "q.onnx").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(not HAS_RTX, reason="tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+def test_cli_build_takes_block_size(cli, tmp_path):
+    model = models.save(two_layer_model(), tmp_path / "m.onnx")
+    code, _, err = cli("build", model, "--precision", "int4", "--block-size", "32", "--target", "sm_80",
+                       "--backend", "tensorrt-rtx", "--shapes", "ids:1x8/4x8/8x8", "-o", tmp_path / "out")
+    assert code == 0, err
+    assert dq_blocks(tmp_path / "out" / "m.int4.onnx") == {32}
+    assert (tmp_path / "out" / "m.int4.sm80.engine").stat().st_size > 0
