@@ -329,3 +329,37 @@ def test_cli_build_takes_block_size(cli, tmp_path):
     assert code == 0, err
     assert dq_blocks(tmp_path / "out" / "m.int4.onnx") == {32}
     assert (tmp_path / "out" / "m.int4.sm80.engine").stat().st_size > 0
+
+
+def two_table_model(rows=1024, width=64, n=32, seed=0):
+    """A word table (rows x width) and a 2-row token-type table added together, then a MatMul."""
+    rng = np.random.default_rng(seed)
+    inits = [models._init("word", rng.normal(0, 1, (rows, width))), models._init("types", rng.normal(0, 1, (2, width))),
+             models._init("w", rng.normal(0, 0.05, (width, n))), models._init("zero", np.zeros((1, 8)))]
+    nodes = [helper.make_node("Gather", ["word", "ids"], ["e"], name="word_lookup"),
+             helper.make_node("Cast", ["zero"], ["type_ids"], to=TensorProto.INT64, name="types_zero"),
+             helper.make_node("Gather", ["types", "type_ids"], ["t"], name="type_lookup"),
+             helper.make_node("Add", ["e", "t"], ["x"], name="sum"),
+             helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")]
+    graph = helper.make_graph(nodes, "tables", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["B", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 8, n])], inits)
+    return models._model(graph)
+
+
+def test_small_tables_stay_fp16_and_the_word_table_is_clipped_to_its_least_error():
+    from trtpipe.graph.awq import clip_tables
+    from trtpipe.graph.lowbit import MIN_TABLE_ROWS
+
+    model = two_table_model(rows=MIN_TABLE_ROWS)
+    _, report = int4_model(model, block=32)
+    assert report.embeddings == ["word_lookup"]  # every token reads the 2-row table: a bias, kept FP16
+    original = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    assert clip_tables(model, 32) == ["word"]
+    clipped_ = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    np.testing.assert_array_equal(clipped_["types"], original["types"])
+    word = original["word"]
+
+    def error(table):  # INT4 in blocks along each row, against the original values
+        return float(np.sum((quantize_int4(table.T, 32).dequantize().T - word) ** 2))
+
+    assert error(clipped_["word"]) < 0.95 * error(word)

@@ -164,9 +164,14 @@ def clip_tables(model, block: int) -> list[str]:
     from onnx import TensorProto, numpy_helper
 
     inits = {init.name: init for init in model.graph.initializer}
+    readers: dict[str, int] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers[name] = readers.get(name, 0) + 1
     done = []
     for node in model.graph.node:
-        init = inits.get(node.input[0]) if node.op_type == "Gather" else None
+        # A table another layer also reads (tied embeddings) keeps its values: the clip is the table's alone.
+        init = inits.get(node.input[0]) if node.op_type == "Gather" and readers[node.input[0]] == 1 else None
         axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
         if (init is None or axis != 0 or init.data_type != TensorProto.FLOAT or len(init.dims) != 2
                 or init.dims[1] % block or init.dims[0] < MIN_TABLE_ROWS or init.name in done):
