@@ -1,4 +1,4 @@
-"""Low-bit commands: awq (scales for INT4 weight-only, folded into an FP32 model)."""
+"""Low-bit commands: awq (scales and GPTQ rounding for INT4 weight-only, folded into an FP32 model)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from trtpipe.cli import AT_LEAST_ONE, _data_dir, _spec, main
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX to write, AWQ folded in")
 def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit, spec_path, output):
-    """Write an FP32 ONNX with AWQ's INT4 scales and clips folded in; build --precision int4 from it.
+    """Write an FP32 ONNX with AWQ's INT4 scales and clips and GPTQ's rounding folded in; build --precision int4 from it.
 
     \b
     Examples:
