@@ -5,6 +5,11 @@ are multiplied by the searched scales and clipped to the searched block ranges, 
 the activation by the scales before the layers that read it (TensorRT builds it in the INT4
 pattern). The block size it was searched for is recorded in the model, so `--precision int4`
 quantizes with the same blocks. In FP32 the model differs from the original only by the clipping.
+
+With `gptq`, the scaled weights are rounded by GPTQ's error compensation (calibrators.gptq) with
+AWQ's block scales and folded as INT4 values times scales: `--precision int4` rounds them back to
+the same values, so its round-to-nearest is then the AWQ+GPTQ quantization. Embedding tables are
+clipped to their least INT4 rounding error (clip_tables).
 """
 
 from __future__ import annotations
@@ -146,9 +151,7 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
         summary.layers[activation] = result
         scaled = [array * result.scales[:, None] for array in arrays]
         if gptq:
-            folded = _gptq_rounded(sample.gram, x, result, scaled, block)
-            summary.gptq_errors[activation] = folded[1]
-            folded = folded[0]
+            folded, summary.gptq_errors[activation] = _gptq_rounded(sample.gram, x, result, scaled, block)
         else:
             folded = [clipped(array, amax, block) for array, amax in zip(scaled, result.clips)]
         folder.fold(activation, nodes, result.scales, folded)
