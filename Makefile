@@ -116,13 +116,13 @@ validate: $(REPORTS)
 demo: $(REPORTS)
 	@$(TRTPIPE) summary --no-fail $(REPORTS)
 
-# ---- low bits: MiniLM in INT4 weight-only (AWQ, and round-to-nearest to beat) and NVFP4 --------
+# ---- low bits: MiniLM in INT4 weight-only (AWQ+GPTQ; AWQ alone and round-to-nearest to beat) and NVFP4
 # Engines for INT4_TARGET (SM 8.0+) and FP4_TARGET (SM 12.x with TensorRT-RTX) built on this machine;
 # validation simulates the typed ONNX on the CPU unless a GPU of that target runs the engine.
+# INT4's block size comes from the model's spec ([quantize] block_size; MiniLM's is 32).
 LOWBIT_MODEL ?= minilm
 INT4_TARGET ?= sm_89
 FP4_TARGET ?= sm_120
-AWQ_BLOCK ?= 32
 L := $(LOWBIT_MODEL)
 LB := $(BUILD)/$(L)/lowbit
 LOWBIT_SPEC := --spec models/$(L)/model.toml
@@ -130,14 +130,20 @@ lowbit_validate = $(TRTPIPE) validate $(1) --baseline $(BUILD)/$(L)/$(L).onnx $(
 	> $(2).tmp || [ $$? -eq 1 ]; mv $(2).tmp $(2)
 
 $(LB)/awq/$(L).onnx: $(BUILD)/$(L)/$(L).onnx models/$(L)/model.toml
-	$(TRTPIPE) awq $< $(LOWBIT_SPEC) --block-size $(AWQ_BLOCK) -o $@
+	$(TRTPIPE) awq $< $(LOWBIT_SPEC) -o $@
 
 $(LB)/$(L).int4.$(subst _,,$(INT4_TARGET)).engine: $(LB)/awq/$(L).onnx
 	$(TRTPIPE) build $< --precision int4 --target $(INT4_TARGET) --backend tensorrt-rtx $(LOWBIT_SPEC) -o $(LB)
 
-# The same model under its own name, so that the table tells round-to-nearest from AWQ; same blocks.
-$(LB)/rtn/$(L)-rtn.onnx: $(BUILD)/$(L)/$(L).onnx
-	$(TRTPIPE) awq $< $(LOWBIT_SPEC) --block-size $(AWQ_BLOCK) --round-to-nearest -o $@
+# The same model under its own names, so that the table tells them apart; same blocks.
+$(LB)/rtn/$(L)-rtn.onnx: $(BUILD)/$(L)/$(L).onnx models/$(L)/model.toml
+	$(TRTPIPE) awq $< $(LOWBIT_SPEC) --round-to-nearest -o $@
+
+$(LB)/awq-only/$(L)-awq-only.onnx: $(BUILD)/$(L)/$(L).onnx models/$(L)/model.toml
+	$(TRTPIPE) awq $< $(LOWBIT_SPEC) --no-gptq -o $@
+
+$(LB)/awq-only/$(L)-awq-only.int4.$(subst _,,$(INT4_TARGET)).engine: $(LB)/awq-only/$(L)-awq-only.onnx
+	$(TRTPIPE) build $< --precision int4 --target $(INT4_TARGET) --backend tensorrt-rtx $(LOWBIT_SPEC) -o $(LB)/awq-only
 
 $(LB)/rtn/$(L)-rtn.int4.$(subst _,,$(INT4_TARGET)).engine: $(LB)/rtn/$(L)-rtn.onnx
 	$(TRTPIPE) build $< --precision int4 --target $(INT4_TARGET) --backend tensorrt-rtx $(LOWBIT_SPEC) -o $(LB)/rtn
@@ -154,13 +160,18 @@ $(LB)/rtn/reports/$(L)-rtn.int4.json: $(LB)/rtn/$(L)-rtn.int4.$(subst _,,$(INT4_
 	@mkdir -p $(dir $@)
 	$(call lowbit_validate,$(LB)/rtn/$(L)-rtn.int4.onnx,$@)
 
+$(LB)/awq-only/reports/$(L)-awq-only.int4.json: $(LB)/awq-only/$(L)-awq-only.int4.$(subst _,,$(INT4_TARGET)).engine
+	@mkdir -p $(dir $@)
+	$(call lowbit_validate,$(LB)/awq-only/$(L)-awq-only.int4.onnx,$@)
+
 $(LB)/reports/$(L).fp4.json: $(LB)/$(L).fp4.$(subst _,,$(FP4_TARGET)).engine
 	@mkdir -p $(dir $@)
 	$(call lowbit_validate,$(LB)/$(L).fp4.onnx,$@)
 
-LOWBIT_REPORTS := $(LB)/reports/$(L).int4.json $(LB)/rtn/reports/$(L)-rtn.int4.json $(LB)/reports/$(L).fp4.json
+LOWBIT_REPORTS := $(LB)/reports/$(L).int4.json $(LB)/awq-only/reports/$(L)-awq-only.int4.json \
+	$(LB)/rtn/reports/$(L)-rtn.int4.json $(LB)/reports/$(L).fp4.json
 
-# INT4 with AWQ, INT4 round-to-nearest, NVFP4: one table (engine sizes beside the FP16 engine's).
+# INT4 with AWQ+GPTQ, AWQ alone, round-to-nearest, NVFP4: one table (engine sizes beside the FP16 engine's).
 demo-lowbit: $(LOWBIT_REPORTS) $(BUILD)/$(L)/$(L).fp16.$(SM).engine
 	@$(TRTPIPE) summary --no-fail $(LOWBIT_REPORTS) $(BUILD)/$(L)/reports/$(L).fp16.json
 

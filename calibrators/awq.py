@@ -89,6 +89,26 @@ def search_clip(x: np.ndarray, weight: np.ndarray, block: int, ratios: Sequence[
     return best.astype(np.float32)
 
 
+def search_clip_mse(weight: np.ndarray, block: int, ratios: Sequence[float] = CLIP_RATIOS) -> np.ndarray:
+    """Return the block amax [K/block, N] that minimises each block's squared weight error.
+
+    For a weight whose input is one-hot (an embedding table's looked-up rows), the output error *is*
+    the weight error, so no activations are needed.
+    """
+    amax = int4_block_amax(weight, block)
+    k, n = weight.shape
+    best_error = np.full(amax.shape, np.inf, np.float64)
+    best = amax.copy()
+    for ratio in ratios:
+        candidate = np.float32(ratio) * amax
+        diff = quantize_int4(weight, block, candidate).dequantize() - weight
+        error = (diff * diff).reshape(k // block, block, n).sum(axis=1)
+        better = error < best_error
+        best_error = np.where(better, error, best_error)
+        best = np.where(better, candidate, best)
+    return best.astype(np.float32)
+
+
 def search_layer(x: np.ndarray, x_mean: np.ndarray, weights: Sequence[np.ndarray], block: int,
                  grid: int = ALPHA_GRID, clip: bool = True) -> AwqLayerResult:
     """Return AWQ's scales and clips for the layers in `weights` that read one activation."""

@@ -21,7 +21,7 @@ from trtpipe.errors import TrtpipeError
 from trtpipe.files import atomic_path, check_output, ensure_dir, sha256, sidecar_path, write_bytes, write_json
 from trtpipe.graph import onnxio
 from trtpipe.graph.keep import check_exclude
-from trtpipe.graph.lowbit import NothingToQuantize
+from trtpipe.graph.lowbit import NothingToQuantize, int4_block
 from trtpipe.graph.typed import kept_nodes, write_typed_onnx
 from trtpipe.runtime.dtypes import numpy_dtype, trt_type_name
 from trtpipe.runtime.logger import shared_logger
@@ -47,12 +47,14 @@ class BuildOptions:
     spec: ModelSpec | None = None  # how calibration_data maps to inputs
     batch_size: int = 8
     verbose: bool = False
+    block_size: int | None = None  # int4: --block-size; None: the AWQ model's, the spec's, else 128
 
     def record(self) -> dict:
         return {
             "target": self.target.sm, "backend": self.backend, "shapes": {k: [list(s) for s in v] for k, v in self.shapes.items()},
             "timing_cache": str(self.timing_cache) if self.timing_cache else None,
             "calibration": self.calibration, "exclude": list(self.exclude), "unquantized": self.unquantized,
+            **({"block_size": self.block_size} if self.block_size else {}),
         }
 
 
@@ -280,6 +282,8 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     chosen = backends.plan_precisions(precisions, options.target, spec)
     table = load_table(options.cache, [p for p in chosen if p.quantized]) if options.cache is not None else None
     check_exclude(model, options.exclude, model_path)
+    block = int4_block(model, options.block_size, options.spec.block_size if options.spec else None) \
+        if Precision.INT4 in chosen else None
     if options.timing_cache is not None and not spec.timing_cache:
         raise TrtpipeError(f"--timing-cache: {spec.name} has no timing cache (it does not time tactics); drop the flag")
     backend = backends.load(spec, options.target)
@@ -311,7 +315,8 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
         try:
             with atomic_path(typed) as draft:
                 write_typed_onnx(model, precision, draft, table, options.exclude,
-                                 implicit=options.calibration == "implicit", unquantized=options.unquantized, ranges=ranges)
+                                 implicit=options.calibration == "implicit", unquantized=options.unquantized, ranges=ranges,
+                                 block=block)
                 info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name)
         except NothingToQuantize:
             if list(precisions) == ["auto"]:

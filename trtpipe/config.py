@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from calibrators.lowbit import INT4_BLOCK_SIZES
 from trtpipe.errors import TrtpipeError
 
 if sys.version_info >= (3, 11):
@@ -91,6 +92,7 @@ class ModelSpec:
     thresholds: dict[str, dict[str, float]] = field(default_factory=dict)
     smooth: float | None = None  # SmoothQuant alpha for INT8 ('trtpipe smooth'); None: not smoothed
     exclude: list[str] = field(default_factory=list)  # nodes kept out of INT8/FP8 when --exclude is not given
+    block_size: int | None = None  # INT4 weights' block rows ('awq', int4 builds); None: 128
     outputs: list[OutputSpec] = field(default_factory=list)  # [[outputs]]: empty judges every float output
     path: Path | None = None  # the model.toml this came from, for error messages
 
@@ -246,7 +248,7 @@ SCHEMA = {
     "shapes": _map_of(_string, "shapes"),
     "data": _table({"calibration": _string, "validation": _string, "labels": _string}, "data"),
     "thresholds": _map_of(_map_of(_number, "thresholds"), "thresholds", keys=PRECISION_KEYS),
-    "quantize": _table({"exclude": _list_of(_string), "smooth": _number}, "quantize"),
+    "quantize": _table({"exclude": _list_of(_string), "smooth": _number, "block_size": _integer}, "quantize"),
     # Per-output tasks: what validation judges each output by (OutputSpec says what each key means).
     "outputs": _array_of_tables(_table({"name": _string, "task": _choice(*TASKS), "layout": _string, "conf": _number,
                                         "iou": _number, "classes": _integer, "score_output": _string,
@@ -283,9 +285,10 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "data.validation": (None, "other samples that judge the engines (validate)"),
     "data.labels": (None, "'<sample id> <class>' lines, for a classifier's accuracy"),
     "thresholds": ("per precision, see validate", "[thresholds.int8] cosine = 0.995: a metric's minimum for one precision"),
-    "quantize": (None, "what INT8/FP8 leave out and how they prepare"),
+    "quantize": (None, "what INT8/FP8 leave out and how they prepare; INT4's blocks"),
     "quantize.exclude": ("[]", "node names, regexes or op types kept out of INT8/FP8 (as --exclude)"),
     "quantize.smooth": ("none", "SmoothQuant's alpha, 0..1, applied by 'trtpipe smooth' before INT8"),
+    "quantize.block_size": ("128", "rows of a weight sharing one INT4 scale: 32, 64 or 128 (as --block-size of awq, quantize, build)"),
     "outputs": (None, "outputs to judge and how; without any, every float output is judged by task"),
     "outputs.name": (None, "the output's name in the ONNX graph"),
     "outputs.task": ("the spec's task", "classification, embedding, detection, dense or generic"),
@@ -324,6 +327,10 @@ def validate_raw(raw: dict) -> dict:
     smooth = out.get("quantize", {}).get("smooth")
     if smooth is not None and not 0 <= smooth <= 1:
         raise _Invalid(f"[quantize] smooth is {smooth:g}; SmoothQuant's alpha is between 0 and 1")
+    block_size = out.get("quantize", {}).get("block_size")
+    if block_size is not None and block_size not in INT4_BLOCK_SIZES:
+        raise _Invalid(f"[quantize] block_size is {block_size}; TensorRT takes INT4 blocks of "
+                       f"{', '.join(map(str, INT4_BLOCK_SIZES))}")
     for i, spec in enumerate(out.get("inputs", [])):
         if any(d < -1 or d == 0 for d in spec["shape"]):
             raise _Invalid(f"[[inputs]] #{i + 1} shape {spec['shape']}: dimensions are positive, or -1 for dynamic")
@@ -376,7 +383,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
         name=raw.get("name", root.name), root=root, task=raw.get("task", "generic"), inputs=inputs,
         preprocess=preprocess, shapes=raw.get("shapes", {}), calibration=rel("calibration"),
         validation=rel("validation"), labels=rel("labels"), thresholds=raw.get("thresholds", {}),
-        smooth=quantize.get("smooth"), exclude=quantize.get("exclude", []),
+        smooth=quantize.get("smooth"), exclude=quantize.get("exclude", []), block_size=quantize.get("block_size"),
         outputs=[OutputSpec(**o) for o in raw.get("outputs", [])],
         path=path,
     )

@@ -120,7 +120,7 @@ def test_awq_lowers_the_output_error_of_a_layer_with_outliers():
 def two_layer_model(k=256, hidden=256, n=64, seed=0):
     rng = np.random.default_rng(seed)
     inits = [models._init("w0", rng.normal(0, 0.05, (k, hidden))), models._init("b0", rng.normal(0, 0.1, hidden)),
-             models._init("w1", rng.normal(0, 0.05, (hidden, n))), models._init("emb", rng.normal(0, 1, (512, k)))]
+             models._init("w1", rng.normal(0, 0.05, (hidden, n))), models._init("emb", rng.normal(0, 1, (1024, k)))]  # MIN_TABLE_ROWS: quantized
     nodes = [helper.make_node("Gather", ["emb", "ids"], ["e"], name="embed"),
              helper.make_node("Mul", ["e", "gain"], ["x"], name="outliers"),
              helper.make_node("MatMul", ["x", "w0"], ["h0"], name="fc0"),
@@ -284,3 +284,82 @@ def test_cli_round_to_nearest_baseline_only_records_the_block(cli, tmp_path):
     typed, _ = int4_model(rtn)
     assert {a.i for n in typed.graph.node if n.op_type == "DequantizeLinear" for a in n.attribute
             if a.name == "block_size"} == {32}
+
+
+def dq_blocks(path) -> set[int]:
+    typed = onnx.load(str(path))
+    return {a.i for n in typed.graph.node if n.op_type == "DequantizeLinear" for a in n.attribute if a.name == "block_size"}
+
+
+def test_cli_block_size_from_the_flag_then_the_spec_then_128(cli, tmp_path):
+    model = models.save(two_layer_model(), tmp_path / "m.onnx")
+    spec = tmp_path / "model.toml"
+    spec.write_text("[quantize]\nblock_size = 32\n")
+    for args, block in ((["--block-size", "64"], 64), (["--spec", spec], 32), ([], 128),
+                        (["--spec", spec, "--block-size", "128"], 128)):
+        out = tmp_path / f"q{len(args)}_{block}.onnx"
+        code, _, err = cli("quantize", model, "--precision", "int4", *args, "-o", out)
+        assert code == 0, err
+        assert dq_blocks(out) == {block}
+
+
+def test_cli_block_size_refused_in_one_line(cli, tmp_path):
+    model = models.save(two_layer_model(), tmp_path / "m.onnx")
+    code, _, err = cli("quantize", model, "--precision", "int4", "--block-size", "48", "-o", tmp_path / "q.onnx")
+    assert code == 2 and err.count("\n") == 1 and "--block-size" in err and "48" in err
+    spec = tmp_path / "model.toml"
+    spec.write_text("[quantize]\nblock_size = 48\n")
+    code, _, err = cli("quantize", model, "--precision", "int4", "--spec", spec, "-o", tmp_path / "q.onnx")
+    assert code == 2 and err.count("\n") == 1 and "block_size is 48" in err and "32, 64, 128" in err
+    # An AWQ model searched for blocks of 32 is not quantized in others: its clips were chosen for 32.
+    assert cli("awq", model, "--block-size", "32", "--round-to-nearest", "-o", tmp_path / "rtn.onnx")[0] == 0
+    for command in (["quantize", tmp_path / "rtn.onnx", "-o", tmp_path / "q.onnx"],
+                    ["build", tmp_path / "rtn.onnx", "--target", "sm_89", "--backend", "tensorrt-rtx",
+                     "--shapes", "ids:1x8/4x8/8x8", "-o", tmp_path / "out"]):
+        code, _, err = cli(*command, "--precision", "int4", "--block-size", "64")
+        assert code == 2 and err.count("\n") == 1 and "AWQ-scaled for blocks of 32" in err, err
+    assert not (tmp_path / "q.onnx").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(not HAS_RTX, reason="tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+def test_cli_build_takes_block_size(cli, tmp_path):
+    model = models.save(two_layer_model(), tmp_path / "m.onnx")
+    code, _, err = cli("build", model, "--precision", "int4", "--block-size", "32", "--target", "sm_80",
+                       "--backend", "tensorrt-rtx", "--shapes", "ids:1x8/4x8/8x8", "-o", tmp_path / "out")
+    assert code == 0, err
+    assert dq_blocks(tmp_path / "out" / "m.int4.onnx") == {32}
+    assert (tmp_path / "out" / "m.int4.sm80.engine").stat().st_size > 0
+
+
+def two_table_model(rows=1024, width=64, n=32, seed=0):
+    """A word table (rows x width) and a 2-row token-type table added together, then a MatMul."""
+    rng = np.random.default_rng(seed)
+    inits = [models._init("word", rng.normal(0, 1, (rows, width))), models._init("types", rng.normal(0, 1, (2, width))),
+             models._init("w", rng.normal(0, 0.05, (width, n))), models._init("zero", np.zeros((1, 8)))]
+    nodes = [helper.make_node("Gather", ["word", "ids"], ["e"], name="word_lookup"),
+             helper.make_node("Cast", ["zero"], ["type_ids"], to=TensorProto.INT64, name="types_zero"),
+             helper.make_node("Gather", ["types", "type_ids"], ["t"], name="type_lookup"),
+             helper.make_node("Add", ["e", "t"], ["x"], name="sum"),
+             helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")]
+    graph = helper.make_graph(nodes, "tables", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["B", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 8, n])], inits)
+    return models._model(graph)
+
+
+def test_small_tables_stay_fp16_and_the_word_table_is_clipped_to_its_least_error():
+    from trtpipe.graph.awq import clip_tables
+    from trtpipe.graph.lowbit import MIN_TABLE_ROWS
+
+    model = two_table_model(rows=MIN_TABLE_ROWS)
+    _, report = int4_model(model, block=32)
+    assert report.embeddings == ["word_lookup"]  # every token reads the 2-row table: a bias, kept FP16
+    original = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    assert clip_tables(model, 32) == ["word"]
+    clipped_ = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    np.testing.assert_array_equal(clipped_["types"], original["types"])
+    word = original["word"]
+
+    def error(table):  # INT4 in blocks along each row, against the original values
+        return float(np.sum((quantize_int4(table.T, 32).dequantize().T - word) ** 2))
+
+    assert error(clipped_["word"]) < 0.95 * error(word)

@@ -14,6 +14,11 @@ UNQUANTIZED_OPTION = click.option(
     "--unquantized", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True,
     help="what INT8/FP8 engines compute their unquantized layers in")
 
+BLOCK_SIZE_OPTION = click.option(
+    "--block-size", type=click.Choice(["32", "64", "128"]), callback=lambda _ctx, _param, value: value and int(value),
+    help="int4: rows of a weight sharing one scale; default: an AWQ-scaled model's, else the spec's "
+         "[quantize] block_size, else 128")
+
 
 class FiniteFloatRange(click.FloatRange):
     """click.FloatRange that also refuses nan and inf (which compare false with every bound, so pass it)."""

@@ -1,4 +1,4 @@
-"""Low-bit commands: awq (scales for INT4 weight-only, folded into an FP32 model)."""
+"""Low-bit commands: awq (scales and GPTQ rounding for INT4 weight-only, folded into an FP32 model)."""
 
 from __future__ import annotations
 
@@ -12,24 +12,29 @@ from trtpipe.cli import AT_LEAST_ONE, _data_dir, _spec, main
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
-@click.option("--block-size", type=click.Choice(["32", "64", "128"]), default="128", show_default=True,
-              help="rows of a weight that share one INT4 scale; int4 builds from the output use the same")
+@click.option("--block-size", type=click.Choice(["32", "64", "128"]),
+              help="rows of a weight that share one INT4 scale; int4 builds from the output use the same; "
+                   "default: the spec's [quantize] block_size, else 128")
 @click.option("--tokens", type=AT_LEAST_ONE, default=1024, show_default=True, help="activation rows per layer the search runs on")
-@click.option("--clip/--no-clip", default=True, show_default=True, help="also search each block's clipping range")
+@click.option("--clip/--no-clip", default=True, show_default=True,
+              help="also search each block's clipping range (and clip embedding tables to their least rounding error)")
+@click.option("--gptq/--no-gptq", default=True, show_default=True,
+              help="round the scaled weights by GPTQ's error compensation on the calibration data, not to nearest")
 @click.option("--round-to-nearest", "rtn", is_flag=True,
               help="search nothing, only record --block-size: the baseline AWQ must beat, at the same blocks")
 @click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
 @click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX to write, AWQ folded in")
-def awq(model, data_dir, block_size, tokens, clip, rtn, batch_size, limit, spec_path, output):
-    """Write an FP32 ONNX with AWQ's INT4 scales and clips folded in; build --precision int4 from it.
+def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit, spec_path, output):
+    """Write an FP32 ONNX with AWQ's INT4 scales and clips and GPTQ's rounding folded in; build --precision int4 from it.
 
     \b
     Examples:
       trtpipe awq model.onnx --spec model.toml --block-size 32 -o awq/model.onnx
       trtpipe build awq/model.onnx --precision int4 --target sm_89 --spec model.toml -o engines/
     """
+    from calibrators.lowbit import DEFAULT_INT4_BLOCK
     from trtpipe import data
     from trtpipe.errors import TrtpipeError
     from trtpipe.graph import onnxio
@@ -40,18 +45,20 @@ def awq(model, data_dir, block_size, tokens, clip, rtn, batch_size, limit, spec_
     if tokens < 16:
         raise TrtpipeError(f"--tokens {tokens}: AWQ needs at least 16 activation rows per layer (1024 is usual)")
     graph = onnxio.load(model)
+    spec = _spec(spec_path, graph, model) if spec_path is not None or not rtn else None
+    block_size = int(block_size or (spec.block_size if spec else None) or DEFAULT_INT4_BLOCK)
     if rtn:
-        onnxio.save(with_block_size(graph, int(block_size)), output)
+        onnxio.save(with_block_size(graph, block_size), output)
         click.echo(f"wrote {output} (round-to-nearest in blocks of {block_size}: nothing searched)")
         return
-    spec = _spec(spec_path, graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
     with progress_bar(data.count_samples(data_dir, limit), f"AWQ on {Path(model).name}", "samples") as bar, \
             data.model_runs_on(data_dir):
-        scaled, summary = run(graph, batches, int(block_size), tokens, clip=clip, on_batch=bar.update)
+        scaled, summary = run(graph, batches, block_size, tokens, clip=clip, on_batch=bar.update, gptq=gptq)
     onnxio.save(scaled, output)
     alphas = sorted(r.alpha for r in summary.layers.values())
+    method = "AWQ+GPTQ" if gptq else "AWQ"
     click.echo(f"wrote {output} ({len(summary.layers)} activations scaled, block {block_size}, "
-               f"alpha {alphas[0]:g}..{alphas[-1]:g}; output error {summary.error_ratio():.3f}x round-to-nearest's "
-               "on the samples)")
+               f"alpha {alphas[0]:g}..{alphas[-1]:g}; {method}'s output error {summary.error_ratio():.3f}x "
+               "round-to-nearest's on the samples)")

@@ -41,6 +41,10 @@ FP8_E4M3FN = 17  # TensorProto.FLOAT8E4M3FN: TRT_FP4DynamicQuantize's scale_type
 # What an AWQ-scaled model (trtpipe.graph.awq) records, so that int4 quantizes with its block size.
 BLOCK_SIZE_KEY = "trtpipe.awq.block_size"
 DEFAULT_EMBEDDING_BLOCK = 32  # fp4's INT4 embedding tables: a row of 384 has 12 scales
+# Tables of fewer rows stay FP16: every sample reads most of their rows (positions, token types),
+# so their rounding is a bias on every token, for bytes that hardly count. MiniLM's 2-row
+# token-type table alone cost 0.0024 cosine in INT4, more than its 30522-row word table (0.0014).
+MIN_TABLE_ROWS = 1024
 
 
 class NothingToQuantize(TrtpipeError):
@@ -73,6 +77,23 @@ def awq_block_size(model) -> int | None:
         if prop.key == BLOCK_SIZE_KEY:
             return int(prop.value)
     return None
+
+
+def int4_block(model, requested: int | None = None, default: int | None = None) -> int:
+    """Return the INT4 block size for `model`: `requested` (--block-size), else the one an AWQ-scaled
+    model was searched for, else `default` (the spec's), else 128.
+
+    A requested size other than the AWQ model's is refused: its scales and clips were chosen for
+    its own blocks (and GPTQ's rounding only survives in them).
+    """
+    recorded = awq_block_size(model)
+    block = requested or recorded or default or DEFAULT_INT4_BLOCK
+    if block not in INT4_BLOCK_SIZES:
+        raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
+    if requested and recorded and requested != recorded:
+        raise TrtpipeError(f"--block-size {requested}: the model was AWQ-scaled for blocks of {recorded}; rerun "
+                           f"'trtpipe awq --block-size {requested}' on the original model, or leave --block-size out")
+    return block
 
 
 def _layer_weights(half, exclude_names: set[str]):
@@ -142,9 +163,7 @@ def int4_model(model, exclude: Iterable[str] = (), block: int | None = None,
     searched for, else 128. Layers whose K does not split into blocks stay FP16. `embeddings`:
     word-embedding tables (Gather on an initializer) too, blocked along their rows' width.
     """
-    block = block or awq_block_size(model) or DEFAULT_INT4_BLOCK
-    if block not in INT4_BLOCK_SIZES:
-        raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
+    block = int4_block(model, block)
     exclude = list(exclude)
     fp32 = _fp32_arrays(model)
     half = to_half(onnxio.with_opset(model, INT4_OPSET), Precision.FP16, keep=exclude)
@@ -201,7 +220,8 @@ class _Int4Writer:
         """Quantize Gather tables, blocked along each row: a looked-up row dequantizes alone."""
         for node, name in list(_embedding_tables(half)):
             table = fp32.get(name)
-            if table is None or table.shape[1] % self.block or (node.name or node.output[0]) in kept:
+            if (table is None or table.shape[1] % self.block or table.shape[0] < MIN_TABLE_ROWS
+                    or (node.name or node.output[0]) in kept):
                 continue
             node.input[0] = self.dequantized(name, table, 1, node.output[0], embedding=True)
             self.report.embeddings.append(node.name or node.output[0])
@@ -297,10 +317,12 @@ def _fp32_name(half_name: str) -> str:
     return half_name.removesuffix(f"__{Precision.FP16}")
 
 
-def lowbit_model(model, precision: Precision, table: CalibrationTable | None, exclude: Iterable[str] = ()):
-    """Return the typed ONNX of `model` for int4 or fp4 (the branch trtpipe.graph.typed calls)."""
+def lowbit_model(model, precision: Precision, table: CalibrationTable | None, exclude: Iterable[str] = (),
+                 block: int | None = None):
+    """Return the typed ONNX of `model` for int4 (in blocks of `block`, see int4_block) or fp4 (the
+    branch trtpipe.graph.typed calls)."""
     if precision is Precision.INT4:
-        return int4_model(model, exclude)[0]
+        return int4_model(model, exclude, block)[0]
     if table is None:
         raise TrtpipeError("--precision fp4 needs --cache CACHE (max calibration, e.g. 'trtpipe calibrate --precision fp8')")
     return fp4_model(model, table, exclude)[0]

@@ -40,12 +40,12 @@ class TypedGraph:
 
 def write_typed_onnx(model, precision: Precision, output: Path, table: CalibrationTable | None,
                      exclude: Sequence[str] = (), implicit: bool = False, unquantized: str = "fp16", *,
-                     ranges: Mapping[str, Observed] | None = None, clean: bool = True) -> Path:
+                     ranges: Mapping[str, Observed] | None = None, clean: bool = True, block: int | None = None) -> Path:
     """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path.
 
     The nodes kept in FP32 and why are written into the model's metadata (KEPT_KEY).
     """
-    typed = typed_graph(model, precision, table, exclude, implicit, unquantized, ranges=ranges, clean=clean)
+    typed = typed_graph(model, precision, table, exclude, implicit, unquantized, ranges=ranges, clean=clean, block=block)
     typed.model = with_kept(typed.model, typed.kept)
     onnxio.set_metadata(typed.model, PRECISION_KEY, str(precision))
     return onnxio.save(typed.model, output)
@@ -60,7 +60,7 @@ def typed_model(model, precision: Precision, table: CalibrationTable | None, exc
 
 def typed_graph(model, precision: Precision, table: CalibrationTable | None, exclude: Sequence[str] = (),
                 implicit: bool = False, unquantized: str = "fp16", only: Sequence[str] | None = None, *,
-                ranges: Mapping[str, Observed] | None = None, clean: bool = True) -> TypedGraph:
+                ranges: Mapping[str, Observed] | None = None, clean: bool = True, block: int | None = None) -> TypedGraph:
     """Return the typed ONNX of `model` for `precision`, with the nodes kept in FP32.
 
     The model is cleaned first (graph.cleanup; `clean=False` skips it). INT8 and FP8 graphs compute
@@ -68,7 +68,7 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
     `unquantized`: FP16 by default, as a weakly typed TensorRT build with the FP16 and INT8 flags
     would, or FP32. `only` names the nodes to quantize, all others stay out. `ranges`, what
     calibration data showed of each tensor (keep.observe_ranges), keeps nodes whose activations
-    leave FP16's range in FP32.
+    leave FP16's range in FP32. `block`: INT4's block size (None: trtpipe.graph.lowbit.int4_block's).
     """
     if precision in (Precision.INT8, Precision.FP8) and not implicit:  # int4 needs no cache, fp4 says so itself
         if table is None:
@@ -87,7 +87,7 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
         half = convert(model, precision, keep=exclude, ranges=ranges)
         return TypedGraph(half.model, half.kept, report)
     if precision in (Precision.INT4, Precision.FP4):
-        return TypedGraph(lowbit_model(model, precision, table, exclude), [], report)
+        return TypedGraph(lowbit_model(model, precision, table, exclude, block), [], report)
     to_fp16 = unquantized == "fp16"
     if to_fp16:  # FP16 Q/DQ scales need opset 19
         model = onnxio.with_opset(model, 19)
