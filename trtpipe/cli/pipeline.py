@@ -67,6 +67,7 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, data_dir,
       trtpipe quantize model.onnx --precision int8 --cache model.int8.cache --spec model.toml -o model.int8.onnx
     """
     from trtpipe.calibrate import load_table, observe_data_ranges
+    from trtpipe.config import decided_inputs
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import check_exclude
@@ -80,8 +81,9 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, data_dir,
     exclude = _exclude(exclude, spec)
     check_exclude(graph, exclude, model)
     ranges = observe_data_ranges(graph, data_dir, spec) if data_dir is not None else None
+    shapes, fixed = decided_inputs(spec)
     path = write_typed_onnx(graph, Precision.parse(precision), output, table, exclude,
-                            unquantized=unquantized, ranges=ranges)
+                            unquantized=unquantized, ranges=ranges, shapes=shapes, fixed=fixed)
     kept = kept_nodes(onnxio.load(path))
     click.echo(f"wrote {path}" + (f" ({len(kept)} nodes kept in FP32: trtpipe inspect {path})" if kept else ""))
 

@@ -40,12 +40,13 @@ class TypedGraph:
 
 def write_typed_onnx(model, precision: Precision, output: Path, table: CalibrationTable | None,
                      exclude: Sequence[str] = (), implicit: bool = False, unquantized: str = "fp16", *,
-                     ranges: Mapping[str, Observed] | None = None, clean: bool = True) -> Path:
+                     ranges: Mapping[str, Observed] | None = None, clean: bool = True, shapes=None, fixed=None) -> Path:
     """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path.
 
     The nodes kept in FP32 and why are written into the model's metadata (KEPT_KEY).
     """
-    typed = typed_graph(model, precision, table, exclude, implicit, unquantized, ranges=ranges, clean=clean)
+    typed = typed_graph(model, precision, table, exclude, implicit, unquantized, ranges=ranges, clean=clean,
+                        shapes=shapes, fixed=fixed)
     typed.model = with_kept(typed.model, typed.kept)
     onnxio.set_metadata(typed.model, PRECISION_KEY, str(precision))
     return onnxio.save(typed.model, output)
@@ -60,7 +61,7 @@ def typed_model(model, precision: Precision, table: CalibrationTable | None, exc
 
 def typed_graph(model, precision: Precision, table: CalibrationTable | None, exclude: Sequence[str] = (),
                 implicit: bool = False, unquantized: str = "fp16", only: Sequence[str] | None = None, *,
-                ranges: Mapping[str, Observed] | None = None, clean: bool = True) -> TypedGraph:
+                ranges: Mapping[str, Observed] | None = None, clean: bool = True, shapes=None, fixed=None) -> TypedGraph:
     """Return the typed ONNX of `model` for `precision`, with the nodes kept in FP32.
 
     The model is cleaned first (graph.cleanup; `clean=False` skips it). INT8 and FP8 graphs compute
@@ -68,7 +69,8 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
     `unquantized`: FP16 by default, as a weakly typed TensorRT build with the FP16 and INT8 flags
     would, or FP32. `only` names the nodes to quantize, all others stay out. `ranges`, what
     calibration data showed of each tensor (keep.observe_ranges), keeps nodes whose activations
-    leave FP16's range in FP32.
+    leave FP16's range in FP32. `shapes` (the build's profile) and `fixed` (inputs with one value)
+    let cleanup fold the If nodes they decide (graph.control).
     """
     if precision in (Precision.INT8, Precision.FP8) and not implicit:  # int4 needs no cache, fp4 says so itself
         if table is None:
@@ -78,7 +80,7 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
     report = None
     if clean:
         metadata = {p.key: p.value for p in model.metadata_props}  # AWQ's block size travels there
-        model, report = cleanup(model)
+        model, report = cleanup(model, shapes=shapes, fixed=fixed)
         for key, value in metadata.items():
             onnxio.set_metadata(model, key, value)
     if precision in (Precision.FP32, Precision.TF32) or implicit:
