@@ -128,6 +128,28 @@ def _inline(graph, node, branch_name: str) -> None:
     graph.node.extend(nodes)
 
 
+def _names_read(nodes) -> set[str]:
+    """Return every tensor name the nodes read, subgraphs included (they may read outer values)."""
+    names = set()
+    for node in nodes:
+        names.update(node.input)
+        for attr in node.attribute:
+            if attr.type == attr.GRAPH:
+                names |= _names_read(attr.g.node) | {out.name for out in attr.g.output}
+    return names
+
+
+def _drop_dead(graph) -> None:
+    """Remove the nodes nobody reads (the condition computations of folded Ifs), in place."""
+    while True:
+        wanted = _names_read(graph.node) | {out.name for out in graph.output}
+        alive = [n for n in graph.node if any(out in wanted for out in n.output)]
+        if len(alive) == len(graph.node):
+            return
+        del graph.node[:]
+        graph.node.extend(alive)
+
+
 def fold_ifs(model, shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
              fixed: Mapping[str, np.ndarray] | None = None) -> tuple[object, list[FoldedIf]]:
     """Return a copy of `model` with every If that the shapes (and `fixed` inputs) decide replaced by its branch.
@@ -159,4 +181,6 @@ def fold_ifs(model, shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
             branch = "then_branch" if taken else "else_branch"
             _inline(graph, onnx.NodeProto.FromString(node.SerializeToString()), branch)
             folded.append(FoldedIf(node.name or node.output[0], branch))
+    if folded:
+        _drop_dead(model.graph)
     return model, folded
