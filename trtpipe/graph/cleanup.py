@@ -134,7 +134,7 @@ def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM, shapes=None, fi
     """Return random inputs for `model`: floats in [0, 1), integers 0 or 1 (valid ids, masks, types).
 
     A dynamic batch dim (axis 0) is 1 and any other dynamic dim is `dynamic`; dims that share a
-    name get one size. `shapes` ({input: (min, opt, max)}) gives an input its opt shape instead;
+    name get one size. `shapes` ({input: (min, opt, max)}) gives an input its min shape instead;
     `fixed` ({input: array}) gives an input its value.
     """
     from onnx import helper
@@ -157,7 +157,7 @@ def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM, shapes=None, fi
             else:
                 shape.append(sizes.setdefault(dim.dim_param or f"{value.name}:{axis}", 1 if axis == 0 else dynamic))
         if shapes and value.name in shapes:
-            shape = list(shapes[value.name][1])
+            shape = list(shapes[value.name][0])  # the smallest: the check stays cheap
         dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
         if np.issubdtype(dtype, np.floating):
             feeds[value.name] = rng.random(shape).astype(dtype)
