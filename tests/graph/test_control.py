@@ -163,3 +163,15 @@ def test_tensorrt_rtx_refuses_an_lstm_inside_an_if_and_builds_it_folded(tmp_path
     path = onnxio.save(typed, tmp_path / "folded.onnx")
     build_engine(path, tmp_path / "folded.engine", Precision.FP16, options, backend, shipped)
     assert (tmp_path / "folded.engine").stat().st_size > 10_000
+
+
+def test_inspect_lists_the_folded_ifs(tmp_path):
+    from trtpipe.describe import describe, render
+    from trtpipe.graph.typed import write_typed_onnx
+
+    model, feeds = traced_ifs()
+    path = write_typed_onnx(model, Precision.FP16, tmp_path / "m.fp16.onnx", None, shapes=SHAPES, fixed={"sr": feeds["sr"]})
+    description = describe(path)
+    assert description["folded_ifs"] == [{"node": "rate_if", "branch": "then_branch"},
+                                         {"node": "squeeze_if", "branch": "then_branch"}]
+    assert "rate_if" in render(description)

@@ -25,6 +25,8 @@ from trtpipe.targets import Precision
 UNQUANTIZED = ("fp16", "fp32")
 # The typed ONNX's metadata key listing the nodes kept in FP32 (JSON); the build copies it to the sidecar.
 KEPT_KEY = "trtpipe.kept_fp32"
+# The typed ONNX's metadata key listing the If nodes cleanup folded into their branch (JSON).
+FOLDED_KEY = "trtpipe.folded_ifs"
 # The precision the typed ONNX was written for: its types alone cannot always tell (onnxio.typed_precision).
 PRECISION_KEY = onnxio.PRECISION_KEY
 
@@ -48,6 +50,9 @@ def write_typed_onnx(model, precision: Precision, output: Path, table: Calibrati
     typed = typed_graph(model, precision, table, exclude, implicit, unquantized, ranges=ranges, clean=clean,
                         shapes=shapes, fixed=fixed)
     typed.model = with_kept(typed.model, typed.kept)
+    if typed.cleanup is not None and typed.cleanup.folded_ifs:
+        onnxio.set_metadata(typed.model, FOLDED_KEY, json.dumps([{"node": f.node, "branch": f.branch}
+                                                                  for f in typed.cleanup.folded_ifs]))
     onnxio.set_metadata(typed.model, PRECISION_KEY, str(precision))
     return onnxio.save(typed.model, output)
 
@@ -110,6 +115,17 @@ def with_kept(model, kept: Sequence[KeptNode]):
         entry.key = KEPT_KEY
         entry.value = json.dumps([k.to_json() for k in kept])
     return model
+
+
+def folded_ifs(model) -> list[dict]:
+    """Return the folded-If record of a typed ONNX: [{"node", "branch"}], empty if none."""
+    for entry in model.metadata_props:
+        if entry.key == FOLDED_KEY:
+            try:
+                return list(json.loads(entry.value))
+            except ValueError:
+                return []
+    return []
 
 
 def kept_nodes(model) -> list[dict]:
