@@ -33,7 +33,7 @@ def exposed_activations(model, tensors: list[str], batches: Iterable[Mapping[str
     """
     session = exposing_session(model, tensors)
     for batch in batches:
-        yield dict(zip(tensors, session.run(tensors, dict(batch))))
+        yield dict(zip(tensors, session.run(tensors, {k: np.asarray(v) for k, v in batch.items()})))  # a shared scalar (sample rate) may come as a numpy scalar
         if on_batch is not None:
             on_batch(len(next(iter(batch.values()))))
 

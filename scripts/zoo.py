@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "models"))
 ZOO = ROOT / "models" / "zoo"
 BUILD = ROOT / "build" / "zoo"
 DOC = ROOT / "docs" / "zoo.md"
-# fp32 builds the graph as shipped: whether TensorRT takes the model at all, before trtpipe rewrites it.
+# fp32 builds the cleaned FP32 graph (no precision change): whether TensorRT takes the model at all.
 PRECISIONS = ("fp32", "fp16", "int8", "fp8")
 TARGET = "sm_89"
 KINDS = ("cnn", "transformer", "recurrent")

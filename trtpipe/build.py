@@ -16,7 +16,7 @@ from pathlib import Path
 from trtpipe import backend as backends
 from trtpipe import data
 from trtpipe.calibrate import load_table, observe_data_ranges
-from trtpipe.config import ModelSpec, Shape, spec_from_onnx
+from trtpipe.config import ModelSpec, Shape, decided_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import atomic_path, check_output, ensure_dir, sha256, sidecar_path, write_bytes, write_json
 from trtpipe.graph import onnxio
@@ -306,6 +306,7 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     if options.calibration_data is not None and options.calibration == "explicit" \
             and any(p not in (Precision.FP32, Precision.TF32) for p in chosen):
         ranges = observe_data_ranges(model, options.calibration_data, options.spec)
+    fixed = decided_inputs(options.spec)[1]  # the spec's one-value inputs decide If nodes with the shapes
     results = []
     for precision in chosen:
         typed = output_dir / f"{model_path.stem}.{precision}.onnx"
@@ -316,7 +317,7 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
             with atomic_path(typed) as draft:
                 write_typed_onnx(model, precision, draft, table, options.exclude,
                                  implicit=options.calibration == "implicit", unquantized=options.unquantized, ranges=ranges,
-                                 block=block)
+                                 block=block, shapes=options.shapes, fixed=fixed)
                 info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name)
         except NothingToQuantize:
             if list(precisions) == ["auto"]:

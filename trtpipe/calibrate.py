@@ -13,7 +13,7 @@ from calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, read_cac
 from calibrators.graph import quantized_activations
 from calibrators.histogram import DEFAULT_BINS
 from trtpipe import data
-from trtpipe.config import ModelSpec, resolve_inputs, spec_from_onnx
+from trtpipe.config import ModelSpec, decided_inputs, resolve_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import check_output, sha256, sidecar_path, write_json, write_text
 from trtpipe.graph import onnxio
@@ -108,7 +108,8 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
         raise TrtpipeError(f"--method {options.method}: unknown method; use one of {', '.join(METHODS)}")
     # Scales are keyed by tensor name: calibrate the cleaned graph, the one the typed passes rewrite
     # (folding Transposes or BatchNorms renames the tensors that feed Conv and MatMul).
-    model, _ = cleanup(onnxio.load(model_path))
+    shapes, fixed = decided_inputs(spec)
+    model, _ = cleanup(onnxio.load(model_path), shapes=shapes, fixed=fixed)
     tensors = quantized_activations(model)
     if not tensors:
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
@@ -174,7 +175,8 @@ def observe_data_ranges(model, data_dir: str | os.PathLike, spec: ModelSpec | No
     from trtpipe.graph.cleanup import cleanup
     from trtpipe.graph.keep import observe_ranges
 
-    cleaned, _ = cleanup(model)
+    shapes, fixed = decided_inputs(spec)
+    cleaned, _ = cleanup(model, shapes=shapes, fixed=fixed)
     spec = spec or spec_from_onnx(model, "MODEL")
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
     with data.model_runs_on(data_dir):

@@ -35,6 +35,9 @@ class InputSpec:
     # Where samples stack: 0 for most inputs, 1 for an RNN state laid out [layers, batch, hidden];
     # None for an input the whole batch shares (a sample rate), fed once, not stacked.
     batch_axis: int | None = 0
+    # The value this input always has (a sample rate): control flow that only it and the shapes
+    # decide is folded into the branch taken (graph.control). None: any value.
+    value: float | None = None
 
 
 @dataclass
@@ -240,7 +243,7 @@ SCHEMA = {
     "name": _string,
     "task": _choice(*TASKS),
     "inputs": _array_of_tables(_table({"name": _string, "shape": _list_of(_integer), "dtype": _choice(*DTYPES),
-                                       "batch_axis": _integer, "batched": _boolean},
+                                       "batch_axis": _integer, "batched": _boolean, "value": _number},
                                       "inputs", required=("name", "shape")), "inputs"),
     "preprocess": _table({"size": _list_of(_integer, 2), "resize": _integer, "color": _choice("RGB", "BGR", "L"),
                           "scale": _number, "mean": _list_of(_number), "std": _list_of(_number),
@@ -270,6 +273,8 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "inputs.dtype": ('"float32"', "the numpy dtype samples are fed as"),
     "inputs.batch_axis": ("0", "the axis samples stack on: 1 for an RNN state laid out [layers, batch, hidden]"),
     "inputs.batched": ("true", "false for an input the whole batch shares (a sample rate): fed once, not stacked"),
+    "inputs.value": ("none", ("the value the input always has (a sample rate): If nodes that only it and the [shapes] "
+                              "decide are folded into the branch taken, so TensorRT sees no control flow there")),
     "preprocess": (None, "how an image file becomes the input (images need it; .npy/.npz do not)"),
     "preprocess.size": ("[224, 224]", "height, width after resizing (or cropping, with resize)"),
     "preprocess.resize": ("none", "the shorter side before a centre crop to size; without it images are resized to size"),
@@ -355,7 +360,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
     parse_shapes([f"{k}:{v}" for k, v in raw.get("shapes", {}).items()], f"--spec {path}: [shapes]")
     root = path.parent
     inputs = [InputSpec(i["name"], list(i["shape"]), i.get("dtype", "float32"),
-                        batch_axis=i.get("batch_axis", 0) if i.get("batched", True) else None)
+                        batch_axis=i.get("batch_axis", 0) if i.get("batched", True) else None, value=i.get("value"))
               for i in raw.get("inputs", [])]
     for spec in inputs:
         if spec.batch_axis is not None and not 0 <= spec.batch_axis < max(len(spec.shape), 1):
@@ -445,6 +450,17 @@ def spec_from_onnx(model, path: str | os.PathLike) -> ModelSpec:
         dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         inputs.append(InputSpec(value.name, shape, dtype))
     return ModelSpec(name=Path(path).stem, root=Path(path).parent, inputs=inputs)
+
+
+def decided_inputs(spec: ModelSpec | None) -> tuple[dict[str, tuple[Shape, Shape, Shape]], dict]:
+    """Return what a spec fixes of the inputs: ({input: (min, opt, max)} from [shapes], {input: array} from values)."""
+    import numpy as np
+
+    if spec is None:
+        return {}, {}
+    shapes = parse_shapes([f"{k}:{v}" for k, v in spec.shapes.items()], "--spec shapes")
+    fixed = {i.name: np.full([max(d, 1) for d in i.shape], i.value, i.dtype) for i in spec.inputs if i.value is not None}
+    return shapes, fixed
 
 
 def parse_shapes(values: Iterable[str], flag: str = "--shapes") -> dict[str, tuple[Shape, Shape, Shape]]:

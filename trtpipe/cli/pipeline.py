@@ -78,6 +78,7 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
       trtpipe quantize model.onnx --precision int8 --cache model.int8.cache --spec model.toml -o model.int8.onnx
     """
     from trtpipe.calibrate import load_table, observe_data_ranges
+    from trtpipe.config import decided_inputs
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import check_exclude
@@ -93,8 +94,9 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
     check_exclude(graph, exclude, model)
     ranges = observe_data_ranges(graph, data_dir, spec) if data_dir is not None else None
     block = int4_block(graph, block_size, spec.block_size if spec else None) if precision == "int4" else None
+    shapes, fixed = decided_inputs(spec)
     path = write_typed_onnx(graph, Precision.parse(precision), output, table, exclude,
-                            unquantized=unquantized, ranges=ranges, block=block)
+                            unquantized=unquantized, ranges=ranges, block=block, shapes=shapes, fixed=fixed)
     kept = kept_nodes(onnxio.load(path))
     click.echo(f"wrote {path}" + (f" ({len(kept)} nodes kept in FP32: trtpipe inspect {path})" if kept else ""))
 

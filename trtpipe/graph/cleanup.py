@@ -49,6 +49,7 @@ class CleanupReport:
     batchnorms_folded: int = 0
     constants_to_initializers: int = 0
     renamed_dims: dict[str, str] = field(default_factory=dict)  # "input:axis" -> new name
+    folded_ifs: list = field(default_factory=list)  # graph.control.FoldedIf: If nodes replaced by the branch taken
     max_relative_error: float | None = None  # None: not checked
     check_note: str = ""
 
@@ -129,11 +130,12 @@ def ort_basic(model):
     return optimized
 
 
-def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM) -> dict[str, np.ndarray]:
+def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM, shapes=None, fixed=None) -> dict[str, np.ndarray]:
     """Return random inputs for `model`: floats in [0, 1), integers 0 or 1 (valid ids, masks, types).
 
     A dynamic batch dim (axis 0) is 1 and any other dynamic dim is `dynamic`; dims that share a
-    name get one size.
+    name get one size. `shapes` ({input: (min, opt, max)}) gives an input its min shape instead;
+    `fixed` ({input: array}) gives an input its value.
     """
     from onnx import helper
 
@@ -144,6 +146,9 @@ def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM) -> dict[str, np
     for value in model.graph.input:
         if value.name in initializers:
             continue
+        if fixed and value.name in fixed:
+            feeds[value.name] = np.asarray(fixed[value.name])
+            continue
         tensor = value.type.tensor_type
         shape = []
         for axis, dim in enumerate(tensor.shape.dim):
@@ -151,6 +156,8 @@ def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM) -> dict[str, np
                 shape.append(dim.dim_value)
             else:
                 shape.append(sizes.setdefault(dim.dim_param or f"{value.name}:{axis}", 1 if axis == 0 else dynamic))
+        if shapes and value.name in shapes:
+            shape = list(shapes[value.name][0])  # the smallest: the check stays cheap
         dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
         if np.issubdtype(dtype, np.floating):
             feeds[value.name] = rng.random(shape).astype(dtype)
@@ -161,7 +168,7 @@ def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM) -> dict[str, np
     return feeds
 
 
-def max_relative_error(original, cleaned, samples: int = 2) -> tuple[float | None, str]:
+def max_relative_error(original, cleaned, samples: int = 2, shapes=None, fixed=None) -> tuple[float | None, str]:
     """Return the largest difference of the float outputs of the two models on random inputs.
 
     The difference is relative to each output's largest value (at least SCALE_FLOOR).
@@ -179,7 +186,7 @@ def max_relative_error(original, cleaned, samples: int = 2) -> tuple[float | Non
         first = ort.InferenceSession(original.SerializeToString(), options, providers=["CPUExecutionProvider"])
         second = ort.InferenceSession(cleaned.SerializeToString(), options, providers=["CPUExecutionProvider"])
         for seed in range(samples):
-            feeds = random_feeds(original, seed)
+            feeds = random_feeds(original, seed, shapes=shapes, fixed=fixed)
             expected = first.run(None, feeds)
             names = [o.name for o in first.get_outputs()]
             got = dict(zip(names, second.run(names, feeds)))
@@ -197,16 +204,20 @@ def max_relative_error(original, cleaned, samples: int = 2) -> tuple[float | Non
 _last: tuple[str, object, CleanupReport] | None = None  # sensitivity asks for the same model once per layer
 
 
-def cleanup(model, check: bool = True):
+def cleanup(model, check: bool = True, shapes=None, fixed=None):
     """Return (the cleaned copy of `model`, a CleanupReport).
 
     Raises TrtpipeError when the cleaned graph's outputs differ from the original's by more than
     TOLERANCE on random inputs. `check=False` skips that comparison (tests of the rewrite itself).
+    `shapes` ({input: (min, opt, max)}, the build's profile) and `fixed` ({input: array}, inputs a
+    spec gives one value) decide If nodes, which are then folded into their branch (graph.control).
     """
     import onnx
 
+    from trtpipe.graph.control import fold_ifs
+
     global _last
-    digest = hashlib.sha256(model.SerializeToString()).hexdigest()
+    digest = hashlib.sha256(model.SerializeToString() + repr((shapes, fixed)).encode()).hexdigest()
     if _last is not None and _last[0] == digest:
         return onnx.ModelProto.FromString(_last[1].SerializeToString()), _last[2]
     original = model
@@ -214,13 +225,14 @@ def cleanup(model, check: bool = True):
     report = CleanupReport(nodes_before=len(model.graph.node))
     batchnorms = sum(node.op_type == "BatchNormalization" for node in model.graph.node)
     report.renamed_dims = name_dims(model)
+    model, report.folded_ifs = fold_ifs(model, shapes, fixed)
     report.constants_to_initializers = constants_to_initializers(model)
     cleaned = ort_basic(model)
     del cleaned.graph.value_info[:]  # stale after folding; every consumer re-infers shapes and types
     report.nodes_after = len(cleaned.graph.node)
     report.batchnorms_folded = batchnorms - sum(node.op_type == "BatchNormalization" for node in cleaned.graph.node)
     if check:
-        report.max_relative_error, report.check_note = max_relative_error(original, cleaned)
+        report.max_relative_error, report.check_note = max_relative_error(original, cleaned, shapes=shapes, fixed=fixed)
         if report.max_relative_error is not None and report.max_relative_error > TOLERANCE:
             raise TrtpipeError(
                 f"folding constants and BatchNormalization changed the model's outputs by {report.max_relative_error:.2g} "

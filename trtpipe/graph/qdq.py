@@ -4,6 +4,11 @@ Activations: QuantizeLinear -> DequantizeLinear per tensor on the inputs of Conv
 Weights: stored quantized per output channel with a DequantizeLinear in front of the layer.
 All symmetric with zero point 0: INT8 scale = amax/127, FP8 E4M3 scale = amax/448. Biases stay
 float (TensorRT rejects INT32 DequantizeLinear).
+
+Depthwise convolutions (grouped, fewer than 4 input channels per group) stay in the unquantized type:
+TensorRT-RTX pads every group of a quantized one to 4 channels, with zeros it stores in the plan
+when the shapes are static (PP-PicoDet's INT8 plan: 23.8 of its 39 MB were such zeros), and their
+few weights save next to nothing (docs/zoo.md, "Engine size").
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from trtpipe.graph.keep import node_matches
 from trtpipe.targets import Precision
 
 QMAX = {Precision.INT8: 127.0, Precision.FP8: 448.0}
+# A quantized grouped Conv with fewer input channels per group is padded to this many by TensorRT-RTX.
+MIN_GROUP_CHANNELS = 4
 MIN_OPSET = {Precision.INT8: 13, Precision.FP8: 19}  # per-axis DequantizeLinear; float8 types
 
 
@@ -88,6 +95,15 @@ def layer_name(node) -> str:
     return node.name or node.output[0]
 
 
+def depthwise(node, values: dict[str, np.ndarray]) -> bool:
+    """Return True for a grouped Conv with fewer than MIN_GROUP_CHANNELS input channels per group."""
+    if node.op_type != "Conv" or len(node.input) < 2 or node.input[1] not in values:
+        return False
+    group = next((a.i for a in node.attribute if a.name == "group"), 1)
+    weight = values[node.input[1]]
+    return group > 1 and weight.ndim >= 2 and weight.shape[1] < MIN_GROUP_CHANNELS
+
+
 def quantizable(node, constants: set[str], table: CalibrationTable) -> bool:
     """Return True if Q/DQ insertion can quantize `node`: a Conv/MatMul/Gemm whose activations all have scales."""
     activations = activation_inputs(node, constants)
@@ -103,11 +119,12 @@ def _zero_point(precision: Precision, size: int):
 
 
 def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: Iterable[str] = (),
-               scales_fit_fp16: bool = False, only: Iterable[str] | None = None):
+               scales_fit_fp16: bool = False, only: Iterable[str] | None = None, quantize_depthwise: bool = False):
     """Return a copy of the FP32 `model` with Q/DQ for `precision`, and the names of quantized nodes.
 
     `scales_fit_fp16`: every scale is an FP16 value, for a graph that will compute in FP16.
     `only`: node names to quantize; the others are left alone (per-layer sensitivity).
+    `quantize_depthwise`: quantize depthwise convolutions too (left out by default: see the module's doc).
     """
     import onnx
     from onnx import helper, numpy_helper
@@ -119,7 +136,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     model = onnxio.with_opset(onnx.ModelProto.FromString(model.SerializeToString()), MIN_OPSET[precision])
     graph = model.graph
     constants = constant_names(model)
-    values = _float_constants(model)
+    values = float_constants(model)
     qmax = QMAX[precision]
     inputs_needed = {n for node in graph.node for n in activation_inputs(node, constants)}
     missing = sorted(n for n in inputs_needed if n not in table.amax)
@@ -150,7 +167,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
         slot = weight_slot(node, constants)
         weight = node.input[slot] if slot is not None else None
         if (not quantizable(node, constants, table) or node_matches(node, exclude)
-                or (only is not None and layer_name(node) not in only)):
+                or (only is not None and layer_name(node) not in only)
+                or (not quantize_depthwise and depthwise(node, values))):
             new_nodes.append(node)
             continue
         for name in activations:
@@ -186,7 +204,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     used = {name for node in new_nodes for name in node.input}
     new_nodes = [n for n in new_nodes if not (n.op_type == "Constant" and n.output[0] not in used)]
     if not quantized_nodes:
-        raise TrtpipeError("nothing was quantized: every Conv, MatMul and Gemm is excluded or lacks scales; check --exclude and --cache")
+        raise TrtpipeError("nothing was quantized: every Conv, MatMul and Gemm is excluded, depthwise or lacks scales; check --exclude and --cache")
     # Weights now read only through their DequantizeLinear; drop the float originals nobody uses.
     used = {name for node in new_nodes for name in node.input}
     kept = [init for init in graph.initializer if init.name in used]
@@ -197,7 +215,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     return model, quantized_nodes
 
 
-def _float_constants(model) -> dict[str, np.ndarray]:
+def float_constants(model) -> dict[str, np.ndarray]:
     """Return the float32 values of the model's initializers and Constant nodes, by name."""
     from onnx import TensorProto, numpy_helper
 

@@ -25,6 +25,8 @@ from trtpipe.targets import Precision
 UNQUANTIZED = ("fp16", "fp32")
 # The typed ONNX's metadata key listing the nodes kept in FP32 (JSON); the build copies it to the sidecar.
 KEPT_KEY = "trtpipe.kept_fp32"
+# The typed ONNX's metadata key listing the If nodes cleanup folded into their branch (JSON).
+FOLDED_KEY = "trtpipe.folded_ifs"
 # The precision the typed ONNX was written for: its types alone cannot always tell (onnxio.typed_precision).
 PRECISION_KEY = onnxio.PRECISION_KEY
 
@@ -40,13 +42,18 @@ class TypedGraph:
 
 def write_typed_onnx(model, precision: Precision, output: Path, table: CalibrationTable | None,
                      exclude: Sequence[str] = (), implicit: bool = False, unquantized: str = "fp16", *,
-                     ranges: Mapping[str, Observed] | None = None, clean: bool = True, block: int | None = None) -> Path:
+                     ranges: Mapping[str, Observed] | None = None, clean: bool = True, block: int | None = None,
+                     shapes=None, fixed=None) -> Path:
     """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path.
 
     The nodes kept in FP32 and why are written into the model's metadata (KEPT_KEY).
     """
-    typed = typed_graph(model, precision, table, exclude, implicit, unquantized, ranges=ranges, clean=clean, block=block)
+    typed = typed_graph(model, precision, table, exclude, implicit, unquantized, ranges=ranges, clean=clean,
+                        block=block, shapes=shapes, fixed=fixed)
     typed.model = with_kept(typed.model, typed.kept)
+    if typed.cleanup is not None and typed.cleanup.folded_ifs:
+        onnxio.set_metadata(typed.model, FOLDED_KEY, json.dumps([{"node": f.node, "branch": f.branch}
+                                                                  for f in typed.cleanup.folded_ifs]))
     onnxio.set_metadata(typed.model, PRECISION_KEY, str(precision))
     return onnxio.save(typed.model, output)
 
@@ -60,7 +67,8 @@ def typed_model(model, precision: Precision, table: CalibrationTable | None, exc
 
 def typed_graph(model, precision: Precision, table: CalibrationTable | None, exclude: Sequence[str] = (),
                 implicit: bool = False, unquantized: str = "fp16", only: Sequence[str] | None = None, *,
-                ranges: Mapping[str, Observed] | None = None, clean: bool = True, block: int | None = None) -> TypedGraph:
+                ranges: Mapping[str, Observed] | None = None, clean: bool = True, block: int | None = None,
+                shapes=None, fixed=None) -> TypedGraph:
     """Return the typed ONNX of `model` for `precision`, with the nodes kept in FP32.
 
     The model is cleaned first (graph.cleanup; `clean=False` skips it). INT8 and FP8 graphs compute
@@ -69,6 +77,8 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
     would, or FP32. `only` names the nodes to quantize, all others stay out. `ranges`, what
     calibration data showed of each tensor (keep.observe_ranges), keeps nodes whose activations
     leave FP16's range in FP32. `block`: INT4's block size (None: trtpipe.graph.lowbit.int4_block's).
+    `shapes` (the build's profile) and `fixed` (inputs with one value) let cleanup fold the If nodes
+    they decide (graph.control).
     """
     if precision in (Precision.INT8, Precision.FP8) and not implicit:  # int4 needs no cache, fp4 says so itself
         if table is None:
@@ -78,7 +88,7 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
     report = None
     if clean:
         metadata = {p.key: p.value for p in model.metadata_props}  # AWQ's block size travels there
-        model, report = cleanup(model)
+        model, report = cleanup(model, shapes=shapes, fixed=fixed)
         for key, value in metadata.items():
             onnxio.set_metadata(model, key, value)
     if precision in (Precision.FP32, Precision.TF32) or implicit:
@@ -108,6 +118,17 @@ def with_kept(model, kept: Sequence[KeptNode]):
         entry.key = KEPT_KEY
         entry.value = json.dumps([k.to_json() for k in kept])
     return model
+
+
+def folded_ifs(model) -> list[dict]:
+    """Return the folded-If record of a typed ONNX: [{"node", "branch"}], empty if none."""
+    for entry in model.metadata_props:
+        if entry.key == FOLDED_KEY:
+            try:
+                return list(json.loads(entry.value))
+            except ValueError:
+                return []
+    return []
 
 
 def kept_nodes(model) -> list[dict]:

@@ -1,0 +1,105 @@
+"""Where Q/DQ goes beyond "every weight": the placement rules that keep INT8 plans small on TensorRT-RTX."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnx
+import pytest
+from conftest import needs_rtx
+from helpers import cosine, run, table_for
+from onnx import TensorProto, helper, numpy_helper
+
+from trtpipe.graph import onnxio
+from trtpipe.graph.half import convert
+from trtpipe.graph.qdq import depthwise, float_constants, insert_qdq
+from trtpipe.graph.typed import typed_graph
+from trtpipe.targets import Precision
+
+rng = np.random.default_rng(3)
+
+
+def mobile_block(channels=32, size=64):
+    """Conv 3->C, a depthwise 3x3 (group C), a pointwise C->C: a MobileNet block at a static shape."""
+    def f(name, shape, std):
+        return numpy_helper.from_array(rng.normal(0, std, shape).astype(np.float32), name)
+
+    inits = [f("stem.w", (channels, 3, 3, 3), 0.3), f("stem.b", (channels,), 0.1),
+             f("dw.w", (channels, 1, 3, 3), 0.3), f("dw.b", (channels,), 0.1),
+             f("pw.w", (channels, channels, 1, 1), 0.2), f("pw.b", (channels,), 0.1)]
+    nodes = [
+        helper.make_node("Conv", ["x", "stem.w", "stem.b"], ["s"], pads=[1, 1, 1, 1], name="stem"),
+        helper.make_node("Relu", ["s"], ["s_act"], name="stem_relu"),
+        helper.make_node("Conv", ["s_act", "dw.w", "dw.b"], ["d"], pads=[1, 1, 1, 1], group=channels, name="dw"),
+        helper.make_node("Relu", ["d"], ["d_act"], name="dw_relu"),
+        helper.make_node("Conv", ["d_act", "pw.w", "pw.b"], ["y"], name="pw"),
+    ]
+    graph = helper.make_graph(nodes, "mobile", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, size, size])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = onnxio.IR_VERSION
+    onnx.checker.check_model(model)
+    return model, {"x": rng.uniform(0, 1, (1, 3, size, size)).astype(np.float32)}
+
+
+def dequantized_weights(model) -> set[str]:
+    """Return the names of the layers whose weight input comes from a DequantizeLinear."""
+    made_by = {out: node for node in model.graph.node for out in node.output}
+    return {node.name for node in model.graph.node if node.op_type == "Conv"
+            and made_by.get(node.input[1]) is not None and made_by[node.input[1]].op_type == "DequantizeLinear"}
+
+
+def test_the_rule_names_grouped_convs_with_fewer_than_four_channels_per_group():
+    model, _ = mobile_block()
+    values = float_constants(model)
+    assert [n.name for n in model.graph.node if depthwise(n, values)] == ["dw"]
+    grouped = helper.make_node("Conv", ["x", "g.w"], ["y"], group=4)  # 4 channels per group: TensorRT-RTX takes it as is
+    assert not depthwise(grouped, {"g.w": np.zeros((16, 4, 3, 3), np.float32)})
+
+
+@pytest.mark.parametrize("precision", [Precision.INT8, Precision.FP8])
+def test_depthwise_convs_stay_unquantized_unless_asked(precision):
+    model, feeds = mobile_block()
+    table = table_for(model, feeds)
+    typed, quantized = insert_qdq(model, table, precision)
+    assert quantized == ["stem", "pw"] and dequantized_weights(typed) == {"stem", "pw"}
+    typed, quantized = insert_qdq(model, table, precision, quantize_depthwise=True)
+    assert quantized == ["stem", "dw", "pw"] and dequantized_weights(typed) == {"stem", "dw", "pw"}
+
+
+def test_leaving_the_depthwise_conv_out_keeps_the_typed_graph_close(tmp_path):
+    model, feeds = mobile_block()
+    table = table_for(model, feeds)
+    reference, = run(model, feeds, tmp_path / "fp32.onnx")
+    typed = typed_graph(model, Precision.INT8, table).model
+    out, = run(typed, feeds, tmp_path / "int8.onnx")
+    assert cosine(out, reference) > 0.995
+
+
+@needs_rtx
+def test_a_quantized_depthwise_conv_pads_the_plan_on_tensorrt_rtx(tmp_path):
+    """TensorRT-RTX pads each group of an INT8 depthwise conv to 4 channels; at a static shape the
+    padding is a constant of 3 * C * H * W zero bytes in the plan. Left in FP16, it is not there."""
+    from trtpipe.backend import TENSORRT_RTX, load
+    from trtpipe.build import BuildOptions, build_engine
+    from trtpipe.targets import Target
+
+    channels, size = 32, 64
+    model, feeds = mobile_block(channels, size)
+    table = table_for(model, feeds)
+    options = BuildOptions(target=Target.parse("sm_89"), backend="tensorrt-rtx")
+    sizes, zeros = {}, {}
+    for name, quantize_depthwise in (("default", False), ("depthwise", True)):
+        typed, _ = insert_qdq(onnxio.with_opset(model, 19), table, Precision.INT8, scales_fit_fp16=True,
+                              quantize_depthwise=quantize_depthwise)
+        path = onnxio.save(convert(typed, Precision.FP16).model, tmp_path / f"{name}.onnx")
+        engine = tmp_path / f"{name}.engine"
+        build_engine(path, engine, Precision.INT8, options, load(TENSORRT_RTX), path)
+        plan = engine.read_bytes()
+        sizes[name] = len(plan)
+        zeros[name] = max((len(m.group(0)) for m in re.finditer(rb"\x00{1024,}", plan)), default=0)
+        assert dequantized_weights(onnx.load(str(path))) == ({"stem", "dw", "pw"} if quantize_depthwise else {"stem", "pw"})
+    padding = 3 * channels * size * size  # int8 zeros: 3 more channels for each of the C groups
+    assert zeros["depthwise"] >= padding > 10 * zeros["default"], zeros
+    assert sizes["depthwise"] - sizes["default"] > 0.9 * padding, sizes
