@@ -5,172 +5,35 @@ from one histogram collection) and the set of layers kept out of quantization (c
 The search runs on the calibration data (the tuning split) and never sees the validation set,
 which confirms the choice at the end. Speed is the estimated latency of trtpipe.quality.cost.
 
-The search, each step judged by the spec's task metrics against its thresholds:
+The search, each step judged by the spec's task metrics against its thresholds (tune_judge):
 1. one method for every tensor, each of the four;
 2. layers ranked by sensitivity (quantized alone, on a few samples);
-3. the most sensitive layers' input tensors try the other methods (accuracy at no cost);
-4. the fewest of the most sensitive layers kept in FP16 that meets the thresholds (bisection);
-5. each kept layer, the most costly first, tried quantized again: kept quantized if still passing.
-Every configuration tried is recorded; the chosen one is the fastest that passed.
+3. the fewest of the most sensitive layers kept in FP16 that meets the thresholds (bisection);
+4. each kept layer, the most costly first, tried quantized again: kept quantized if still passing;
+5. the most sensitive layers' input tensors try the other methods (accuracy at no cost);
+6. more layers kept in FP16 within the slack of quantization's estimated saving.
+Every configuration tried is recorded (tune_config); the chosen one is the most accurate passing one
+within the slack of the fastest. Then the validation set confirms it, and when it fails there, a
+ladder of more layers kept in FP16 (fixed by the search's ranking) is walked (confirm_ladder).
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from statistics import NormalDist
 
 import numpy as np
 
-from calibrators.amax import METHODS, compute_amax
-from calibrators.cache import CalibrationTable
-from calibrators.histogram import StreamingHistogram
+from calibrators.amax import METHODS
 from trtpipe.config import ModelSpec
 from trtpipe.errors import TrtpipeError
+from trtpipe.quality.tune_config import Config, Rung, Trial, TuneResult, amax_by_method
+from trtpipe.quality.tune_judge import SHARES, Batch, lower_bound, margin, supported_confidence, task_metrics
 from trtpipe.targets import Precision
 
-Batch = Mapping[str, np.ndarray]
-
-
-@dataclass(frozen=True)
-class Config:
-    """One configuration: a method for every tensor (with per-tensor overrides) and the layers kept in FP16."""
-
-    method: str
-    overrides: tuple[tuple[str, str], ...] = ()  # (tensor, method), sorted
-    exclude: tuple[str, ...] = ()  # sorted layer names
-
-    def with_method(self, tensor: str, method: str) -> Config:
-        overrides = dict(self.overrides)
-        if method == self.method:
-            overrides.pop(tensor, None)
-        else:
-            overrides[tensor] = method
-        return Config(self.method, tuple(sorted(overrides.items())), self.exclude)
-
-    def with_exclude(self, exclude) -> Config:
-        return Config(self.method, self.overrides, tuple(sorted(set(exclude))))
-
-    def method_of(self, tensor: str) -> str:
-        return dict(self.overrides).get(tensor, self.method)
-
-    def table(self, amax: Mapping[str, Mapping[str, float]]) -> CalibrationTable:
-        """Return the calibration table of this configuration from {method: {tensor: amax}}."""
-        tensors = next(iter(amax.values()))
-        return CalibrationTable({t: amax[self.method_of(t)][t] for t in tensors}, algorithm="TunedCalibration")
-
-
-@dataclass
-class Trial:
-    """A configuration tried: what changed, its metrics on the tuning split, and its estimated latency."""
-
-    index: int
-    step: str
-    config: Config
-    metrics: dict[str, float]
-    margin: float  # the worst check's distance above its minimum, scaled; >= 0 passes
-    seconds: float  # estimated latency
-    quantized: int
-    counts: dict[str, int] = field(default_factory=dict)  # samples behind each share metric
-
-    @property
-    def passed(self) -> bool:
-        return self.margin >= 0
-
-    def to_json(self) -> dict:
-        return {"index": self.index, "step": self.step, "method": self.config.method,
-                "overrides": dict(self.config.overrides), "exclude": list(self.config.exclude),
-                "metrics": self.metrics, "samples": self.counts, "margin": self.margin, "passed": self.passed,
-                "estimated_ms": self.seconds * 1e3, "quantized_layers": self.quantized}
-
-
-# Metrics that are a share of samples (a sample agrees or not), and the summary key counting the
-# samples each is a share of. On a tuning split of n samples such a share is an estimate that moves
-# by about sqrt(p(1-p)/n), and a search that keeps the fastest configuration that passes picks the
-# one whose luck on those n samples was best: EfficientNet-lite0 INT8 met 98% top-1 agreement on
-# 128 calibration samples and reached 96.25% on the validation set. So the search judges a share
-# by a lower confidence bound on it, not by the share itself (`confidence`).
-SHARES = {"top1_agreement": "samples", "top5_agreement": "samples", "accuracy": "samples",
-          "neighbour_agreement": "samples", "confident_top1_agreement": "confident_samples"}
-
-
-def lower_bound(share: float, samples: int, confidence: float) -> float:
-    """Return the one-sided lower bound at `confidence` of a proportion seen as `share` of `samples`
-    (Wilson's score interval: sound at a share of 1, where the normal approximation gives no room);
-    `share` itself when `confidence` is 0 or nothing was counted."""
-    if confidence <= 0 or samples <= 0 or math.isnan(share):
-        return share
-    z = NormalDist().inv_cdf(confidence)
-    n = float(samples)
-    centre = share + z * z / (2 * n)
-    spread = z * math.sqrt(max(share * (1 - share), 0.0) / n + z * z / (4 * n * n))
-    return (centre - spread) / (1 + z * z / n)
-
-
-def supported_confidence(samples: int, minimum: float) -> float:
-    """Return the highest confidence at which `samples` samples, all agreeing, show a share of at
-    least `minimum` (Wilson's bound at a share of 1 is 1 / (1 + z^2/n)); 1 for a minimum of 0."""
-    if minimum <= 0:
-        return 1.0
-    if minimum >= 1:
-        return 0.0
-    return NormalDist().cdf(math.sqrt(samples * (1 - minimum) / minimum))
-
-
-def margin(metrics: Mapping[str, float], thresholds: Mapping[str, float], counts: Mapping[str, int] | None = None,
-           confidence: float = 0.0) -> float:
-    """Return the worst check's (value - minimum), scaled by the room below 1 (or by |minimum| for
-    metrics beyond 1, such as SNR in dB): negative when a threshold fails. A share metric with its
-    sample count in `counts` is judged by its lower bound at `confidence` (`lower_bound`), or at the
-    highest confidence its samples support when that is lower (`supported_confidence`)."""
-    worst = math.inf
-    for metric, minimum in thresholds.items():
-        if metric not in metrics:
-            continue
-        value = metrics[metric]
-        if counts and metric in counts:
-            # Capped at what the samples can show: when all of them agree, the share passes (else a
-            # small count, such as FP32's confident samples, could never pass at all).
-            bound = lower_bound(value, counts[metric], min(confidence, supported_confidence(counts[metric], minimum)))
-            value = max(bound, minimum) if value >= 1.0 else bound  # (exactly: rounding may put it below)
-        room = (1.0 - minimum) if minimum < 1.0 else max(abs(minimum), 1.0)
-        worst = min(worst, (value - minimum) / max(room, 1e-9) if not math.isnan(value) else -math.inf)
-    return worst if worst != math.inf else 0.0
-
-
-def task_metrics(typed, spec: ModelSpec, batches: Sequence[Batch], wanted: Sequence[Mapping[str, np.ndarray]],
-                 thresholds: Mapping[str, float]) -> tuple[dict[str, float], dict[str, int]]:
-    """Return the spec's task metrics of the typed model on `batches` against the baseline's outputs
-    (each thresholded metric at its worst over the judged outputs, and the worst output's cosine),
-    and the samples behind each share metric (SHARES).
-
-    The outputs are judged by the same tasks validation uses (quality.tasks), so the search and the
-    confirmation on the validation set apply one definition of each metric.
-    """
-    from trtpipe.quality.tasks import judge_model, make_tasks
-
-    summaries = [summary for _, summary in judge_model(typed, lambda outputs: make_tasks(spec, outputs),
-                                                       batches, wanted, "tuning")]
-    result = {"cosine": min(float(s["cosine"]) for s in summaries if "cosine" in s)}
-    top1 = [float(s["top1_agreement"]) for s in summaries if "top1_agreement" in s]
-    if top1:
-        result["top1_agreement"] = min(top1)
-    counts = {}
-    for metric in thresholds:
-        values = [(float(s[metric]), int(s.get(SHARES.get(metric, ""), 0))) for s in summaries if metric in s]
-        if values:
-            result[metric], count = min(values)
-            if metric in SHARES and count:
-                counts[metric] = count
-    return result, counts
-
-
-def amax_by_method(histograms: Mapping[str, StreamingHistogram], precision: Precision) -> dict[str, dict[str, float]]:
-    """Return {method: {tensor: amax}} for all four methods from one histogram collection."""
-    grid = "fp8" if precision is Precision.FP8 else "int8"
-    return {method: {name: compute_amax(h, method, grid) for name, h in histograms.items()} for method in METHODS}
+__all__ = ["SHARES", "Config", "Rung", "Search", "Trial", "TuneResult", "amax_by_method", "confirm", "confirm_ladder",
+           "fewest_passing", "lower_bound", "margin", "supported_confidence", "task_metrics", "tune"]
 
 
 @dataclass
@@ -410,50 +273,6 @@ def fewest_passing(most: int, passes: Callable[[int], bool]) -> int | None:
         else:
             low = middle
     return high
-
-
-@dataclass
-class Rung:
-    """A configuration the confirmation tried on the validation set after the search's choice failed
-    there: `kept` more of the most sensitive layers in FP16, its estimated latency and report."""
-
-    kept: int
-    config: Config
-    seconds: float
-    quantized: int
-    report: object  # trtpipe.quality.validate.Report
-
-    def to_json(self) -> dict:
-        return {"kept_more": self.kept, "exclude": list(self.config.exclude), "estimated_ms": self.seconds * 1e3,
-                "quantized_layers": self.quantized, "validation": self.report.to_json()}
-
-
-@dataclass
-class TuneResult:
-    """The search's outcome: every trial, the chosen one, its table, and the validation report."""
-
-    trials: list[Trial]
-    chosen: Trial
-    table: CalibrationTable
-    gpu: str
-    batch: dict[str, tuple[int, ...]]
-    thresholds: dict[str, float]
-    tuning_samples: int
-    calibration_samples: int
-    search_unquantized: str = "fp32"
-    confidence: float = 0.0
-    validation: object = None  # trtpipe.quality.validate.Report on the validation set
-    default_validation: object = None
-    rungs: list[Rung] = field(default_factory=list)  # what the confirmation tried, in order
-    confirmed: Rung | None = None  # the most quantized rung that meets the spec on validation
-
-    @property
-    def written(self) -> tuple[Config, float, int]:
-        """Return the configuration written (the confirmed rung when the search's choice failed on
-        validation and a rung met the spec there), its estimated latency and quantized layers."""
-        if self.confirmed is not None:
-            return self.confirmed.config, self.confirmed.seconds, self.confirmed.quantized
-        return self.chosen.config, self.chosen.seconds, self.chosen.quantized
 
 
 def load_batches(spec: ModelSpec, directory, batch_size: int, limit: int | None = None) -> list[dict[str, np.ndarray]]:
