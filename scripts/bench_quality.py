@@ -164,8 +164,11 @@ def rows_from_tune(model_name: str, precision: str, fp32, costs) -> list[dict] |
         return None
     report = json.loads(path.read_text())
     rows = []
+    # What tune wrote: the search's choice, or the rung the confirmation found when that failed on validation.
+    tuned = (report["confirmed"], report["confirmed"]["validation"]) if report.get("confirmed") else \
+        (report["chosen"], report["validation"])
     for name, trial, validation in (("trtpipe default", report["default"], report["default_validation"]),
-                                    ("trtpipe tuned", report["chosen"], report["validation"])):
+                                    ("trtpipe tuned", *tuned)):
         if trial is None or validation is None:
             return None
         first = next(iter(validation["outputs"].values()))

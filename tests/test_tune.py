@@ -186,3 +186,67 @@ def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_hal
     expected = [row["node"] for row in layer_sensitivity(model, Config("max").table(amax), Precision.INT8, batches,
                                                           classifier=True, unquantized="fp32")]
     assert search.rank_layers(Config("max"), chunk=1) == expected  # all measured: by their cosine
+
+
+def test_share_metrics_pass_by_their_wilson_bound():
+    from trtpipe.quality.tune_judge import lower_bound, supported_confidence
+
+    # Wilson's lower bound by hand: z = 1.2816 at 0.9; all of 160 agree -> 1 / (1 + z^2/160).
+    z2 = 1.2815515655446004**2
+    assert lower_bound(1.0, 160, 0.9) == pytest.approx(1 / (1 + z2 / 160))
+    p, n = 159 / 160, 160
+    wilson = (p + z2 / (2 * n) - math.sqrt(z2) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))) / (1 + z2 / n)
+    assert lower_bound(p, n, 0.9) == pytest.approx(wilson) and 0.979 < wilson < 0.98
+    assert lower_bound(0.97, 100, 0.0) == 0.97  # confidence 0: the share itself
+    thresholds = {"cosine": 0.99, "top1_agreement": 0.98}
+    assert margin({"cosine": 0.999, "top1_agreement": 1.0}, thresholds, {"top1_agreement": 160}, 0.9) > 0
+    # One flip in 160 (99.4%) passes the share itself and fails its bound.
+    assert margin({"cosine": 0.999, "top1_agreement": 159 / 160}, thresholds) > 0
+    assert margin({"cosine": 0.999, "top1_agreement": 159 / 160}, thresholds, {"top1_agreement": 160}, 0.9) < 0
+    # 45 confident samples cannot show 99% at 0.9 even when all agree: judged at what they support.
+    assert supported_confidence(45, 0.99) < 0.9
+    confident = {"confident_top1_agreement": 0.99}
+    assert margin({"confident_top1_agreement": 1.0}, confident, {"confident_top1_agreement": 45}, 0.9) >= 0
+    assert margin({"confident_top1_agreement": 44 / 45}, confident, {"confident_top1_agreement": 45}, 0.9) < 0
+
+
+def test_fewest_passing_doubles_then_bisects():
+    from trtpipe.quality.tune import fewest_passing
+
+    asked = []
+
+    def passes(count):
+        asked.append(count)
+        return count >= 11
+
+    assert fewest_passing(49, passes) == 11 and asked == [1, 2, 4, 8, 16, 12, 10, 11]
+    asked.clear()
+    assert fewest_passing(5, lambda c: asked.append(c) or False) is None and asked == [1, 2, 4, 5]
+    assert fewest_passing(1, lambda c: True) == 1
+
+
+def test_a_choice_that_fails_on_validation_walks_the_ladder(workdir, cli):
+    # Validation photos six times brighter than calibration: every quantized tensor clips there.
+    rng = np.random.default_rng(1)
+    save_batches(workdir / "bright", rng.normal(0, 6, (32, 3, 16, 16)).astype(np.float32))
+    _, err, report = _tune(cli, workdir, 0.99, "--validation", workdir / "bright")
+    chosen = report["chosen"]
+    assert chosen["passed"] and not report["validation"]["passed"]
+    rungs = report["rungs"]
+    # 1, 2, 4... more of the search's ranking kept (one layer at least stays quantized), each
+    # validated on the same data; the fewest that pass are written.
+    assert rungs and rungs[0]["kept_more"] == 1
+    assert all(r["validation"]["samples"] == 32 for r in rungs)
+    assert all(set(chosen["exclude"]) < set(r["exclude"]) and len(r["exclude"]) == len(chosen["exclude"]) + r["kept_more"]
+               for r in rungs)
+    assert all(r["kept_more"] < chosen["quantized_layers"] for r in rungs)
+    toml = (workdir / "out" / "conv.int8.tuned.toml").read_text()
+    written = load_exclusions(workdir / "out" / "conv.int8.tuned.toml")
+    confirmed = report["confirmed"]
+    if confirmed is None:
+        assert "no rung" in err and written == chosen["exclude"] and not any(r["validation"]["passed"] for r in rungs)
+    else:
+        assert confirmed["validation"]["passed"] and 'chosen_by = "validation ladder"' in toml
+        assert written == confirmed["exclude"]
+        assert not any(r["validation"]["passed"] for r in rungs if r["kept_more"] < confirmed["kept_more"])
+        assert confirmed["estimated_ms"] > chosen["estimated_ms"]  # more in FP16 costs more

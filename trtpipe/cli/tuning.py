@@ -33,8 +33,14 @@ def _metrics(trial) -> str:
               help="confirmation data, never searched on; default: the spec's validation directory")
 @click.option("--baseline", type=click.Path(path_type=Path),
               help="the FP32 ONNX to compare with; default: MODEL (pass the original for a smoothed MODEL)")
-@click.option("--tuning-samples", type=int, default=128, show_default=True,
-              help="calibration samples that judge each configuration")
+@click.option("--tuning-samples", type=int,
+              help="calibration samples that judge each configuration; default: all of them")
+@click.option("--confidence", type=float, default=0.9, show_default=True,
+              help="share metrics (top-1 agreement...) pass on the tuning split only when their lower bound at this "
+                   "confidence does (Wilson score), so luck on a small split does not choose; 0: the share itself")
+@click.option("--ladder/--no-ladder", default=True, show_default=True,
+              help="when the search's choice fails on validation, keep more of the most sensitive layers in FP16 "
+                   "until it passes there, and write that (the report says validation chose it)")
 @click.option("--slack", type=float, default=0.1, show_default=True,
               help="share of quantization's estimated saving the search may give back for accuracy (0: fastest only)")
 @click.option("--search-unquantized", type=click.Choice(["fp32", "fp16"]), default="fp32", show_default=True,
@@ -47,7 +53,7 @@ def _metrics(trial) -> str:
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="the tuned cache, e.g. build/m/m.int8.tuned.cache; its exclusions go to the .toml beside it")
 def tune(model, spec_path, precision, target_text, budget_min, data_dir, validation_dir, baseline, tuning_samples,
-         slack, search_unquantized, batch_size, report_dir, output):
+         confidence, ladder, slack, search_unquantized, batch_size, report_dir, output):
     """Find the fastest INT8/FP8 configuration whose accuracy meets the spec, and confirm it.
 
     Searches per-tensor calibration methods and the layers kept in FP16 for the lowest estimated
@@ -69,7 +75,9 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
         raise TrtpipeError(f"--budget-min {budget_min:g}: give a positive number of minutes")
     if not 0 <= slack <= 1:
         raise TrtpipeError(f"--slack {slack:g}: give a share between 0 and 1")
-    if tuning_samples < 1:
+    if not 0 <= confidence < 1:
+        raise TrtpipeError(f"--confidence {confidence:g}: give a probability in [0, 1), e.g. 0.9")
+    if tuning_samples is not None and tuning_samples < 1:
         raise TrtpipeError(f"--tuning-samples {tuning_samples}: must be at least 1")
     if output.suffix != ".cache":
         raise TrtpipeError(f"-o {output}: name the tuned cache <name>.cache (its exclusions go to <name>.toml)")
@@ -89,8 +97,8 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
 
     with data.model_runs_on(data_dir):
         result = run(model, spec, Precision.parse(precision), target, data_dir, validation_dir, baseline, labels,
-                     budget_min * 60, tuning_samples, batch_size, slack,
-                     search_unquantized, on_trial=on_trial, on_phase=on_phase)
+                     budget_min * 60, tuning_samples, batch_size, slack, search_unquantized, confidence, ladder,
+                     on_trial=on_trial, on_phase=on_phase)
     written = write_tuned(result, output, precision)
     written += write_report(result, spec, precision, report_dir or output.parent / "reports")
     chosen = result.chosen
@@ -104,6 +112,14 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
         report = result.validation
         checks = ", ".join(f"{c.metric} {c.value:.5f}" for c in report.checks if c.output == report.checks[0].output)
         click.echo(f"  validation ({report.samples} samples, simulated): {checks} -> {'PASS' if report.passed else 'FAIL'}")
+    if result.confirmed is not None:
+        rung = result.confirmed
+        checks = ", ".join(f"{c.metric} {c.value:.5f}" for c in rung.report.checks if c.output == rung.report.checks[0].output)
+        click.echo(f"written instead: {rung.kept} more of the most sensitive layers kept in FP16 ({rung.quantized} quantized), "
+                   f"{_ms(rung.seconds)} estimated; validation {checks} -> PASS (validation chose this among "
+                   f"{len(result.rungs)} rungs: not an unseen test)")
+    elif result.rungs:
+        click.echo(f"no rung of {len(result.rungs)} met the spec on validation; the search's choice is written", err=True)
     for path in written:
         click.echo(f"wrote {path}")
     if not chosen.passed:

@@ -47,26 +47,39 @@ class Gpu:
     source: str
 
 
-# From NVIDIA's datasheets and architecture whitepapers; datasheets print the sparse figure first,
-# these are the dense halves. GeForce cards: FP16/FP8 with FP32 accumulate (what TensorRT's
-# kernels use), which the whitepapers list at half the FP16-accumulate rate.
+# Dense tensor-core rates (no 2:4 sparsity) and memory bandwidth. NVIDIA's data-center datasheets
+# print "X | Y*" with * = with sparsity, or only the sparse figure with "* with sparsity" (L4, H100,
+# H200): the dense rate is half of it. GeForce whitepapers list FP16/FP8 with FP16 and with FP32
+# accumulate; the rows take FP32 accumulate (what TensorRT's kernels use), half the FP16-accumulate
+# rate on GeForce. Checked 2026-11-30 against the stored copies of these tables (third-party copies
+# where NVIDIA's PDF itself was not stored), named in each row and in docs/tuning.md.
 GPUS: dict[str, Gpu] = {gpu.name: gpu for gpu in (
+    # A10 datasheet: FP16 125 | 250* TFLOPS, INT8 250 | 500* TOPS, 600 GB/s.
     Gpu("A10", "sm86", {"fp16": 125.0, "int8": 250.0}, 600.0,
-        "NVIDIA A10 datasheet (nvidia.com/en-us/data-center/products/a10-gpu)"),
+        "NVIDIA A10 datasheet, nvidia.com/en-us/data-center/products/a10-gpu (dense column of 'X | Y*')"),
+    # A100 80GB SXM datasheet: FP16 312 | 624*, INT8 624 | 1248*, 2,039 GB/s (PCIe 80GB: 1,935).
     Gpu("A100", "sm80", {"fp16": 312.0, "int8": 624.0}, 2039.0,
-        "NVIDIA A100 datasheet, 80GB SXM (nvidia.com/en-us/data-center/a100)"),
+        "NVIDIA A100 datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf), 80GB SXM, dense column"),
+    # L4 datasheet: FP16 242*, FP8 485*, INT8 485* TOPS (sparse only), 300 GB/s.
     Gpu("L4", "sm89", {"fp16": 121.0, "int8": 242.5, "fp8": 242.5}, 300.0,
-        "NVIDIA L4 datasheet (nvidia.com/en-us/data-center/l4)"),
+        "NVIDIA L4 datasheet, nvidia.com/en-us/data-center/l4 (sparse figures halved)"),
+    # L40S datasheet: FP16 362.05 | 733*, FP8 733 | 1,466*, INT8 733 | 1,466* TOPS, 864 GB/s.
     Gpu("L40S", "sm89", {"fp16": 362.05, "int8": 733.0, "fp8": 733.0}, 864.0,
-        "NVIDIA L40S datasheet (nvidia.com/en-us/data-center/l40s)"),
+        "NVIDIA L40S datasheet, nvidia.com/en-us/data-center/l40s (dense column of 'X | Y*')"),
+    # Ada whitepaper, RTX 4090: FP16 165.2 | 330.4* (FP32 acc.), FP8 330.3 | 660.6* (FP32 acc.),
+    # INT8 660.6 | 1,321.2* TOPS, 1,008 GB/s.
     Gpu("RTX4090", "sm89", {"fp16": 165.2, "int8": 660.6, "fp8": 330.3}, 1008.0,
-        "NVIDIA Ada Lovelace GPU architecture whitepaper, appendix A (RTX 4090)"),
-    Gpu("H100", "sm90", {"fp16": 989.4, "int8": 1978.9, "fp8": 1978.9}, 3352.0,
-        "NVIDIA H100 datasheet, SXM5 (nvidia.com/en-us/data-center/h100)"),
+        "NVIDIA Ada Lovelace GPU architecture whitepaper, appendix A, RTX 4090 (dense, FP32 accumulate)"),
+    # H100 SXM5 datasheet: FP16 1,979*, FP8 3,958*, INT8 3,958* TOPS (sparse only), 3.35 TB/s.
+    Gpu("H100", "sm90", {"fp16": 989.4, "int8": 1978.9, "fp8": 1978.9}, 3350.0,
+        "NVIDIA H100 datasheet, SXM, nvidia.com/en-us/data-center/h100 (sparse figures halved)"),
+    # H200 SXM datasheet: the H100's compute, 4.8 TB/s.
     Gpu("H200", "sm90", {"fp16": 989.4, "int8": 1978.9, "fp8": 1978.9}, 4800.0,
-        "NVIDIA H200 datasheet, SXM (nvidia.com/en-us/data-center/h200)"),
+        "NVIDIA H200 datasheet, SXM, nvidia.com/en-us/data-center/h200 (sparse figures halved)"),
+    # RTX Blackwell whitepaper, RTX 5090: FP16 419 | 838* and FP8 838 | 1,676* with FP16 accumulate,
+    # halved with FP32 accumulate; INT8 838 | 1,676* TOPS; 1,792 GB/s.
     Gpu("RTX5090", "sm120", {"fp16": 209.5, "int8": 838.0, "fp8": 419.0}, 1792.0,
-        "NVIDIA RTX Blackwell GPU architecture whitepaper, appendix A (RTX 5090)"),
+        "NVIDIA RTX Blackwell GPU architecture whitepaper, appendix A, RTX 5090 (dense, FP32 accumulate)"),
 )}
 # The GPU a bare compute capability stands for.
 DEFAULT_GPU = {"sm80": "A100", "sm86": "A10", "sm89": "L4", "sm90": "H100", "sm120": "RTX5090"}

@@ -5,125 +5,35 @@ from one histogram collection) and the set of layers kept out of quantization (c
 The search runs on the calibration data (the tuning split) and never sees the validation set,
 which confirms the choice at the end. Speed is the estimated latency of trtpipe.quality.cost.
 
-The search, each step judged by the spec's task metrics against its thresholds:
+The search, each step judged by the spec's task metrics against its thresholds (tune_judge):
 1. one method for every tensor, each of the four;
 2. layers ranked by sensitivity (quantized alone, on a few samples);
-3. the most sensitive layers' input tensors try the other methods (accuracy at no cost);
-4. the fewest of the most sensitive layers kept in FP16 that meets the thresholds (bisection);
-5. each kept layer, the most costly first, tried quantized again: kept quantized if still passing.
-Every configuration tried is recorded; the chosen one is the fastest that passed.
+3. the fewest of the most sensitive layers kept in FP16 that meets the thresholds (bisection);
+4. each kept layer, the most costly first, tried quantized again: kept quantized if still passing;
+5. the most sensitive layers' input tensors try the other methods (accuracy at no cost);
+6. more layers kept in FP16 within the slack of quantization's estimated saving.
+Every configuration tried is recorded (tune_config); the chosen one is the most accurate passing one
+within the slack of the fastest. Then the validation set confirms it, and when it fails there, a
+ladder of more layers kept in FP16 (fixed by the search's ranking) is walked (confirm_ladder).
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibrators.amax import METHODS, compute_amax
-from calibrators.cache import CalibrationTable
-from calibrators.histogram import StreamingHistogram
+from calibrators.amax import METHODS
 from trtpipe.config import ModelSpec
 from trtpipe.errors import TrtpipeError
+from trtpipe.quality.tune_config import Config, Rung, Trial, TuneResult, amax_by_method
+from trtpipe.quality.tune_judge import SHARES, Batch, lower_bound, margin, supported_confidence, task_metrics
 from trtpipe.targets import Precision
 
-Batch = Mapping[str, np.ndarray]
-
-
-@dataclass(frozen=True)
-class Config:
-    """One configuration: a method for every tensor (with per-tensor overrides) and the layers kept in FP16."""
-
-    method: str
-    overrides: tuple[tuple[str, str], ...] = ()  # (tensor, method), sorted
-    exclude: tuple[str, ...] = ()  # sorted layer names
-
-    def with_method(self, tensor: str, method: str) -> Config:
-        overrides = dict(self.overrides)
-        if method == self.method:
-            overrides.pop(tensor, None)
-        else:
-            overrides[tensor] = method
-        return Config(self.method, tuple(sorted(overrides.items())), self.exclude)
-
-    def with_exclude(self, exclude) -> Config:
-        return Config(self.method, self.overrides, tuple(sorted(set(exclude))))
-
-    def method_of(self, tensor: str) -> str:
-        return dict(self.overrides).get(tensor, self.method)
-
-    def table(self, amax: Mapping[str, Mapping[str, float]]) -> CalibrationTable:
-        """Return the calibration table of this configuration from {method: {tensor: amax}}."""
-        tensors = next(iter(amax.values()))
-        return CalibrationTable({t: amax[self.method_of(t)][t] for t in tensors}, algorithm="TunedCalibration")
-
-
-@dataclass
-class Trial:
-    """A configuration tried: what changed, its metrics on the tuning split, and its estimated latency."""
-
-    index: int
-    step: str
-    config: Config
-    metrics: dict[str, float]
-    margin: float  # the worst check's distance above its minimum, scaled; >= 0 passes
-    seconds: float  # estimated latency
-    quantized: int
-
-    @property
-    def passed(self) -> bool:
-        return self.margin >= 0
-
-    def to_json(self) -> dict:
-        return {"index": self.index, "step": self.step, "method": self.config.method,
-                "overrides": dict(self.config.overrides), "exclude": list(self.config.exclude),
-                "metrics": self.metrics, "margin": self.margin, "passed": self.passed,
-                "estimated_ms": self.seconds * 1e3, "quantized_layers": self.quantized}
-
-
-def margin(metrics: Mapping[str, float], thresholds: Mapping[str, float]) -> float:
-    """Return the worst check's (value - minimum), scaled by the room below 1 (or by |minimum| for
-    metrics beyond 1, such as SNR in dB): negative when a threshold fails."""
-    worst = math.inf
-    for metric, minimum in thresholds.items():
-        if metric not in metrics:
-            continue
-        value = metrics[metric]
-        room = (1.0 - minimum) if minimum < 1.0 else max(abs(minimum), 1.0)
-        worst = min(worst, (value - minimum) / max(room, 1e-9) if not math.isnan(value) else -math.inf)
-    return worst if worst != math.inf else 0.0
-
-
-def task_metrics(typed, spec: ModelSpec, batches: Sequence[Batch], wanted: Sequence[Mapping[str, np.ndarray]],
-                 thresholds: Mapping[str, float]) -> dict[str, float]:
-    """Return the spec's task metrics of the typed model on `batches` against the baseline's outputs:
-    each thresholded metric at its worst over the judged outputs, and the worst output's cosine.
-
-    The outputs are judged by the same tasks validation uses (quality.tasks), so the search and the
-    confirmation on the validation set apply one definition of each metric.
-    """
-    from trtpipe.quality.tasks import judge_model, make_tasks
-
-    summaries = [summary for _, summary in judge_model(typed, lambda outputs: make_tasks(spec, outputs),
-                                                       batches, wanted, "tuning")]
-    result = {"cosine": min(float(s["cosine"]) for s in summaries if "cosine" in s)}
-    top1 = [float(s["top1_agreement"]) for s in summaries if "top1_agreement" in s]
-    if top1:
-        result["top1_agreement"] = min(top1)
-    for metric in thresholds:
-        values = [float(s[metric]) for s in summaries if metric in s]
-        if values:
-            result[metric] = min(values)
-    return result
-
-
-def amax_by_method(histograms: Mapping[str, StreamingHistogram], precision: Precision) -> dict[str, dict[str, float]]:
-    """Return {method: {tensor: amax}} for all four methods from one histogram collection."""
-    grid = "fp8" if precision is Precision.FP8 else "int8"
-    return {method: {name: compute_amax(h, method, grid) for name, h in histograms.items()} for method in METHODS}
+__all__ = ["SHARES", "Config", "Rung", "Search", "Trial", "TuneResult", "amax_by_method", "confirm", "confirm_ladder",
+           "fewest_passing", "lower_bound", "margin", "supported_confidence", "task_metrics", "tune"]
 
 
 @dataclass
@@ -145,6 +55,7 @@ class Search:
     proxy: dict[str, float] = field(default_factory=dict)  # layer -> local quantization noise (higher: worse)
     refine_layers: int = 4
     slack: float = 0.1  # share of quantization's estimated saving that may be given back for accuracy
+    confidence: float = 0.9  # share metrics pass when their lower bound at this confidence does (SHARES)
     # What the search simulates unquantized layers in. FP32 runs twice as fast in ONNX Runtime on a
     # CPU, and FP16 alone moves the shipped models' outputs by under 1e-4 cosine; the confirmation
     # on the validation set runs the graph exactly as built (FP16).
@@ -152,6 +63,7 @@ class Search:
     on_trial: Callable[[Trial, Trial | None], None] | None = None
     on_phase: Callable[[str], None] | None = None
     trials: list[Trial] = field(default_factory=list)
+    ranking: list[str] = field(default_factory=list)  # layer names, the most sensitive first, once ranked
     _seen: dict[Config, Trial] = field(default_factory=dict)
     _deadline: float = 0.0
 
@@ -168,9 +80,9 @@ class Search:
         quantized = self.quantized(config)
         typed = typed_model(self.model, self.precision, config.table(self.amax), exclude=config.exclude,
                             unquantized=self.unquantized)
-        metrics = task_metrics(typed, self.spec, self.batches, self.wanted, self.thresholds)
-        trial = Trial(len(self.trials), step, config, metrics, margin(metrics, self.thresholds),
-                      self.price(quantized), len(quantized))
+        metrics, counts = task_metrics(typed, self.spec, self.batches, self.wanted, self.thresholds)
+        trial = Trial(len(self.trials), step, config, metrics, margin(metrics, self.thresholds, counts, self.confidence),
+                      self.price(quantized), len(quantized), counts)
         self.trials.append(trial)
         self._seen[config] = trial
         if self.on_trial is not None:
@@ -215,6 +127,13 @@ class Search:
             return self.best()
         self._phase(f"ranking layers by sensitivity ({current.config.method})")
         ranking = self.rank_layers(current.config)
+        if default is not None and default.exclude:
+            # The spec's exclusions rank first: a spec names the layers its author measured as the most
+            # sensitive (EfficientNet-lite0's first depthwise conv, ranked 36th of 50 by a partly
+            # measured ranking, took top-1 agreement from 95.6% to 98.8% on its own).
+            kept = set(default.exclude)
+            ranking = [layer for layer in ranking if layer in kept] + [layer for layer in ranking if layer not in kept]
+        self.ranking = ranking
         if not current.passed and not self.out_of_time():
             found = self.fewest_exclusions(current.config, ranking)
             if found is not None and not self.out_of_time():
@@ -222,6 +141,13 @@ class Search:
         self.refine(self.best(), ranking)
         self.within_slack(ranking)
         return self.best()
+
+    def keep_order(self, start: Config) -> list[str]:
+        """Return the layers `start` quantizes, the most sensitive first: the order in which the
+        confirmation keeps more of them in FP16 when `start` fails on the validation set. Fixed by the
+        search alone, before the validation set is read."""
+        kept = set(start.exclude)
+        return [layer for layer in (self.ranking or [name for name, _ in self.layers]) if layer not in kept]
 
     def refine(self, current: Trial, ranking: list[str]) -> Trial:
         """Return the best trial after trying every method on the inputs of the most sensitive layers
@@ -335,21 +261,25 @@ class Search:
         return current
 
 
-@dataclass
-class TuneResult:
-    """The search's outcome: every trial, the chosen one, its table, and the validation report."""
-
-    trials: list[Trial]
-    chosen: Trial
-    table: CalibrationTable
-    gpu: str
-    batch: dict[str, tuple[int, ...]]
-    thresholds: dict[str, float]
-    tuning_samples: int
-    calibration_samples: int
-    search_unquantized: str = "fp32"
-    validation: object = None  # trtpipe.quality.validate.Report on the validation set
-    default_validation: object = None
+def fewest_passing(most: int, passes: Callable[[int], bool]) -> int | None:
+    """Return the smallest count in 1..`most` for which `passes` holds, assuming it holds from some
+    count on: 1, 2, 4... until one passes, then bisection below it; None when `most` fails too."""
+    low, count = 0, 1
+    while True:
+        count = min(count, most)
+        if passes(count):
+            break
+        if count >= most:
+            return None
+        low, count = count, count * 2
+    high = count
+    while high - low > 1:
+        middle = (low + high) // 2
+        if passes(middle):
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 def load_batches(spec: ModelSpec, directory, batch_size: int, limit: int | None = None) -> list[dict[str, np.ndarray]]:
@@ -369,15 +299,18 @@ def baseline_outputs(model, batches: Sequence[Batch]) -> list[dict[str, np.ndarr
 
 def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_dir, validation_dir=None,
          baseline_path=None, labels: dict[str, int] | None = None, budget_seconds: float = 600.0,
-         tuning_samples: int = 128, batch_size: int = 16, slack: float = 0.1, search_unquantized: str = "fp32",
+         tuning_samples: int | None = None, batch_size: int = 16, slack: float = 0.1, search_unquantized: str = "fp32",
+         confidence: float = 0.9, ladder: bool = True,
          on_trial: Callable[[Trial, Trial | None], None] | None = None,
          on_phase: Callable[[str], None] | None = None) -> TuneResult:
     """Return the fastest configuration of `model_path` in `precision` that meets the spec on the
     calibration data, confirmed on `validation_dir` when given.
 
     Histograms are collected once over every calibration sample; the first `tuning_samples` of them
-    judge each trial. `baseline_path`: the FP32 ONNX the outputs are compared with (default: the
-    model itself; a SmoothQuant model is compared with the original it came from).
+    (default: all) judge each trial, share metrics by their lower bound at `confidence`.
+    `baseline_path`: the FP32 ONNX the outputs are compared with (default: the model itself; a
+    SmoothQuant model is compared with the original it came from). `ladder`: when the search's choice
+    fails on validation, find the fewest more layers kept in FP16 that pass there (`confirm_ladder`).
     """
     from calibrators.collect import collect_histograms
     from calibrators.graph import activation_inputs, constant_names, quantized_activations
@@ -410,7 +343,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     amax = amax_by_method(histograms, precision)
     tuning, seen = [], 0
     for batch in batches:
-        if seen >= tuning_samples:
+        if tuning_samples is not None and seen >= tuning_samples:
             break
         tuning.append(batch)
         seen += len(next(iter(batch.values())))
@@ -428,22 +361,61 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     proxy = {layer_name(n): sum(local_noise(histograms[t], default_amax[t], grid) for t in activation_inputs(n, constants))
              + weight_noise(model, n, constants, precision) for n in nodes}
     search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(str(precision), quantized),
-                    tuning, wanted, thresholds, budget_seconds, slack=slack,
+                    tuning, wanted, thresholds, budget_seconds, slack=slack, confidence=confidence,
                     unquantized=search_unquantized, proxy=proxy, on_trial=on_trial, on_phase=on_phase)
     default = Config(DEFAULT_METHOD[str(precision)],
                      exclude=tuple(sorted(layer_name(n) for n in nodes if node_matches(n, spec.exclude))))
     chosen = search.run(default)
     result = TuneResult(search.trials, chosen, chosen.config.table(amax), gpu.name,
                         {k: tuple(v.shape) for k, v in feeds.items()}, thresholds, seen,
-                        sum(len(next(iter(b.values()))) for b in batches), search_unquantized)
+                        sum(len(next(iter(b.values()))) for b in batches), search_unquantized, confidence)
     if validation_dir is not None:
         if on_phase:
             on_phase("confirming on the validation set (never seen by the search)")
-        result.validation = confirm(model, baseline, chosen.config, amax, spec, precision, validation_dir, labels,
-                                    thresholds, batch_size, "tuned")
-        result.default_validation = confirm(model, baseline, default, amax, spec, precision, validation_dir, labels,
-                                            thresholds, batch_size, "default")
+
+        def check(config: Config, name: str):
+            return confirm(model, baseline, config, amax, spec, precision, validation_dir, labels, thresholds,
+                           batch_size, name)
+
+        result.validation = check(chosen.config, "tuned")
+        result.default_validation = check(default, "default")
+        if ladder and not result.validation.passed:
+            confirm_ladder(result, search, check, on_phase)
     return result
+
+
+def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None) -> None:
+    """Find the fewest more of the most sensitive layers kept in FP16 (the search's ranking, fixed
+    before the validation set was read) with which the search's choice meets the spec on the
+    validation set; record every rung tried in `result.rungs` and the one found in `result.confirmed`.
+
+    The validation set chooses here, among configurations the search ordered: its figures for the
+    confirmed rung are the best of several looks, not an unseen test, and the report says so."""
+    order = search.keep_order(result.chosen.config)
+    if len(order) < 2:
+        return
+    if on_phase:
+        on_phase("the search's choice fails on validation: keeping more of the most sensitive layers in FP16 "
+                 "until it passes there (1, 2, 4... more, then bisection)")
+    tried: dict[int, Rung] = {}
+
+    def passes(count: int) -> bool:
+        config = result.chosen.config.with_exclude(set(result.chosen.config.exclude) | set(order[:count]))
+        quantized = search.quantized(config)
+        rung = Rung(count, config, search.price(quantized), len(quantized), check(config, f"keep{count}"))
+        tried[count] = rung
+        result.rungs.append(rung)
+        if on_phase:
+            first = rung.report.checks
+            on_phase(f"  {count} more kept: {rung.seconds * 1e3:.4f} ms estimated, validation "
+                     + ", ".join(f"{c.metric} {c.value:.5f}" for c in first if c.output == first[0].output)
+                     + (" PASS" if rung.report.passed else " FAIL"))
+        return rung.report.passed
+
+    found = fewest_passing(len(order) - 1, passes)  # keep at least one layer quantized
+    if found is not None:
+        result.confirmed = tried[found]
+        result.table = result.confirmed.config.table(search.amax)
 
 
 def confirm(model, baseline, config: Config, amax, spec: ModelSpec, precision: Precision, directory, labels,

@@ -26,18 +26,24 @@ def exclusions_path(cache: str | os.PathLike) -> Path:
 def exclusions_toml(result: TuneResult, precision: str) -> str:
     """Return the TOML `build --exclude @FILE` reads: [quantize] exclude, then what the search found."""
     chosen = result.chosen
+    config, seconds, _ = result.written
     lines = ["# Written by 'trtpipe tune'; build reads [quantize] exclude with --exclude @this-file.",
-             "[quantize]", "exclude = [" + ", ".join(json.dumps(n) for n in chosen.config.exclude) + "]", "",
+             "[quantize]", "exclude = [" + ", ".join(json.dumps(n) for n in config.exclude) + "]", "",
              "[tune]", f"precision = {json.dumps(precision)}", f"gpu = {json.dumps(result.gpu)}",
-             f"estimated_ms = {chosen.seconds * 1e3:.6g}  # estimated: trtpipe.quality.cost, not measured",
-             f"method = {json.dumps(chosen.config.method)}", f"passed_on_tuning_split = {str(chosen.passed).lower()}",
-             f"tuning_samples = {result.tuning_samples}", f"trials = {len(result.trials)}"]
-    if result.validation is not None:
+             f"estimated_ms = {seconds * 1e3:.6g}  # estimated: trtpipe.quality.cost, not measured",
+             f"method = {json.dumps(config.method)}", f"passed_on_tuning_split = {str(chosen.passed).lower()}",
+             f"tuning_samples = {result.tuning_samples}", f"confidence = {result.confidence:g}",
+             f"trials = {len(result.trials)}"]
+    if result.confirmed is not None:
+        lines += [(f"chosen_by = {json.dumps('validation ladder')}  # the search's choice failed on validation; "
+                   f"{result.confirmed.kept} more layers kept in FP16 meet the spec there"),
+                  f"passed_on_validation = {str(result.confirmed.report.passed).lower()}"]
+    elif result.validation is not None:
         lines.append(f"passed_on_validation = {str(result.validation.passed).lower()}")
-    lines += ["", "[tune.tuning_metrics]"] + [f"{k} = {v:.6g}" for k, v in chosen.metrics.items()]
-    if chosen.config.overrides:
+    lines += ["", "[tune.tuning_metrics]  # the search's choice"] + [f"{k} = {v:.6g}" for k, v in chosen.metrics.items()]
+    if config.overrides:
         lines += ["", "[tune.methods]  # tensors calibrated with another method than tune.method"]
-        lines += [f"{json.dumps(t)} = {json.dumps(m)}" for t, m in chosen.config.overrides]
+        lines += [f"{json.dumps(t)} = {json.dumps(m)}" for t, m in config.overrides]
     return "\n".join(lines) + "\n"
 
 
@@ -106,10 +112,12 @@ def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory:
     body = {"model": spec.name, "precision": precision, "gpu": result.gpu, "estimated": True,
             "batch": {k: list(v) for k, v in result.batch.items()}, "thresholds": result.thresholds,
             "tuning_samples": result.tuning_samples, "calibration_samples": result.calibration_samples,
-            "search_unquantized": result.search_unquantized,
+            "search_unquantized": result.search_unquantized, "confidence": result.confidence,
             "chosen": chosen.to_json(), "default": default.to_json() if default else None,
             "validation": result.validation.to_json() if result.validation is not None else None,
             "default_validation": result.default_validation.to_json() if result.default_validation is not None else None,
+            "rungs": [r.to_json() for r in result.rungs],
+            "confirmed": result.confirmed.to_json() if result.confirmed is not None else None,
             "trials": [t.to_json() for t in result.trials]}
     paths = [directory / f"{stem}.json", directory / f"{stem}.md", directory / f"{stem}.png"]
     write_json(paths[0], body, "--report")
@@ -126,8 +134,19 @@ def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory:
             if report is not None:
                 values = [min((c.value for c in report.checks if c.metric == m), default=math.nan) for m in shown]
                 lines.append(f"| {name} | " + " | ".join(f"{v:.5g}" for v in values) + f" | {report.passed} |")
+        for rung in result.rungs:
+            values = [min((c.value for c in rung.report.checks if c.metric == m), default=math.nan) for m in shown]
+            lines.append(f"| tuned + {rung.kept} more kept in FP16 ({rung.seconds * 1e3:.4f} ms estimated) | "
+                         + " | ".join(f"{v:.5g}" for v in values) + f" | {rung.report.passed} |")
+        if result.rungs:
+            lines += ["", "The search's choice failed on the validation set, so the confirmation kept more of "
+                      "the most sensitive layers in FP16 (the search's ranking, fixed before validation was read). "
+                      + (f"Written: {result.confirmed.kept} more kept, {result.confirmed.seconds * 1e3:.4f} ms "
+                         "estimated. The validation set chose among these rungs: its figures for the written "
+                         "one are the best of several looks, not an unseen test."
+                         if result.confirmed is not None else "No rung met the spec; the search's choice is written.")]
         lines.append("")
-    lines += [f"Chosen: {len(chosen.config.exclude)} layers kept in FP16 ({', '.join(chosen.config.exclude) or 'none'}), "
+    lines += [f"Chosen by the search: {len(chosen.config.exclude)} layers kept in FP16 ({', '.join(chosen.config.exclude) or 'none'}), "
               f"method {chosen.config.method}"
               + (f" with {len(chosen.config.overrides)} tensors otherwise ({', '.join(f'{t}: {m}' for t, m in chosen.config.overrides)})"
                  if chosen.config.overrides else "") + ".", "",
