@@ -120,10 +120,10 @@ def with_kept(model, kept: Sequence[KeptNode]):
     return model
 
 
-def folded_ifs(model) -> list[dict]:
-    """Return the folded-If record of a typed ONNX: [{"node", "branch"}], empty if none."""
+def _json_list(model, key: str) -> list[dict]:
+    """Return the JSON list a typed ONNX records under metadata `key`, empty if none or unreadable."""
     for entry in model.metadata_props:
-        if entry.key == FOLDED_KEY:
+        if entry.key == key:
             try:
                 return list(json.loads(entry.value))
             except ValueError:
@@ -131,12 +131,12 @@ def folded_ifs(model) -> list[dict]:
     return []
 
 
+def folded_ifs(model) -> list[dict]:
+    """Return the folded-If record of a typed ONNX: [{"node", "branch"}], empty if none."""
+    return _json_list(model, FOLDED_KEY)
+
+
 def kept_nodes(model) -> list[dict]:
     """Return the kept-in-FP32 record of a typed ONNX: [{"node", "op", "reason"}], empty if none."""
-    for entry in model.metadata_props:
-        if entry.key == KEPT_KEY:
-            try:
-                return list(json.loads(entry.value))
-            except ValueError:
-                return []
+    return _json_list(model, KEPT_KEY)
     return []
