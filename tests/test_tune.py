@@ -96,6 +96,8 @@ def test_tune_finds_what_the_default_misses_and_confirms_on_validation(strict):
     assert report["estimated"] is True and report["gpu"] == "L4"
     # Progress names each trial and the best so far, on stderr; the result on stdout.
     assert "[  0] default" in err and "best: #" in err and "chosen:" in out and "validation (48 samples" in out
+    # The verdict names the minimums of what was judged, not every task's defaults.
+    assert "'cosine': 0.99999" in out and "pixel_agreement" not in out and "map50" not in out
     # The files build reads: a cache with every tensor, the exclusions as [quantize] exclude.
     table = read_cache(workdir / "out" / "conv.int8.tuned.cache")
     assert set(table.amax) == {"input", "r0", "flat"}

@@ -107,7 +107,8 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
                f"{f' (+{len(chosen.config.overrides)} tensors otherwise)' if chosen.config.overrides else ''}, "
                f"{_ms(chosen.seconds)} estimated on the {result.gpu}")
     click.echo(f"  tuning split ({result.tuning_samples} samples): {_metrics(chosen)}"
-               f" -> {'meets' if chosen.passed else 'does NOT meet'} {result.thresholds}")
+               f" -> {'meets' if chosen.passed else 'does NOT meet'} "
+               f"{ {k: v for k, v in result.thresholds.items() if k in chosen.metrics} }")  # the judged metrics' minimums
     if result.validation is not None:
         report = result.validation
         checks = ", ".join(f"{c.metric} {c.value:.5f}" for c in report.checks if c.output == report.checks[0].output)
