@@ -7,10 +7,11 @@ condition is not a build-time constant"), and TensorRT-RTX 1.7 fails on an LSTM 
 inside a conditional (an assertion in graphScope.cpp, a Myelin CHECK). silero-vad carries all three.
 
 An If whose condition reads only constants, the shapes of tensors (through Shape or Size), and
-inputs the caller fixes, takes the same branch on every input the build's profile allows. Such an
-If is found by walking back from its condition, its branch is decided by running the condition in
-ONNX Runtime at the profile's smallest and largest shapes, and the If is replaced by that branch's
-nodes. Folding repeats, so Ifs nested in a taken branch are decided in turn. An If whose branch
+inputs the caller fixes, is found by walking back from its condition; its branch is decided by
+running the condition in ONNX Runtime at the profile's min, opt and max shapes, and when all three
+agree the If is replaced by that branch's nodes. Limit: only those three corners are tried, so a
+condition true at one size strictly inside a dynamic range (`x.shape[1] == 5` with 1..64) would be
+folded as if it never held; a static profile (min = opt = max) leaves no such gap. Folding repeats, so Ifs nested in a taken branch are decided in turn. An If whose branch
 depends on the data is left as it is.
 """
 
