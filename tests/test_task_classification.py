@@ -51,9 +51,14 @@ def test_an_fp32_onnx_candidate_is_simulated_too(digits, cli):
 def test_damaged_candidates_fail_on_top1(digits, damage, flipped_from, tmp_path):
     spec = load_spec(SPEC)
     labels = data.read_labels(spec.labels)
-    with OnnxRunner(digits / "digits.onnx") as fp32, OnnxRunner("damaged.onnx", model=damage(onnx.load(digits / "digits.int8.onnx"))) as bad:
+    undamaged = onnx.load(digits / "digits.int8.onnx")
+    with OnnxRunner(digits / "digits.onnx") as fp32, OnnxRunner("damaged.onnx", model=damage(undamaged)) as bad, \
+            OnnxRunner("int8.onnx", model=undamaged) as int8:
         report = compare(bad, fp32, spec, spec.validation, "int8", labels, thresholds_for("int8", spec), limit=128,
                          show_progress=False)
+        # The INT8 model's own flips (one in 128 of the reproducible export) are not the damage's.
+        own = {f.sample for f in compare(int8, fp32, spec, spec.validation, "int8", labels, limit=128,
+                                         show_progress=False).pictures["logits"].flips}
     failed = {c.metric for c in report.checks if not c.passed}
     assert {"top1_agreement", "confident_top1_agreement"} <= failed
     logits = report.outputs["logits"]
@@ -61,6 +66,6 @@ def test_damaged_candidates_fail_on_top1(digits, damage, flipped_from, tmp_path)
     flips = report.pictures["logits"].flips
     assert flips and all(f.image is not None and f.image.shape == (32, 32) for f in flips)
     if flipped_from is not None:
-        assert all(f.baseline_class == flipped_from for f in flips)
+        assert all(f.baseline_class == flipped_from for f in flips if f.sample not in own)
     written = write_report(report, tmp_path, "damaged")
     assert (tmp_path / "damaged.logits.png") in written
