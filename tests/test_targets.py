@@ -65,6 +65,19 @@ def test_import_needs_no_backend():
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
+def test_a_service_embedding_the_runtime_loads_no_graph_code_and_no_onnx():
+    """DESIGN: a service installs the runtime alone. Engine, bench and the server import nothing of
+    graph/ or build.py, nor onnx; only running an ONNX (OnnxRunner) reaches graph/, lazily."""
+    import subprocess
+    import sys
+
+    code = ("import sys, trtpipe.runtime.engine, trtpipe.runtime.bench, trtpipe.serve.server; "
+            "bad = [m for m in sys.modules if m.split('.')[0] == 'onnx' or m.startswith(('trtpipe.graph', 'trtpipe.build'))]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    run = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout
+
+
 @needs_rtx
 def test_a_target_the_installed_backend_cannot_build_says_so(cli, tmp_path):
     """sm_90 with only TensorRT-RTX installed: name what RTX builds, not only 'install tensorrt'."""
