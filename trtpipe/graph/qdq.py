@@ -104,10 +104,13 @@ def depthwise(node, values: dict[str, np.ndarray]) -> bool:
     return group > 1 and weight.ndim >= 2 and weight.shape[1] < MIN_GROUP_CHANNELS
 
 
-def quantizable(node, constants: set[str], table: CalibrationTable) -> bool:
-    """Return True if Q/DQ insertion can quantize `node`: a Conv/MatMul/Gemm whose activations all have scales."""
+def quantizable(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
+                quantize_depthwise: bool = False) -> bool:
+    """Return True if Q/DQ insertion quantizes `node`: a Conv/MatMul/Gemm whose activations all have
+    scales, and not a depthwise Conv unless `quantize_depthwise` (see the module's doc)."""
     activations = activation_inputs(node, constants)
-    return bool(activations) and all(name in table.amax for name in activations)
+    return (bool(activations) and all(name in table.amax for name in activations)
+            and (quantize_depthwise or not depthwise(node, values)))
 
 
 def _zero_point(precision: Precision, size: int):
@@ -166,9 +169,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
         activations = activation_inputs(node, constants)
         slot = weight_slot(node, constants)
         weight = node.input[slot] if slot is not None else None
-        if (not quantizable(node, constants, table) or node_matches(node, exclude)
-                or (only is not None and layer_name(node) not in only)
-                or (not quantize_depthwise and depthwise(node, values))):
+        if (not quantizable(node, constants, table, values, quantize_depthwise) or node_matches(node, exclude)
+                or (only is not None and layer_name(node) not in only)):
             new_nodes.append(node)
             continue
         for name in activations:

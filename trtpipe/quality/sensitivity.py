@@ -16,14 +16,14 @@ import numpy as np
 from calibrators.cache import CalibrationTable
 from calibrators.graph import constant_names
 from trtpipe.config import ModelSpec
-from trtpipe.graph.qdq import depthwise, float_constants, layer_name, quantizable
+from trtpipe.graph.qdq import float_constants, layer_name, quantizable
 from trtpipe.targets import Precision
 
 
 def quantizable_layers(model, table: CalibrationTable) -> list:
     """Return the nodes Q/DQ insertion would quantize: Conv, MatMul, Gemm with scales in `table`, not depthwise."""
     constants, values = constant_names(model), float_constants(model)
-    return [node for node in model.graph.node if quantizable(node, constants, table) and not depthwise(node, values)]
+    return [node for node in model.graph.node if quantizable(node, constants, table, values)]
 
 
 def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Mapping[str, np.ndarray]],
