@@ -21,7 +21,7 @@ import numpy as np
 
 from calibrators.awq import ALPHA_GRID, AwqLayerResult, clipped, output_error, search_clip_mse, search_layer
 from calibrators.collect import exposed_activations
-from calibrators.gptq import gptq_int4
+from calibrators.gptq import gptq_int4, gram
 from calibrators.lowbit import DEFAULT_INT4_BLOCK, INT4_BLOCK_SIZES
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph.lowbit import BLOCK_SIZE_KEY, MIN_TABLE_ROWS
@@ -48,8 +48,8 @@ class ActivationSample:
         total = np.abs(flat).sum(axis=0, dtype=np.float64)
         self.total = total if self.total is None else self.total + total
         if with_gram:
-            gram = (flat.T @ flat).astype(np.float64)
-            self.gram = gram if self.gram is None else self.gram + gram
+            rows = gram(flat)
+            self.gram = rows if self.gram is None else self.gram + rows
         self.count += flat.shape[0]
         self.rows.append(flat[rng.choice(flat.shape[0], min(keep, flat.shape[0]), replace=False)])
 
