@@ -234,15 +234,13 @@ class Search:
         top = self.evaluate(config.with_exclude(ranking[:high]), f"keep top {high}")
         if not top.passed:
             return None
-        found = top
-        while high - low > 1 and not self.out_of_time():
-            middle = (low + high) // 2
-            trial = self.evaluate(config.with_exclude(ranking[:middle]), f"keep top {middle}")
-            if trial.passed:
-                high, found = middle, trial
-            else:
-                low = middle
-        return found
+        trials = {high: top}
+
+        def passes(count: int) -> bool:
+            trials[count] = self.evaluate(config.with_exclude(ranking[:count]), f"keep top {count}")
+            return trials[count].passed
+
+        return trials[bisect_fewest(low, high, passes, self.out_of_time)]
 
     def requantize(self, start: Trial) -> Trial:
         """Return the trial after trying each kept layer quantized again, the biggest saving first."""
@@ -272,8 +270,13 @@ def fewest_passing(most: int, passes: Callable[[int], bool]) -> int | None:
         if count >= most:
             return None
         low, count = count, count * 2
-    high = count
-    while high - low > 1:
+    return bisect_fewest(low, count, passes)
+
+
+def bisect_fewest(low: int, high: int, passes: Callable[[int], bool], stop: Callable[[], bool] = lambda: False) -> int:
+    """Return the smallest count in (`low`, `high`] for which `passes` holds, given that it holds at
+    `high` and not at `low` (and from some count on); `stop` ends the search early with the best so far."""
+    while high - low > 1 and not stop():
         middle = (low + high) // 2
         if passes(middle):
             high = middle
