@@ -139,4 +139,3 @@ def folded_ifs(model) -> list[dict]:
 def kept_nodes(model) -> list[dict]:
     """Return the kept-in-FP32 record of a typed ONNX: [{"node", "op", "reason"}], empty if none."""
     return _json_list(model, KEPT_KEY)
-    return []
