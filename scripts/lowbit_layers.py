@@ -50,8 +50,6 @@ def main() -> None:
     parser.add_argument("--spec", type=Path, required=True)
     parser.add_argument("--block-size", type=int, default=32)
     parser.add_argument("--limit", type=int, default=64, help="validation samples")
-    parser.add_argument("--quantized", type=Path, help="an FP32 ONNX whose weights are already on the INT4 grid "
-                        "(e.g. 'trtpipe awq --gptq'): compare its layers instead of round-to-nearest's")
     args = parser.parse_args()
     spec = load_spec(args.spec)
     model = onnxio.load(args.model)
@@ -67,8 +65,9 @@ def main() -> None:
             tables[node.name] = node.input[0]
 
     def rtn(name, axis=0):
+        """The weight on its INT4 round-to-nearest grid, blocks along `axis` (a table's: its width)."""
         w = inits[name]
-        return quantize_int4(w if axis == 0 else w.T, bs).dequantize() if axis == 0 else quantize_int4(w.T, bs).dequantize().T
+        return quantize_int4(w, bs).dequantize() if axis == 0 else quantize_int4(w.T, bs).dequantize().T
 
     def score(label, weights):
         cos = cosine_per_sample(run(replaced(model, weights), batches), reference)
