@@ -409,10 +409,8 @@ def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None) -> 
         tried[count] = rung
         result.rungs.append(rung)
         if on_phase:
-            first = rung.report.checks
             on_phase(f"  {count} more kept: {rung.seconds * 1e3:.4f} ms estimated, validation "
-                     + ", ".join(f"{c.metric} {c.value:.5f}" for c in first if c.output == first[0].output)
-                     + (" PASS" if rung.report.passed else " FAIL"))
+                     f"{rung.report.first_checks()} {'PASS' if rung.report.passed else 'FAIL'}")
         return rung.report.passed
 
     found = fewest_passing(len(order) - 1, passes)  # keep at least one layer quantized

@@ -115,6 +115,11 @@ class Report:
     def mode(self) -> str:
         return "measured" if self.measured else "simulated"
 
+    def first_checks(self) -> str:
+        """Return the first judged output's checks as 'metric value, ...' (one line of progress)."""
+        first = self.checks[0].output if self.checks else None
+        return ", ".join(f"{c.metric} {c.value:.5f}" for c in self.checks if c.output == first)
+
     def to_json(self) -> dict:
         decided = deciding(self.checks)
         return {
