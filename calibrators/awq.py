@@ -77,16 +77,12 @@ def search_clip(x: np.ndarray, weight: np.ndarray, block: int, ratios: Sequence[
     # (2-D products in a loop: numpy's stacked matmul did not reach BLAS for these shapes)
     gram = np.stack([x[:, g * block:(g + 1) * block].T @ x[:, g * block:(g + 1) * block]
                      for g in range(groups)]) / np.float32(x.shape[0])  # [G, block, block]
-    best_error = np.full((groups, n), np.inf, np.float64)
-    best = amax.copy()
-    for ratio in ratios:
-        candidate = np.float32(ratio) * amax
-        diff = (quantize_int4(weight, block, candidate).dequantize() - weight).reshape(groups, block, n)
-        error = np.stack([((gram[g] @ diff[g]) * diff[g]).sum(axis=0) for g in range(groups)])  # [G, N]
-        better = error < best_error
-        best_error = np.where(better, error, best_error)
-        best = np.where(better, candidate, best)
-    return best.astype(np.float32)
+
+    def error(diff):  # [G, N]
+        diff = diff.reshape(groups, block, n)
+        return np.stack([((gram[g] @ diff[g]) * diff[g]).sum(axis=0) for g in range(groups)])
+
+    return _best_clip(weight, block, amax, ratios, error)
 
 
 def search_clip_mse(weight: np.ndarray, block: int, ratios: Sequence[float] = CLIP_RATIOS) -> np.ndarray:
@@ -95,16 +91,21 @@ def search_clip_mse(weight: np.ndarray, block: int, ratios: Sequence[float] = CL
     For a weight whose input is one-hot (an embedding table's looked-up rows), the output error *is*
     the weight error, so no activations are needed.
     """
-    amax = int4_block_amax(weight, block)
     k, n = weight.shape
+    return _best_clip(weight, block, int4_block_amax(weight, block), ratios,
+                      lambda diff: (diff * diff).reshape(k // block, block, n).sum(axis=1))
+
+
+def _best_clip(weight: np.ndarray, block: int, amax: np.ndarray, ratios: Sequence[float], error) -> np.ndarray:
+    """Return per block the amax, among `ratios` of `amax`, whose rounding error `error(Q(w) - w)`
+    ([K/block, N]) is least."""
     best_error = np.full(amax.shape, np.inf, np.float64)
     best = amax.copy()
     for ratio in ratios:
         candidate = np.float32(ratio) * amax
-        diff = quantize_int4(weight, block, candidate).dequantize() - weight
-        error = (diff * diff).reshape(k // block, block, n).sum(axis=1)
-        better = error < best_error
-        best_error = np.where(better, error, best_error)
+        err = error(quantize_int4(weight, block, candidate).dequantize() - weight)
+        better = err < best_error
+        best_error = np.where(better, err, best_error)
         best = np.where(better, candidate, best)
     return best.astype(np.float32)
 
