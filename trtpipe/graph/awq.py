@@ -24,6 +24,7 @@ from calibrators.collect import exposed_activations
 from calibrators.gptq import gptq_int4, gram
 from calibrators.lowbit import DEFAULT_INT4_BLOCK, INT4_BLOCK_SIZES
 from trtpipe.errors import TrtpipeError
+from trtpipe.graph import onnxio
 from trtpipe.graph.lowbit import BLOCK_SIZE_KEY, MIN_TABLE_ROWS
 from trtpipe.graph.smooth import ChannelScales, smoothable_layers
 
@@ -167,10 +168,7 @@ def clip_tables(model, block: int) -> list[str]:
     from onnx import TensorProto, numpy_helper
 
     inits = {init.name: init for init in model.graph.initializer}
-    readers: dict[str, int] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            readers[name] = readers.get(name, 0) + 1
+    readers = onnxio.readers(model)
     done = []
     for node in model.graph.node:
         # A table another layer also reads (tied embeddings) keeps its values: the clip is the table's alone.

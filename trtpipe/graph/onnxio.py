@@ -134,6 +134,13 @@ def typed_precision(model) -> str:
     return "fp32"
 
 
+def readers(model) -> dict[str, int]:
+    """Return how many node inputs of `model`'s graph read each tensor (subgraphs not counted)."""
+    from collections import Counter
+
+    return dict(Counter(name for node in model.graph.node for name in node.input))
+
+
 def tensor_types(model) -> dict[str, int]:
     """Return the element type of every tensor whose type ONNX shape inference can tell."""
     onnx = _onnx()

@@ -17,6 +17,7 @@ import numpy as np
 from calibrators.collect import exposed_activations
 from calibrators.graph import constant_names
 from trtpipe.errors import TrtpipeError
+from trtpipe.graph import onnxio
 
 DEFAULT_ALPHA = 0.5
 
@@ -69,10 +70,7 @@ class ChannelScales:
 
         self.model, self.out, self.inverse, self.label = model, out, inverse, label
         self.weights = {init.name: init for init in model.graph.initializer}
-        self.readers: dict[str, int] = {}
-        for node in model.graph.node:
-            for name in node.input:
-                self.readers[name] = self.readers.get(name, 0) + 1
+        self.readers = onnxio.readers(model)
         self.position = {node.output[0]: i for i, node in enumerate(model.graph.node)}
         self.divide_nodes: dict = {}  # index of the activation's first scaled reader -> the Mul before it
         self._to_array = numpy_helper.to_array

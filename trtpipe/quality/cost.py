@@ -124,12 +124,10 @@ def _numel(shape) -> float:
 
 def layers_of(model, shapes: Mapping[str, tuple[int, ...]]) -> list[Layer]:
     """Return the kernels of `model` given every tensor's shape (from `tensor_shapes`)."""
+    from trtpipe.graph import onnxio
     from trtpipe.graph.qdq import layer_name
 
-    consumers: dict[str, int] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            consumers[name] = consumers.get(name, 0) + 1
+    consumers = onnxio.readers(model)
     constants = {init.name for init in model.graph.initializer}
     constants.update(n.output[0] for n in model.graph.node if n.op_type == "Constant")
     fused_into_kernel: set[str] = set()  # tensors produced by a kernel that later pointwise ops may join
