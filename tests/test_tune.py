@@ -11,7 +11,7 @@ from conftest import needs_rtx
 from calibrators.cache import read_cache
 from models import conv_net, save, save_batches
 from trtpipe.config import load_exclusions
-from trtpipe.quality.tune import Config, margin
+from trtpipe.quality.tune import Config, margin, margins
 
 SPEC = """name = "conv"
 task = "classification"
@@ -73,6 +73,40 @@ def test_margin_is_the_worst_check_scaled_by_its_room():
     assert margin({"cosine": math.nan}, {"cosine": 0.9}) == -math.inf
 
 
+def test_margins_compare_the_worst_check_first_then_the_next():
+    thresholds = {"cosine": 0.99, "top1_agreement": 0.98}
+    assert margins({"cosine": 0.995, "top1_agreement": 1.0}, thresholds) == pytest.approx((0.5, 1.0))
+    # Every sample agreeing bounds top-1 agreement equally; the cosine tells the two apart.
+    counts = {"top1_agreement": 1347}
+    coarse = margins({"cosine": 0.99960, "top1_agreement": 1.0}, thresholds, counts, 0.9)
+    fine = margins({"cosine": 0.99983, "top1_agreement": 1.0}, thresholds, counts, 0.9)
+    assert coarse[0] == fine[0] and fine > coarse
+
+
+def test_estimates_within_one_kernel_launch_are_won_by_accuracy():
+    from trtpipe.config import ModelSpec
+    from trtpipe.quality.tune import LAUNCH_SECONDS, Search, Trial
+    from trtpipe.targets import Precision
+
+    def search(slack):
+        # all-FP16 21.7 us, quantizing all four layers saves 0.5 us: digits on the L4
+        return Search(None, ModelSpec("m", Path(".")), Precision.FP8, {}, [],
+                      lambda quantized: 21.7e-6 - 0.5e-6 * len(quantized) / 4, [], [], {"cosine": 0.99}, slack=slack)
+
+    def trial(index, cosine, seconds):
+        return Trial(index, "t", Config("max", exclude=(str(index),)), {"cosine": cosine}, ((cosine - 0.99) / 0.01,),
+                     seconds, 1)
+
+    fastest, kept = trial(0, 0.9963, 21.2e-6), trial(1, 0.9998, 21.66e-6)  # 0.46 us slower, more accurate
+    beyond = trial(2, 0.99999, 21.2e-6 + 1.5 * LAUNCH_SECONDS)
+    default = search(0.1)
+    default.trials = [fastest, kept, beyond]
+    assert default.best() is kept  # 10% of the saving alone (0.05 us) would have chosen `fastest`
+    greedy = search(0.0)
+    greedy.trials = [fastest, kept, beyond]
+    assert greedy.best() is fastest
+
+
 def test_config_table_takes_each_tensors_method():
     amax = {"entropy": {"a": 1.0, "b": 2.0}, "max": {"a": 3.0, "b": 4.0}}
     config = Config("entropy").with_method("b", "max")
@@ -91,7 +125,9 @@ def test_tune_finds_what_the_default_misses_and_confirms_on_validation(strict):
     chosen = report["chosen"]
     assert chosen["passed"] and chosen["exclude"] and chosen["metrics"]["cosine"] >= 0.99999
     fastest = min(t["estimated_ms"] for t in trials if t["passed"])
-    assert chosen["estimated_ms"] <= fastest * 1.01  # slack gives back at most 10% of a small saving
+    # Quantizing this small net saves microseconds: one kernel launch (2 us), the cost model's
+    # resolution, is the most the choice may give back for accuracy, more than 10% of the saving.
+    assert chosen["estimated_ms"] <= fastest + 0.002 + 1e-9
     assert report["validation"]["samples"] == 48 and report["validation"]["mode"] == "simulated"
     assert report["estimated"] is True and report["gpu"] == "L4"
     # Progress names each trial and the best so far, on stderr; the result on stdout.
@@ -106,7 +142,7 @@ def test_tune_finds_what_the_default_misses_and_confirms_on_validation(strict):
 
 
 def test_tune_stops_at_the_first_method_when_it_passes(workdir, cli):
-    _, _, report = _tune(cli, workdir, 0.99)
+    _, _, report = _tune(cli, workdir, 0.99, "--slack", 0)  # the fastest: nothing given back for accuracy
     assert report["chosen"]["passed"] and report["chosen"]["quantized_layers"] >= 2
     assert report["chosen"]["method"] != "entropy"  # entropy fails top-1 agreement here
 
@@ -231,7 +267,7 @@ def test_a_choice_that_fails_on_validation_walks_the_ladder(workdir, cli):
     # Validation photos six times brighter than calibration: every quantized tensor clips there.
     rng = np.random.default_rng(1)
     save_batches(workdir / "bright", rng.normal(0, 6, (32, 3, 16, 16)).astype(np.float32))
-    _, err, report = _tune(cli, workdir, 0.99, "--validation", workdir / "bright")
+    _, err, report = _tune(cli, workdir, 0.99, "--validation", workdir / "bright", "--slack", 0)  # the most quantized
     chosen = report["chosen"]
     assert chosen["passed"] and not report["validation"]["passed"]
     rungs = report["rungs"]

@@ -42,7 +42,8 @@ def _metrics(trial) -> str:
               help="when the search's choice fails on validation, keep more of the most sensitive layers in FP16 "
                    "until it passes there, and write that (the report says validation chose it)")
 @click.option("--slack", type=float, default=0.1, show_default=True,
-              help="share of quantization's estimated saving the search may give back for accuracy (0: fastest only)")
+              help="share of quantization's estimated saving the search may give back for accuracy, and at least "
+                   "one kernel launch (2 us: estimates closer than that are ties); 0: the fastest estimate only")
 @click.option("--search-unquantized", type=click.Choice(["fp32", "fp16"]), default="fp32", show_default=True,
               help="what the search simulates unquantized layers in (fp32 runs twice as fast on a CPU); "
                    "the validation confirmation always runs the graph as built, in FP16")

@@ -49,10 +49,14 @@ class Trial:
     step: str
     config: Config
     metrics: dict[str, float]
-    margin: float  # the worst check's distance above its minimum, scaled; >= 0 passes
+    margins: tuple[float, ...]  # every check's distance above its minimum, scaled, the worst first (tune_judge)
     seconds: float  # estimated latency
     quantized: int
     counts: dict[str, int] = field(default_factory=dict)  # samples behind each share metric
+
+    @property
+    def margin(self) -> float:
+        return self.margins[0]
 
     @property
     def passed(self) -> bool:

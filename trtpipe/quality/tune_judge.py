@@ -48,13 +48,17 @@ def supported_confidence(samples: int, minimum: float) -> float:
     return NormalDist().cdf(math.sqrt(samples * (1 - minimum) / minimum))
 
 
-def margin(metrics: Mapping[str, float], thresholds: Mapping[str, float], counts: Mapping[str, int] | None = None,
-           confidence: float = 0.0) -> float:
-    """Return the worst check's (value - minimum), scaled by the room below 1 (or by |minimum| for
-    metrics beyond 1, such as SNR in dB): negative when a threshold fails. A share metric with its
-    sample count in `counts` is judged by its lower bound at `confidence` (`lower_bound`), or at the
-    highest confidence its samples support when that is lower (`supported_confidence`)."""
-    worst = math.inf
+def margins(metrics: Mapping[str, float], thresholds: Mapping[str, float], counts: Mapping[str, int] | None = None,
+            confidence: float = 0.0) -> tuple[float, ...]:
+    """Return every check's (value - minimum), scaled by the room below 1 (or by |minimum| for
+    metrics beyond 1, such as SNR in dB), the worst first: negative when a threshold fails. A share
+    metric with its sample count in `counts` is judged by its lower bound at `confidence`
+    (`lower_bound`), or at the highest confidence its samples support when that is lower
+    (`supported_confidence`).
+
+    Compared as tuples, the worst check decides and ties go to the next worst: two configurations
+    whose top-1 agreement bounds are equal (every sample agreeing) are told apart by their cosine."""
+    values = []
     for metric, minimum in thresholds.items():
         if metric not in metrics:
             continue
@@ -65,8 +69,14 @@ def margin(metrics: Mapping[str, float], thresholds: Mapping[str, float], counts
             bound = lower_bound(value, counts[metric], min(confidence, supported_confidence(counts[metric], minimum)))
             value = max(bound, minimum) if value >= 1.0 else bound  # (exactly: rounding may put it below)
         room = (1.0 - minimum) if minimum < 1.0 else max(abs(minimum), 1.0)
-        worst = min(worst, (value - minimum) / max(room, 1e-9) if not math.isnan(value) else -math.inf)
-    return worst if worst != math.inf else 0.0
+        values.append((value - minimum) / max(room, 1e-9) if not math.isnan(value) else -math.inf)
+    return tuple(sorted(values)) or (0.0,)
+
+
+def margin(metrics: Mapping[str, float], thresholds: Mapping[str, float], counts: Mapping[str, int] | None = None,
+           confidence: float = 0.0) -> float:
+    """Return the worst check's scaled distance above its minimum (`margins`): >= 0 passes."""
+    return margins(metrics, thresholds, counts, confidence)[0]
 
 
 def task_metrics(typed, spec: ModelSpec, batches: Sequence[Batch], wanted: Sequence[Mapping[str, np.ndarray]],
