@@ -107,6 +107,10 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
                f"{chosen.quantized + len(chosen.config.exclude)} layers kept in FP16, method {chosen.config.method}"
                f"{f' (+{len(chosen.config.overrides)} tensors otherwise)' if chosen.config.overrides else ''}, "
                f"{_ms(chosen.seconds)} estimated on the {result.gpu}")
+    fastest = min((t for t in result.trials if t.passed), key=lambda t: t.seconds, default=None)
+    if chosen.passed and fastest is not None and fastest.seconds < chosen.seconds:
+        click.echo(f"  more accurate than the fastest that passes (#{fastest.index}, {_ms(fastest.seconds)}), and within "
+                   f"--slack of quantization's estimated saving or one kernel launch of it")
     click.echo(f"  tuning split ({result.tuning_samples} samples): {_metrics(chosen)}"
                f" -> {'meets' if chosen.passed else 'does NOT meet'} "
                f"{ {k: v for k, v in result.thresholds.items() if k in chosen.metrics} }")  # the judged metrics' minimums
