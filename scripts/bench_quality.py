@@ -230,9 +230,12 @@ def main() -> None:
             if from_tune is not None and gpu.name == json.loads((ROOT / from_tune[0]["from"]).read_text())["gpu"]:
                 rows += from_tune
                 candidates = []
-            else:
-                candidates = [] if args.peers_only else [("trtpipe default", trtpipe_default(model_name, spec, precision)),
-                                                         ("trtpipe tuned", trtpipe_tuned(model_name, spec, precision))]
+            elif args.peers_only:
+                candidates = []
+            else:  # no tuned row when tune has not run (None is for a peer that did not finish)
+                tuned = trtpipe_tuned(model_name, spec, precision)
+                candidates = [("trtpipe default", trtpipe_default(model_name, spec, precision))] + \
+                    ([("trtpipe tuned", tuned)] if tuned is not None else [])
             if "modelopt" in args.peers:
                 peer = modelopt(args.peers_python, fp32, precision, calibration, spec,
                                 out / model_name / f"modelopt.{precision}.onnx", args.peer_timeout)

@@ -6,12 +6,14 @@ default), only Conv/MatMul/Gemm quantized and biases left float: left at its def
 biases to INT32 and ops TensorRT does not fuse, and TensorRT rejects the graph (DESIGN.md).
 
 The extra options are those of ONNX Runtime's own example of a Q/DQ model for TensorRT
-(onnxruntime-inference-examples, quantization/nlp/bert/trt/e2e_tensorrt_bert_example.py). The one
-that matters is OpTypesToExcludeOutputQuantization: without it quantize_static also quantizes every
-Conv/MatMul/Gemm *output*. ONNX Runtime narrows a Conv output feeding a Clip/Relu to the Clip's range
-only when the Clip itself is quantized (BaseQuantizer.adjust_tensor_ranges), which restricting the op
-types turns off: EfficientNet-lite0's pre-ReLU6 outputs then got a Q/DQ over their whole range (15 to
-165), a step of up to 1.3 before ReLU6's 0..6, and top-1 agreement fell to 53.75% (89.38% with it).
+(onnxruntime-inference-examples, quantization/nlp/bert/trt/e2e_tensorrt_bert_example.py); Model
+Optimizer 0.47 drives the same quantizer with the same exclusion (its "TensorRT friendly" options in
+modelopt/onnx/quantization/ort_utils.py). The one that matters is OpTypesToExcludeOutputQuantization:
+without it quantize_static also quantizes every Conv/MatMul/Gemm *output*. ONNX Runtime narrows a
+Conv output feeding a Clip/Relu to the Clip's range only when the Clip itself is quantized
+(BaseQuantizer.adjust_tensor_ranges), which restricting the op types turns off: EfficientNet-lite0's
+pre-ReLU6 outputs then got a Q/DQ over their whole range (15 to 165), a step of up to 1.3 before
+ReLU6's 0..6, and top-1 agreement fell to 53.75% (89.38% without those Q/DQ).
 """
 
 from __future__ import annotations
