@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 MODELS = ("digits", "efficientnet-lite0", "minilm")
 PRECISIONS = ("int8", "fp8")
+PEERS = {"modelopt": "Model Optimizer 0.47", "onnxruntime": "ONNX Runtime quantize_static"}  # --peers: row name
 
 
 def stack_calibration(spec, out: Path) -> Path:
@@ -41,11 +42,11 @@ def stack_calibration(spec, out: Path) -> Path:
     return out
 
 
-def run_peer(command: list[str], output: Path, log: Path, timeout: float, source: Path | None = None) -> Path | None:
+def run_peer(command: list[str], output: Path, log: Path, timeout: float, inputs: list[Path]) -> Path | None:
     """Run one peer's quantizer; return its ONNX, or None (the log says why). An output newer than
-    the model it quantized is reused: the peers are deterministic and slow on a CPU."""
-    source = source or Path(command[command.index("--onnx") + 1])
-    if output.is_file() and output.stat().st_mtime > source.stat().st_mtime:
+    all its `inputs` (the model, the calibration samples, our script that drives the peer) is reused:
+    the peers are deterministic and slow on a CPU."""
+    if output.is_file() and all(output.stat().st_mtime > source.stat().st_mtime for source in inputs):
         print(f"  reusing {output}", file=sys.stderr)
         return output
     start = time.monotonic()
@@ -79,13 +80,13 @@ def modelopt(python: str, model: Path, precision: str, calibration: Path, spec, 
     command = [python, "-m", "modelopt.onnx.quantization", "--onnx_path", str(model), "--quantize_mode", precision,
                "--calibration_data_path", str(calibration), "--calibration_shapes", shapes,
                "--calibration_eps", "cpu", "--output_path", str(out)]
-    return run_peer(command, out, out.with_suffix(".log"), timeout, original)
+    return run_peer(command, out, out.with_suffix(".log"), timeout, [original, calibration])
 
 
 def onnxruntime_peer(python: str, model: Path, calibration: Path, out: Path, timeout: float) -> Path | None:
-    command = [python, str(ROOT / "scripts" / "peer_ort_quantize.py"), "--onnx", str(model),
-               "--calibration", str(calibration), "--output", str(out)]
-    return run_peer(command, out, out.with_suffix(".log"), timeout)
+    script = ROOT / "scripts" / "peer_ort_quantize.py"
+    command = [python, str(script), "--onnx", str(model), "--calibration", str(calibration), "--output", str(out)]
+    return run_peer(command, out, out.with_suffix(".log"), timeout, [model, calibration, script])
 
 
 def quantized_layers(model) -> set[str]:
@@ -199,6 +200,8 @@ def main() -> None:
     parser.add_argument("--target", default="sm_89", help="the GPU of the estimated latency")
     parser.add_argument("--peer-timeout", type=float, default=1200, help="seconds per peer run")
     parser.add_argument("--peers-only", action="store_true", help="only run the peers' quantizers (their outputs are reused)")
+    parser.add_argument("--peers", nargs="+", choices=sorted(PEERS), default=sorted(PEERS),
+                        help="the peers to run; the rows of the others are kept from the last results.json")
     parser.add_argument("-o", "--output", default=str(ROOT / "build" / "bench-quality"))
     args = parser.parse_args()
 
@@ -211,7 +214,9 @@ def main() -> None:
     gpu = gpu_for(Target.parse(args.target))
     # Rows of models and precisions not run now are kept, so the table can be made a model at a time.
     previous = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else []
-    rows = [r for r in previous if not (r["model"] in args.models and r["precision"] in args.precisions)]
+    skipped = {PEERS[p] for p in PEERS if p not in args.peers}
+    rows = [r for r in previous if not (r["model"] in args.models and r["precision"] in args.precisions)
+            or r["candidate"] in skipped]
     for model_name in args.models:
         spec = load_spec(ROOT / "models" / model_name / "model.toml")
         fp32 = ROOT / "build" / model_name / f"{model_name}.onnx"
@@ -225,16 +230,20 @@ def main() -> None:
             if from_tune is not None and gpu.name == json.loads((ROOT / from_tune[0]["from"]).read_text())["gpu"]:
                 rows += from_tune
                 candidates = []
-            else:
-                candidates = [] if args.peers_only else [("trtpipe default", trtpipe_default(model_name, spec, precision)),
-                                                         ("trtpipe tuned", trtpipe_tuned(model_name, spec, precision))]
-            peer = modelopt(args.peers_python, fp32, precision, calibration, spec,
-                            out / model_name / f"modelopt.{precision}.onnx", args.peer_timeout)
-            candidates.append(("Model Optimizer 0.47", onnxio.load(peer) if peer else None))
-            if precision == "int8":  # quantize_static has no FP8 activations TensorRT reads
+            elif args.peers_only:
+                candidates = []
+            else:  # no tuned row when tune has not run (None is for a peer that did not finish)
+                tuned = trtpipe_tuned(model_name, spec, precision)
+                candidates = [("trtpipe default", trtpipe_default(model_name, spec, precision))] + \
+                    ([("trtpipe tuned", tuned)] if tuned is not None else [])
+            if "modelopt" in args.peers:
+                peer = modelopt(args.peers_python, fp32, precision, calibration, spec,
+                                out / model_name / f"modelopt.{precision}.onnx", args.peer_timeout)
+                candidates.append((PEERS["modelopt"], onnxio.load(peer) if peer else None))
+            if "onnxruntime" in args.peers and precision == "int8":  # quantize_static has no FP8 activations TensorRT reads
                 peer = onnxruntime_peer(args.peers_python, fp32, calibration, out / model_name / "ort.int8.onnx",
                                         args.peer_timeout)
-                candidates.append(("ONNX Runtime quantize_static", onnxio.load(peer) if peer else None))
+                candidates.append((PEERS["onnxruntime"], onnxio.load(peer) if peer else None))
             if args.peers_only:
                 continue
             for name, candidate in candidates:
@@ -252,7 +261,9 @@ def main() -> None:
              "| model, precision | candidate | top-1 agreement | cosine (mean) | cosine (min) | layers quantized | estimated ms | spec |",
              "|---|---|---|---|---|---|---|---|"]
     order = {m: i for i, m in enumerate(MODELS)}
-    rows.sort(key=lambda r: (order.get(r["model"], 99), r["precision"] != "int8"))
+    ranks = {name: i for i, name in enumerate(["trtpipe default", "trtpipe tuned", *PEERS.values()])}
+    # A kept peer row would otherwise come before the rows made now.
+    rows.sort(key=lambda r: (order.get(r["model"], 99), r["precision"] != "int8", ranks.get(r["candidate"], 99)))
     for r in rows:
         if "samples" not in r:
             lines.append(f"| {r['model']} {r['precision']} | {r['candidate']} | did not finish (log in {out}) | | | | | |")
