@@ -410,7 +410,7 @@ def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None) -> 
         result.rungs.append(rung)
         if on_phase:
             on_phase(f"  {count} more kept: {rung.seconds * 1e3:.4f} ms estimated, validation "
-                     f"{rung.report.first_checks()} {'PASS' if rung.report.passed else 'FAIL'}")
+                     f"{rung.report.deciding_checks()} {'PASS' if rung.report.passed else 'FAIL'}")
         return rung.report.passed
 
     found = fewest_passing(len(order) - 1, passes)  # keep at least one layer quantized
