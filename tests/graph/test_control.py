@@ -249,3 +249,43 @@ def test_sensitivity_and_tune_fold_the_if_the_specs_fixed_input_decides(tmp_path
                   tmp_path / "calib", budget_seconds=30, batch_size=16, ladder=False)
     assert result.chosen.quantized + len(result.chosen.config.exclude) == 2  # fc1 and fc2, fc_other folded away
     assert result.chosen.passed and 0.99 < result.chosen.metrics["cosine"] < 1.0  # something really was quantized
+
+
+def _quantized_matmuls(model) -> set[str]:
+    made_by = {out: n for n in model.graph.node for out in n.output}
+    return {n.name for n in model.graph.node if n.op_type == "MatMul"
+            and made_by.get(n.input[1]) is not None and made_by[n.input[1]].op_type == "DequantizeLinear"}
+
+
+def test_an_exclusion_inside_the_folded_if_is_a_node_quantize_and_build_know(tmp_path, cli):
+    """tune names layers of the If the spec's fixed input folds; quantize and build checked
+    --exclude against the graph before folding and refused them ("matches no node")."""
+    onnxio.save(rate_if_only(), tmp_path / "rate.onnx")
+    (tmp_path / "rate.toml").write_text(RATE_SPEC)
+    (tmp_path / "calib").mkdir()
+    np.savez(tmp_path / "calib" / "x.npz", x=rng.normal(0, 1, (16, 8)).astype(np.float32), sr=np.array(16000, np.int64))
+    code, _, err = cli("calibrate", tmp_path / "rate.onnx", "--spec", tmp_path / "rate.toml", "-o", tmp_path / "rate.cache")
+    assert code == 0, err
+    code, _, err = cli("quantize", tmp_path / "rate.onnx", "--precision", "int8", "--cache", tmp_path / "rate.cache",
+                       "--spec", tmp_path / "rate.toml", "--exclude", "fc1", "-o", tmp_path / "rate.int8.onnx")
+    assert code == 0, err
+    assert _quantized_matmuls(onnxio.load(tmp_path / "rate.int8.onnx")) == {"fc2"}
+    code, _, err = cli("quantize", tmp_path / "rate.onnx", "--precision", "int8", "--cache", tmp_path / "rate.cache",
+                       "--spec", tmp_path / "rate.toml", "--exclude", "fc9", "-o", tmp_path / "typo.onnx")
+    assert code == 2 and "--exclude fc9: matches no node" in err and not (tmp_path / "typo.onnx").exists()
+
+
+@needs_rtx
+def test_build_takes_an_exclusion_inside_the_folded_if(tmp_path, cli):
+    onnxio.save(rate_if_only(), tmp_path / "rate.onnx")
+    (tmp_path / "rate.toml").write_text(RATE_SPEC)
+    (tmp_path / "calib").mkdir()
+    np.savez(tmp_path / "calib" / "x.npz", x=rng.normal(0, 1, (16, 8)).astype(np.float32), sr=np.array(16000, np.int64))
+    code, _, err = cli("calibrate", tmp_path / "rate.onnx", "--spec", tmp_path / "rate.toml", "-o", tmp_path / "rate.cache")
+    assert code == 0, err
+    code, _, err = cli("build", tmp_path / "rate.onnx", "--precision", "int8", "--target", "sm_89", "--backend", "tensorrt-rtx",
+                       "--cache", tmp_path / "rate.cache", "--spec", tmp_path / "rate.toml", "--exclude", "fc2",
+                       "-o", tmp_path / "engines")
+    assert code == 0, err
+    assert _quantized_matmuls(onnxio.load(tmp_path / "engines" / "rate.int8.onnx")) == {"fc1"}
+    assert (tmp_path / "engines" / "rate.int8.sm89.engine").stat().st_size > 1000
