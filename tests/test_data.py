@@ -92,3 +92,19 @@ def test_state_batched_on_axis_1_and_a_shared_scalar(tmp_path):
     np.savez(tmp_path / "c.npz", x=np.zeros(6, np.float32), state=np.zeros((2, 3), np.float32), sr=np.array(8000))
     with pytest.raises(TrtpipeError, match="c.npz: input 'sr' is shared by the batch"):
         list(iter_batches(RNN, tmp_path, batch_size=8))
+
+
+def test_a_model_exported_for_batch_one_gets_batches_of_one(tmp_path, cli):
+    """PP-PicoDet's layout detector takes [1, 3, 800, 608]: batches of 16 (the default) cannot run."""
+    from models import conv_net, save
+
+    fixed = ModelSpec("m", root=".", inputs=[InputSpec("input", [1, 3, 16, 16])])
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).random((5, 3, 16, 16), np.float32))
+    assert [len(b) for b in iter_batches(fixed, tmp_path, batch_size=16)] == [1] * 5
+    dynamic = ModelSpec("m", root=".", inputs=[InputSpec("input", [-1, 3, 16, 16])])
+    assert [len(b) for b in iter_batches(dynamic, tmp_path, batch_size=16)] == [5]
+    save(conv_net(batch=1), tmp_path / "conv.onnx")
+    code, _, err = cli("calibrate", tmp_path / "conv.onnx", "--data", tmp_path, "-o", tmp_path / "conv.cache")
+    assert code == 0, err  # was: "the model cannot run on this data ... Got invalid dimensions for input"
+    code, _, err = cli("sensitivity", tmp_path / "conv.onnx", "--cache", tmp_path / "conv.cache", "--data", tmp_path)
+    assert code == 0, err

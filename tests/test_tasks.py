@@ -134,6 +134,18 @@ def test_the_deciding_check_is_the_worst_failure_else_the_nearest_to_failing():
     assert headline(report).startswith("d: f1 0.5 (min 0.9); below minimum: f1 0.5 < 0.9")
 
 
+def test_the_progress_line_shows_the_output_that_decided_not_the_first():
+    from trtpipe.quality.validate import Report
+
+    report = Report("c.onnx", "b.onnx", "int8", False, 32,
+                    checks=[Check("cosine", "output", 1.0, 0.99), Check("cosine", "stateN", 0.9827, 0.99),
+                            Check("channel_cosine_min", "stateN", 0.97, 0.95)])
+    assert not report.passed
+    assert report.deciding_checks() == "stateN: cosine 0.98270, channel_cosine_min 0.97000"
+    report.checks = report.checks[:1]
+    assert report.deciding_checks() == "cosine 1.00000"  # one output: no name needed
+
+
 def test_validate_exits_2_on_nan_in_the_data_and_on_a_constant_output(tmp_path, cli):
     save(mlp(batch="N"), tmp_path / "mlp.onnx")
     x = save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (16, 16)).astype(np.float32))

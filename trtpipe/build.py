@@ -15,7 +15,7 @@ from pathlib import Path
 
 from trtpipe import backend as backends
 from trtpipe import data
-from trtpipe.calibrate import load_table, observe_data_ranges
+from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges
 from trtpipe.config import ModelSpec, Shape, decided_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import atomic_path, check_output, ensure_dir, sha256, sidecar_path, write_bytes, write_json
@@ -281,7 +281,7 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     spec = backends.choose_spec(options.backend, options.target)
     chosen = backends.plan_precisions(precisions, options.target, spec)
     table = load_table(options.cache, [p for p in chosen if p.quantized]) if options.cache is not None else None
-    check_exclude(model, options.exclude, model_path)
+    check_exclude(model, options.exclude, model_path, cleaned=lambda: calibrated_graph(model, options.spec))
     block = int4_block(model, options.block_size, options.spec.block_size if options.spec else None) \
         if Precision.INT4 in chosen else None
     if options.timing_cache is not None and not spec.timing_cache:

@@ -93,6 +93,19 @@ def is_fresh(cache: str | os.PathLike, made_from: dict) -> bool:
     return {k: recorded.get(k) for k in made_from} == made_from
 
 
+def calibrated_graph(model, spec: ModelSpec | None):
+    """Return the cleaned copy of `model` whose tensor names calibration caches and the typed passes use.
+
+    The spec's [shapes] and one-value inputs (`[[inputs]] value`, a sample rate) decide If nodes,
+    which cleanup folds into their branch as build does: the layers inside the branch are then
+    calibrated, ranked by sensitivity and tuned like any other (graph.control).
+    """
+    from trtpipe.graph.cleanup import cleanup
+
+    shapes, fixed = decided_inputs(spec)
+    return cleanup(model, shapes=shapes, fixed=fixed)[0]
+
+
 def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output: str | os.PathLike,
               options: CalibrationOptions = CalibrationOptions(), spec: ModelSpec | None = None,
               force: bool = False, show_progress: bool = True) -> tuple[CalibrationTable, bool]:
@@ -102,14 +115,12 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     A reused cache is touched, so make and other timestamp-driven tools see it as made now.
     """
     from calibrators.collect import collect_histograms
-    from trtpipe.graph.cleanup import cleanup
 
     if options.method not in METHODS:
         raise TrtpipeError(f"--method {options.method}: unknown method; use one of {', '.join(METHODS)}")
     # Scales are keyed by tensor name: calibrate the cleaned graph, the one the typed passes rewrite
     # (folding Transposes or BatchNorms renames the tensors that feed Conv and MatMul).
-    shapes, fixed = decided_inputs(spec)
-    model, _ = cleanup(onnxio.load(model_path), shapes=shapes, fixed=fixed)
+    model = calibrated_graph(onnxio.load(model_path), spec)
     tensors = quantized_activations(model)
     if not tensors:
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
@@ -172,11 +183,9 @@ def observe_data_ranges(model, data_dir: str | os.PathLike, spec: ModelSpec | No
     Half conversion keeps the nodes whose activations leave FP16's range in FP32. The model is
     cleaned first (graph.cleanup), so the names are those the typed passes see.
     """
-    from trtpipe.graph.cleanup import cleanup
     from trtpipe.graph.keep import observe_ranges
 
-    shapes, fixed = decided_inputs(spec)
-    cleaned, _ = cleanup(model, shapes=shapes, fixed=fixed)
+    cleaned = calibrated_graph(model, spec)
     spec = spec or spec_from_onnx(model, "MODEL")
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
     with data.model_runs_on(data_dir):

@@ -126,11 +126,23 @@ def _samples(path: Path, spec: ModelSpec) -> Iterator[tuple[str, dict[str, np.nd
         yield (path.name if count == 1 else f"{path.name}[{i}]"), {n: a[0 if n in shared else i] for n, a in batches.items()}
 
 
+def fixed_batch(spec: ModelSpec) -> int | None:
+    """Return the batch size the spec's inputs fix (the smallest fixed size on a batch axis), else None."""
+    sizes = [i.shape[i.batch_axis] for i in spec.inputs
+             if i.batch_axis is not None and i.batch_axis < len(i.shape) and i.shape[i.batch_axis] > 0]
+    return min(sizes) if sizes else None
+
+
 def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int = 16, limit: int | None = None,
                  shuffle: bool = False, seed: int = 0, flag: str = "--data") -> Iterator[Batch]:
-    """Yield batches from `directory` in file-name order (or shuffled with `seed`), at most `limit` samples."""
+    """Yield batches from `directory` in file-name order (or shuffled with `seed`), at most `limit` samples.
+
+    Batches hold at most `batch_size` samples, and no more than the spec's inputs fix on their batch
+    axis: a model exported for batch 1 (PP-PicoDet's layout detector) runs on batches of one.
+    """
     if batch_size < 1:
         raise TrtpipeError(f"--batch-size {batch_size}: must be at least 1")
+    batch_size = min(batch_size, fixed_batch(spec) or batch_size)
     files = list_files(directory, flag)
     if shuffle:
         random.Random(seed).shuffle(files)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import pytest
@@ -175,3 +177,115 @@ def test_inspect_lists_the_folded_ifs(tmp_path):
     assert description["folded_ifs"] == [{"node": "rate_if", "branch": "then_branch"},
                                          {"node": "squeeze_if", "branch": "then_branch"}]
     assert "rate_if" in render(description)
+
+
+def rate_if_only():
+    """Every layer inside `if sr == 16000` (silero-vad's habit): x [N, 8] -> fc1 -> Relu -> fc2 at
+    16 kHz, fc_other at other rates; the main graph has no layer of its own to quantize."""
+    def value(name, shape, elem=TensorProto.FLOAT):
+        return helper.make_tensor_value_info(name, elem, shape)
+
+    weights = {name: numpy_helper.from_array(rng.normal(0, 0.5, shape).astype(np.float32), name)
+               for name, shape in (("w1", (8, 16)), ("w2", (16, 4)), ("w_other", (8, 4)))}
+    rate_16k = helper.make_graph([helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+                                  helper.make_node("Relu", ["h"], ["h_relu"]),
+                                  helper.make_node("MatMul", ["h_relu", "w2"], ["y_16k"], name="fc2")],
+                                 "rate_16k", [], [value("y_16k", ["N", 4])])
+    other = helper.make_graph([helper.make_node("MatMul", ["x", "w_other"], ["y_other"], name="fc_other")],
+                              "other", [], [value("y_other", ["N", 4])])
+    graph = helper.make_graph(
+        [helper.make_node("Equal", ["sr", "rate"], ["is_16k"]),
+         helper.make_node("If", ["is_16k"], ["y"], then_branch=rate_16k, else_branch=other, name="rate_if")],
+        "rate_only", [value("x", ["N", 8]), value("sr", [], TensorProto.INT64)], [value("y", ["N", 4])],
+        [*weights.values(), numpy_helper.from_array(np.array(16000, np.int64), "rate")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = onnxio.IR_VERSION
+    onnx.checker.check_model(model)
+    return model
+
+
+RATE_SPEC = """name = "rate"
+task = "generic"
+[[inputs]]
+name = "x"
+shape = [-1, 8]
+dtype = "float32"
+[[inputs]]
+name = "sr"
+shape = []
+dtype = "int64"
+batched = false
+value = 16000
+[shapes]
+x = "1x8/16x8/16x8"
+[data]
+calibration = "calib"
+validation = "val"
+"""
+
+
+def test_sensitivity_and_tune_fold_the_if_the_specs_fixed_input_decides(tmp_path, cli):
+    """calibrate and build fold `if sr == 16000` with the spec's `value`; sensitivity and tune must
+    see the same graph, or the layers inside the If are invisible to them (silero-vad's LSTM)."""
+    from trtpipe.config import load_spec
+    from trtpipe.quality.tune import tune
+    from trtpipe.targets import Target
+
+    onnxio.save(rate_if_only(), tmp_path / "rate.onnx")
+    (tmp_path / "rate.toml").write_text(RATE_SPEC)
+    for split, count in (("calib", 32), ("val", 16)):
+        (tmp_path / split).mkdir()
+        np.savez(tmp_path / split / "x.npz", x=rng.normal(0, 1, (count, 8)).astype(np.float32), sr=np.array(16000, np.int64))
+    code, _, err = cli("calibrate", tmp_path / "rate.onnx", "--spec", tmp_path / "rate.toml", "-o", tmp_path / "rate.cache")
+    assert code == 0, err
+
+    code, out, err = cli("sensitivity", tmp_path / "rate.onnx", "--cache", tmp_path / "rate.cache",
+                         "--spec", tmp_path / "rate.toml", "--json")
+    assert code == 0, err  # without the spec's sample rate: "no Conv, MatMul or Gemm ... has scales"
+    assert sorted(row["node"] for row in json.loads(out)) == ["fc1", "fc2"]
+
+    # Without the sample rate tune finds no layer to quantize and stops.
+    result = tune(tmp_path / "rate.onnx", load_spec(tmp_path / "rate.toml"), Precision.INT8, Target.parse("sm_89"),
+                  tmp_path / "calib", budget_seconds=30, batch_size=16, ladder=False)
+    assert result.chosen.quantized + len(result.chosen.config.exclude) == 2  # fc1 and fc2, fc_other folded away
+    assert result.chosen.passed and 0.99 < result.chosen.metrics["cosine"] < 1.0  # something really was quantized
+
+
+def _quantized_matmuls(model) -> set[str]:
+    made_by = {out: n for n in model.graph.node for out in n.output}
+    return {n.name for n in model.graph.node if n.op_type == "MatMul"
+            and made_by.get(n.input[1]) is not None and made_by[n.input[1]].op_type == "DequantizeLinear"}
+
+
+def test_an_exclusion_inside_the_folded_if_is_a_node_quantize_and_build_know(tmp_path, cli):
+    """tune names layers of the If the spec's fixed input folds; quantize and build checked
+    --exclude against the graph before folding and refused them ("matches no node")."""
+    onnxio.save(rate_if_only(), tmp_path / "rate.onnx")
+    (tmp_path / "rate.toml").write_text(RATE_SPEC)
+    (tmp_path / "calib").mkdir()
+    np.savez(tmp_path / "calib" / "x.npz", x=rng.normal(0, 1, (16, 8)).astype(np.float32), sr=np.array(16000, np.int64))
+    code, _, err = cli("calibrate", tmp_path / "rate.onnx", "--spec", tmp_path / "rate.toml", "-o", tmp_path / "rate.cache")
+    assert code == 0, err
+    code, _, err = cli("quantize", tmp_path / "rate.onnx", "--precision", "int8", "--cache", tmp_path / "rate.cache",
+                       "--spec", tmp_path / "rate.toml", "--exclude", "fc1", "-o", tmp_path / "rate.int8.onnx")
+    assert code == 0, err
+    assert _quantized_matmuls(onnxio.load(tmp_path / "rate.int8.onnx")) == {"fc2"}
+    code, _, err = cli("quantize", tmp_path / "rate.onnx", "--precision", "int8", "--cache", tmp_path / "rate.cache",
+                       "--spec", tmp_path / "rate.toml", "--exclude", "fc9", "-o", tmp_path / "typo.onnx")
+    assert code == 2 and "--exclude fc9: matches no node" in err and not (tmp_path / "typo.onnx").exists()
+
+
+@needs_rtx
+def test_build_takes_an_exclusion_inside_the_folded_if(tmp_path, cli):
+    onnxio.save(rate_if_only(), tmp_path / "rate.onnx")
+    (tmp_path / "rate.toml").write_text(RATE_SPEC)
+    (tmp_path / "calib").mkdir()
+    np.savez(tmp_path / "calib" / "x.npz", x=rng.normal(0, 1, (16, 8)).astype(np.float32), sr=np.array(16000, np.int64))
+    code, _, err = cli("calibrate", tmp_path / "rate.onnx", "--spec", tmp_path / "rate.toml", "-o", tmp_path / "rate.cache")
+    assert code == 0, err
+    code, _, err = cli("build", tmp_path / "rate.onnx", "--precision", "int8", "--target", "sm_89", "--backend", "tensorrt-rtx",
+                       "--cache", tmp_path / "rate.cache", "--spec", tmp_path / "rate.toml", "--exclude", "fc2",
+                       "-o", tmp_path / "engines")
+    assert code == 0, err
+    assert _quantized_matmuls(onnxio.load(tmp_path / "engines" / "rate.int8.onnx")) == {"fc1"}
+    assert (tmp_path / "engines" / "rate.int8.sm89.engine").stat().st_size > 1000

@@ -77,7 +77,7 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
       trtpipe calibrate model.onnx --spec model.toml -o model.int8.cache
       trtpipe quantize model.onnx --precision int8 --cache model.int8.cache --spec model.toml -o model.int8.onnx
     """
-    from trtpipe.calibrate import load_table, observe_data_ranges
+    from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges
     from trtpipe.config import decided_inputs
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
@@ -91,7 +91,7 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
     table = load_table(cache, [precision]) if cache is not None else None
     spec = _spec(spec_path, graph, model)
     exclude = _exclude(exclude, spec)
-    check_exclude(graph, exclude, model)
+    check_exclude(graph, exclude, model, cleaned=lambda: calibrated_graph(graph, spec))
     ranges = observe_data_ranges(graph, data_dir, spec) if data_dir is not None else None
     block = int4_block(graph, block_size, spec.block_size if spec else None) if precision == "int4" else None
     shapes, fixed = decided_inputs(spec)

@@ -35,15 +35,15 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
       trtpipe sensitivity model.onnx --cache model.int8.cache --spec model.toml --limit 32 --top 5
     """
     from trtpipe import data
-    from trtpipe.calibrate import load_table
+    from trtpipe.calibrate import calibrated_graph, load_table
     from trtpipe.graph import onnxio
-    from trtpipe.graph.cleanup import cleanup
     from trtpipe.progress import progress_bar
     from trtpipe.quality.sensitivity import layer_sensitivity, quantizable_layers
     from trtpipe.targets import Precision
 
-    graph, _ = cleanup(onnxio.load(model))  # the graph the cache's names and the typed passes refer to
-    spec = _spec(spec_path, graph, model)
+    original = onnxio.load(model)
+    spec = _spec(spec_path, original, model)
+    graph = calibrated_graph(original, spec)  # the graph the cache's names and the typed passes refer to
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     table = load_table(cache, [precision])
     layers = len(quantizable_layers(graph, table))

@@ -116,12 +116,12 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
                f"{ {k: v for k, v in result.thresholds.items() if k in chosen.metrics} }")  # the judged metrics' minimums
     if result.validation is not None:
         report = result.validation
-        click.echo(f"  validation ({report.samples} samples, simulated): {report.first_checks()} -> "
+        click.echo(f"  validation ({report.samples} samples, simulated): {report.deciding_checks()} -> "
                    f"{'PASS' if report.passed else 'FAIL'}")
     if result.confirmed is not None:
         rung = result.confirmed
         click.echo(f"written instead: {rung.kept} more of the most sensitive layers kept in FP16 ({rung.quantized} quantized), "
-                   f"{_ms(rung.seconds)} estimated; validation {rung.report.first_checks()} -> PASS (validation chose this among "
+                   f"{_ms(rung.seconds)} estimated; validation {rung.report.deciding_checks()} -> PASS (validation chose this among "
                    f"{len(result.rungs)} rungs: not an unseen test)")
     elif result.rungs:
         click.echo(f"no rung of {len(result.rungs)} met the spec on validation; the search's choice is written", err=True)

@@ -179,7 +179,9 @@ def max_relative_error(original, cleaned, samples: int = 2, shapes=None, fixed=N
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    # Fatal only: a model that fails on random inputs is caught below and said in the note; ONNX
+    # Runtime's own error line (silero-vad's reflect Pad on a 64-sample input) read as a crash in tune.
+    options.log_severity_level = 4
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare the graphs as written
     worst = 0.0
     try:

@@ -17,7 +17,7 @@ half.py does the rewriting.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -87,12 +87,21 @@ def node_matches(node, patterns: Iterable[str]) -> bool:
 
 
 
-def check_exclude(model, patterns: Iterable[str], model_path, flag: str = "--exclude") -> None:
-    """Raise if a pattern matches no node of `model`: a misspelt exclusion would quantize the layer it meant."""
-    for pattern in patterns:
-        if not any(node_matches(node, [pattern]) for node in model.graph.node):
-            raise TrtpipeError(f"{flag} {pattern}: matches no node of {model_path} (by name, op type or regex); "
-                               "list the node names with 'trtpipe inspect --json' or 'trtpipe sensitivity'")
+def check_exclude(model, patterns: Iterable[str], model_path, flag: str = "--exclude",
+                  cleaned: Callable[[], object] | None = None) -> None:
+    """Raise if a pattern matches no node of `model`: a misspelt exclusion would quantize the layer it meant.
+
+    `cleaned` gives the graph the typed passes rewrite (cleanup with the spec's fixed inputs): the
+    layers of an If it folds (silero-vad's, which `tune` names) exist only there. It is asked for
+    only when a pattern matches nothing in `model`.
+    """
+    missing = [p for p in patterns if not any(node_matches(node, [p]) for node in model.graph.node)]
+    if missing and cleaned is not None:
+        graph = cleaned().graph
+        missing = [p for p in missing if not any(node_matches(node, [p]) for node in graph.node)]
+    if missing:
+        raise TrtpipeError(f"{flag} {missing[0]}: matches no node of {model_path} (by name, op type or regex); "
+                           "list the node names with 'trtpipe inspect --json' or 'trtpipe sensitivity'")
 
 def activation_limit(precision: Precision) -> float:
     """Return the largest |activation| on calibration data that a half node may see."""

@@ -339,9 +339,9 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
 
     if precision not in (Precision.INT8, Precision.FP8):
         raise TrtpipeError(f"--precision {precision}: tune searches int8 or fp8")
-    from trtpipe.graph.cleanup import cleanup
+    from trtpipe.calibrate import calibrated_graph
 
-    model, _ = cleanup(onnxio.load(model_path))  # the graph whose tensor names the typed passes and caches use
+    model = calibrated_graph(onnxio.load(model_path), spec)  # the graph whose tensor names the typed passes and caches use
     baseline = onnxio.load(baseline_path) if baseline_path else model
     tensors = quantized_activations(model)
     if not tensors:
@@ -420,7 +420,7 @@ def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None) -> 
         result.rungs.append(rung)
         if on_phase:
             on_phase(f"  {count} more kept: {rung.seconds * 1e3:.4f} ms estimated, validation "
-                     f"{rung.report.first_checks()} {'PASS' if rung.report.passed else 'FAIL'}")
+                     f"{rung.report.deciding_checks()} {'PASS' if rung.report.passed else 'FAIL'}")
         return rung.report.passed
 
     found = fewest_passing(len(order) - 1, passes)  # keep at least one layer quantized

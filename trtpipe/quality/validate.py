@@ -115,10 +115,16 @@ class Report:
     def mode(self) -> str:
         return "measured" if self.measured else "simulated"
 
-    def first_checks(self) -> str:
-        """Return the first judged output's checks as 'metric value, ...' (one line of progress)."""
-        first = self.checks[0].output if self.checks else None
-        return ", ".join(f"{c.metric} {c.value:.5f}" for c in self.checks if c.output == first)
+    def deciding_checks(self) -> str:
+        """Return the checks of the output that decided the verdict (`deciding`) as '[output: ]metric value, ...'.
+
+        One line of progress. Not the first output's: silero-vad's speech probability passes while its
+        LSTM state fails, and a FAIL next to passing figures reads as a bug."""
+        decided = deciding(self.checks)
+        if decided is None:
+            return ""
+        line = ", ".join(f"{c.metric} {c.value:.5f}" for c in self.checks if c.output == decided.output)
+        return f"{decided.output}: {line}" if len({c.output for c in self.checks}) > 1 else line
 
     def to_json(self) -> dict:
         decided = deciding(self.checks)
