@@ -289,3 +289,11 @@ def test_a_choice_that_fails_on_validation_walks_the_ladder(workdir, cli):
         assert written == confirmed["exclude"]
         assert not any(r["validation"]["passed"] for r in rungs if r["kept_more"] < confirmed["kept_more"])
         assert confirmed["estimated_ms"] > chosen["estimated_ms"]  # more in FP16 costs more
+
+
+def test_a_choice_that_fails_on_validation_without_a_ladder_says_so(workdir, cli):
+    rng = np.random.default_rng(1)
+    save_batches(workdir / "bright", rng.normal(0, 6, (32, 3, 16, 16)).astype(np.float32))
+    _, err, report = _tune(cli, workdir, 0.99, "--validation", workdir / "bright", "--slack", 0, "--no-ladder")
+    assert report["chosen"]["passed"] and not report["validation"]["passed"] and not report["rungs"]
+    assert "fails on validation and no rung was tried (--no-ladder)" in err and "does not meet the spec" in err

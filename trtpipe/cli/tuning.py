@@ -125,6 +125,10 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
                    f"{len(result.rungs)} rungs: not an unseen test)")
     elif result.rungs:
         click.echo(f"no rung of {len(result.rungs)} met the spec on validation; the search's choice is written", err=True)
+    elif chosen.passed and result.validation is not None and not result.validation.passed:
+        why = "--no-ladder" if not ladder else "keeping more in FP16 would leave nothing quantized"
+        click.echo(f"the search's choice fails on validation and no rung was tried ({why}): it is written, "
+                   f"and does not meet the spec", err=True)
     for path in written:
         click.echo(f"wrote {path}")
     if not chosen.passed:
