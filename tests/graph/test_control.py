@@ -257,15 +257,20 @@ def _quantized_matmuls(model) -> set[str]:
             and made_by.get(n.input[1]) is not None and made_by[n.input[1]].op_type == "DequantizeLinear"}
 
 
-def test_an_exclusion_inside_the_folded_if_is_a_node_quantize_and_build_know(tmp_path, cli):
-    """tune names layers of the If the spec's fixed input folds; quantize and build checked
-    --exclude against the graph before folding and refused them ("matches no node")."""
+def _calibrated_rate_model(tmp_path, cli) -> None:
+    """Write the If-only model, its spec fixing the sample rate, one calibration batch, and its cache."""
     onnxio.save(rate_if_only(), tmp_path / "rate.onnx")
     (tmp_path / "rate.toml").write_text(RATE_SPEC)
     (tmp_path / "calib").mkdir()
     np.savez(tmp_path / "calib" / "x.npz", x=rng.normal(0, 1, (16, 8)).astype(np.float32), sr=np.array(16000, np.int64))
     code, _, err = cli("calibrate", tmp_path / "rate.onnx", "--spec", tmp_path / "rate.toml", "-o", tmp_path / "rate.cache")
     assert code == 0, err
+
+
+def test_an_exclusion_inside_the_folded_if_is_a_node_quantize_and_build_know(tmp_path, cli):
+    """tune names layers of the If the spec's fixed input folds; quantize and build checked
+    --exclude against the graph before folding and refused them ("matches no node")."""
+    _calibrated_rate_model(tmp_path, cli)
     code, _, err = cli("quantize", tmp_path / "rate.onnx", "--precision", "int8", "--cache", tmp_path / "rate.cache",
                        "--spec", tmp_path / "rate.toml", "--exclude", "fc1", "-o", tmp_path / "rate.int8.onnx")
     assert code == 0, err
@@ -277,12 +282,7 @@ def test_an_exclusion_inside_the_folded_if_is_a_node_quantize_and_build_know(tmp
 
 @needs_rtx
 def test_build_takes_an_exclusion_inside_the_folded_if(tmp_path, cli):
-    onnxio.save(rate_if_only(), tmp_path / "rate.onnx")
-    (tmp_path / "rate.toml").write_text(RATE_SPEC)
-    (tmp_path / "calib").mkdir()
-    np.savez(tmp_path / "calib" / "x.npz", x=rng.normal(0, 1, (16, 8)).astype(np.float32), sr=np.array(16000, np.int64))
-    code, _, err = cli("calibrate", tmp_path / "rate.onnx", "--spec", tmp_path / "rate.toml", "-o", tmp_path / "rate.cache")
-    assert code == 0, err
+    _calibrated_rate_model(tmp_path, cli)
     code, _, err = cli("build", tmp_path / "rate.onnx", "--precision", "int8", "--target", "sm_89", "--backend", "tensorrt-rtx",
                        "--cache", tmp_path / "rate.cache", "--spec", tmp_path / "rate.toml", "--exclude", "fc2",
                        "-o", tmp_path / "engines")
