@@ -90,6 +90,24 @@ def test_the_worst_channel_is_seen_behind_a_large_one():
     assert summary["cosine"] > 0.9999 and summary["channel_cosine_min"] == pytest.approx(-1.0) and summary["worst_channel"] == 1
 
 
+def test_an_rnn_state_with_samples_on_axis_1_is_judged_per_sample():
+    # silero-vad's LSTM state: [layers 2, batch, hidden 128]. Read on axis 0 its two layers were the
+    # "samples" (4 over two batches of 8), and one broken sample hid in a layer-long vector.
+    rng = np.random.default_rng(0)
+    want = rng.normal(0, 1, (2, 8, 128))
+    got = want.copy()
+    got[:, 3] = -got[:, 3]  # sample 3's state inverted
+    by_layer, by_sample = make_task(OutputSpec("stateN")), make_task(OutputSpec("stateN", batch_axis=1))
+    for task in (by_layer, by_sample):
+        task.update({"stateN": got}, {"stateN": want}, [str(i) for i in range(8)], {})
+    assert by_layer.summary()["samples"] == 2 and by_layer.summary()["cosine_min"] > 0.7
+    summary = by_sample.summary()
+    assert summary["samples"] == 8 and summary["cosine_min"] == pytest.approx(-1.0)
+    assert summary["cosine"] == pytest.approx(6 / 8)
+    with pytest.raises(TrtpipeError, match=r"\[\[outputs\]\] stateN: batch_axis 3 is not an axis of its shape \[2, 8, 128\]"):
+        make_task(OutputSpec("stateN", batch_axis=3)).update({"stateN": got}, {"stateN": want}, ["a"] * 8, {})
+
+
 def test_constant_and_non_finite_baselines_are_degenerate():
     task = make_task(OutputSpec("o"))
     task.update({"o": np.zeros((2, 3))}, {"o": np.zeros((2, 3))}, ["a", "b"], {})
@@ -106,6 +124,8 @@ def test_spec_outputs_parse_and_reject_unknown_keys(tmp_path):
                     'score_output = "scores"\nclass_output = "labels"\nconf = 0.4\n')
     spec = load_spec(path)
     assert spec.outputs == [OutputSpec("boxes", "detection", "separate", conf=0.4, score_output="scores", class_output="labels")]
+    path.write_text('name = "m"\n[[outputs]]\nname = "state"\nbatch_axis = 1\n')
+    assert load_spec(path).outputs == [OutputSpec("state", batch_axis=1)]
     path.write_text('name = "m"\n[[outputs]]\nname = "o"\nthreshhold = 0.3\n')
     with pytest.raises(TrtpipeError, match="unknown key 'threshhold'"):
         load_spec(path)

@@ -77,6 +77,7 @@ class OutputSpec:
     margin: float | None = None
     neighbours: int | None = None
     threshold: float | None = None
+    batch_axis: int = 0  # the axis samples stack on (1 for an RNN state [layers, batch, hidden])
 
 
 @dataclass
@@ -256,7 +257,8 @@ SCHEMA = {
     "outputs": _array_of_tables(_table({"name": _string, "task": _choice(*TASKS), "layout": _string, "conf": _number,
                                         "iou": _number, "classes": _integer, "score_output": _string,
                                         "class_output": _string, "margin": _number, "neighbours": _integer,
-                                        "threshold": _number}, "outputs", required=("name",)), "outputs"),
+                                        "threshold": _number, "batch_axis": _integer}, "outputs", required=("name",)),
+                             "outputs"),
     # The public model zoo's pins and input recipe (scripts/zoo.py reads it; the pipeline does not).
     "zoo": _free_table,
 }
@@ -307,6 +309,8 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.margin": ("0.25", "classification: how far FP32's top class must beat the runner-up (probability) to count as confident"),
     "outputs.neighbours": ("5", "embedding: how many nearest neighbours must agree"),
     "outputs.threshold": ("0.5", "dense: the foreground threshold of the map"),
+    "outputs.batch_axis": ("0", ("the axis samples stack on: 1 for an RNN state [layers, batch, hidden] "
+                                 "(else its layers are judged as the samples)")),
     "zoo": (None, "make zoo's pins and input recipe for a public model; the pipeline ignores it"),
 }
 TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs", "zoo")

@@ -62,6 +62,13 @@ class Task:
                inputs: Mapping[str, np.ndarray], labels: np.ndarray | None = None) -> None:
         """Add one batch: the candidate's outputs `got`, the baseline's `want`, the sample ids and inputs,
         and the labels (-1: unknown) where there are any."""
+        if self.spec.batch_axis:  # samples first, as every metric below reads them
+            shape = np.shape(want[self.output])
+            if not 0 < self.spec.batch_axis < len(shape):
+                raise TrtpipeError(f"--spec: [[outputs]] {self.output}: batch_axis {self.spec.batch_axis} is not an axis "
+                                   f"of its shape {list(shape)}; fix it")
+            got, want = ({**arrays, self.output: np.moveaxis(arrays[self.output], self.spec.batch_axis, 0)}
+                         for arrays in (got, want))
         for name in self.reads:
             check_baseline(name, want[name], ids)
         candidate = np.asarray(got[self.output], np.float64)
