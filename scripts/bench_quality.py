@@ -123,8 +123,9 @@ def judge(candidate, name: str, baseline: Path, spec, precision: str, costs) -> 
             "estimated_ms": costs.seconds(precision, quantized) * 1e3 if quantized <= known else None}
 
 
-def trtpipe_default(model_name: str, spec, precision: str):
-    """Return the typed ONNX `make` builds: the default cache and the spec's exclusions."""
+def _typed(model_name: str, spec, precision: str, cache: Path, exclude):
+    """Return the typed ONNX `make` builds from `cache` and `exclude`: from the smoothed graph when the
+    spec smooths INT8."""
     from trtpipe.calibrate import load_table
     from trtpipe.graph import onnxio
     from trtpipe.graph.typed import typed_model
@@ -132,44 +133,44 @@ def trtpipe_default(model_name: str, spec, precision: str):
 
     build = ROOT / "build" / model_name
     source = build / "smoothed" / f"{model_name}.onnx" if precision == "int8" and spec.smooth else build / f"{model_name}.onnx"
-    table = load_table(build / f"{model_name}.{precision}.cache")
-    return typed_model(onnxio.load(source), Precision.parse(precision), table, spec.exclude)
+    return typed_model(onnxio.load(source), Precision.parse(precision), load_table(cache), exclude)
+
+
+def trtpipe_default(model_name: str, spec, precision: str):
+    """Return the typed ONNX `make` builds: the default cache and the spec's exclusions."""
+    return _typed(model_name, spec, precision, ROOT / "build" / model_name / f"{model_name}.{precision}.cache", spec.exclude)
 
 
 def trtpipe_tuned(model_name: str, spec, precision: str):
     """Return the typed ONNX of `trtpipe tune`'s choice, or None when it has not run."""
-    from trtpipe.calibrate import load_table
     from trtpipe.config import load_exclusions
-    from trtpipe.graph import onnxio
-    from trtpipe.graph.typed import typed_model
-    from trtpipe.targets import Precision
 
-    build = ROOT / "build" / model_name
-    cache = build / f"{model_name}.{precision}.tuned.cache"
+    cache = ROOT / "build" / model_name / f"{model_name}.{precision}.tuned.cache"
     if not cache.is_file():
         return None
-    source = build / "smoothed" / f"{model_name}.onnx" if precision == "int8" and spec.smooth else build / f"{model_name}.onnx"
-    exclude = load_exclusions(cache.with_name(f"{model_name}.{precision}.tuned.toml"))
-    return typed_model(onnxio.load(source), Precision.parse(precision), load_table(cache), exclude)
+    return _typed(model_name, spec, precision, cache, load_exclusions(cache.with_name(f"{model_name}.{precision}.tuned.toml")))
 
 
-def rows_from_tune(model_name: str, spec, precision: str, costs) -> list[dict] | None:
+def rows_from_tune(model_name: str, spec, precision: str, costs, gpu: str) -> list[dict] | None:
     """Return trtpipe's default and tuned rows from `trtpipe tune`'s report, when it confirmed both
-    on the validation set: the same validator on the same data as `judge`, already run. The estimated
-    latency prices the layers the typed ONNX quantizes, on the FP32 graph, as the peers' rows are (a
-    smoothed graph has more ops); counting every layer the configuration does not exclude would also
-    price the depthwise convolutions trtpipe never quantizes (EfficientNet-lite0: 1.30 ms for 1.54)."""
+    on the validation set and priced `gpu`: the same validator on the same data as `judge`, already
+    run. The estimated latency prices the layers the typed ONNX quantizes, on the FP32 graph, as the
+    peers' rows are (a smoothed graph has more ops); counting every layer the configuration does not
+    exclude would also price the depthwise convolutions trtpipe never quantizes (EfficientNet-lite0:
+    1.30 ms for 1.54)."""
     path = ROOT / "build" / model_name / "reports" / f"{model_name}.{precision}.tune.json"
     if not path.is_file():
         return None
     report = json.loads(path.read_text())
-    rows = []
     # What tune wrote (the search's choice, or the rung the confirmation found when that failed on
     # validation): the tuned cache and exclusions trtpipe_tuned builds from.
     tuned = report["confirmed"]["validation"] if report.get("confirmed") else report["validation"]
+    if report["gpu"] != gpu or report["default_validation"] is None or tuned is None:
+        return None
+    rows = []
     for name, validation, typed in (("trtpipe default", report["default_validation"], trtpipe_default(model_name, spec, precision)),
                                     ("trtpipe tuned", tuned, trtpipe_tuned(model_name, spec, precision))):
-        if validation is None or typed is None:
+        if typed is None:  # the report without its tuned cache
             return None
         first = next(iter(validation["outputs"].values()))
         quantized = quantized_layers(typed)
@@ -223,8 +224,8 @@ def main() -> None:
         costs = cost_model(fp32_model, gpu, synthetic_feeds(spec.inputs, opt))
         for precision in args.precisions:
             print(f"{model_name} {precision}", file=sys.stderr)
-            from_tune = None if args.peers_only else rows_from_tune(model_name, spec, precision, costs)
-            if from_tune is not None and gpu.name == json.loads((ROOT / from_tune[0]["from"]).read_text())["gpu"]:
+            from_tune = None if args.peers_only else rows_from_tune(model_name, spec, precision, costs, gpu.name)
+            if from_tune is not None:
                 rows += from_tune
                 candidates = []
             elif args.peers_only:
