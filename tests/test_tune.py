@@ -11,7 +11,7 @@ from conftest import needs_rtx
 from calibrators.cache import read_cache
 from models import conv_net, save, save_batches
 from trtpipe.config import load_exclusions
-from trtpipe.quality.tune import Config, margin, margins
+from trtpipe.quality.tune import Config, margins
 
 SPEC = """name = "conv"
 task = "classification"
@@ -67,10 +67,10 @@ def strict(tmp_path_factory):
 
 
 def test_margin_is_the_worst_check_scaled_by_its_room():
-    assert margin({"cosine": 0.995, "top1_agreement": 1.0}, {"cosine": 0.99, "top1_agreement": 0.98}) == pytest.approx(0.5)
-    assert margin({"cosine": 0.98}, {"cosine": 0.99}) == pytest.approx(-1.0)
-    assert margin({"snr_db": 25.0}, {"snr_db": 20.0}) == pytest.approx(0.25)
-    assert margin({"cosine": math.nan}, {"cosine": 0.9}) == -math.inf
+    assert margins({"cosine": 0.995, "top1_agreement": 1.0}, {"cosine": 0.99, "top1_agreement": 0.98})[0] == pytest.approx(0.5)
+    assert margins({"cosine": 0.98}, {"cosine": 0.99})[0] == pytest.approx(-1.0)
+    assert margins({"snr_db": 25.0}, {"snr_db": 20.0})[0] == pytest.approx(0.25)
+    assert margins({"cosine": math.nan}, {"cosine": 0.9})[0] == -math.inf
 
 
 def test_margins_compare_the_worst_check_first_then_the_next():
@@ -238,15 +238,15 @@ def test_share_metrics_pass_by_their_wilson_bound():
     assert lower_bound(p, n, 0.9) == pytest.approx(wilson) and 0.979 < wilson < 0.98
     assert lower_bound(0.97, 100, 0.0) == 0.97  # confidence 0: the share itself
     thresholds = {"cosine": 0.99, "top1_agreement": 0.98}
-    assert margin({"cosine": 0.999, "top1_agreement": 1.0}, thresholds, {"top1_agreement": 160}, 0.9) > 0
+    assert margins({"cosine": 0.999, "top1_agreement": 1.0}, thresholds, {"top1_agreement": 160}, 0.9)[0] > 0
     # One flip in 160 (99.4%) passes the share itself and fails its bound.
-    assert margin({"cosine": 0.999, "top1_agreement": 159 / 160}, thresholds) > 0
-    assert margin({"cosine": 0.999, "top1_agreement": 159 / 160}, thresholds, {"top1_agreement": 160}, 0.9) < 0
+    assert margins({"cosine": 0.999, "top1_agreement": 159 / 160}, thresholds)[0] > 0
+    assert margins({"cosine": 0.999, "top1_agreement": 159 / 160}, thresholds, {"top1_agreement": 160}, 0.9)[0] < 0
     # 45 confident samples cannot show 99% at 0.9 even when all agree: judged at what they support.
     assert supported_confidence(45, 0.99) < 0.9
     confident = {"confident_top1_agreement": 0.99}
-    assert margin({"confident_top1_agreement": 1.0}, confident, {"confident_top1_agreement": 45}, 0.9) >= 0
-    assert margin({"confident_top1_agreement": 44 / 45}, confident, {"confident_top1_agreement": 45}, 0.9) < 0
+    assert margins({"confident_top1_agreement": 1.0}, confident, {"confident_top1_agreement": 45}, 0.9)[0] >= 0
+    assert margins({"confident_top1_agreement": 44 / 45}, confident, {"confident_top1_agreement": 45}, 0.9)[0] < 0
 
 
 def test_fewest_passing_doubles_then_bisects():

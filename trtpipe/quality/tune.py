@@ -30,11 +30,11 @@ from trtpipe.config import ModelSpec
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.cost import LAUNCH_SECONDS
 from trtpipe.quality.tune_config import Config, Rung, Trial, TuneResult, amax_by_method
-from trtpipe.quality.tune_judge import SHARES, Batch, lower_bound, margin, margins, supported_confidence, task_metrics
+from trtpipe.quality.tune_judge import SHARES, Batch, lower_bound, margins, supported_confidence, task_metrics
 from trtpipe.targets import Precision
 
 __all__ = ["SHARES", "Config", "Rung", "Search", "Trial", "TuneResult", "amax_by_method", "confirm", "confirm_ladder",
-           "fewest_passing", "lower_bound", "margin", "margins", "supported_confidence", "task_metrics", "tune"]
+           "fewest_passing", "lower_bound", "margins", "supported_confidence", "task_metrics", "tune"]
 
 
 @dataclass
@@ -327,7 +327,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     """
     from calibrators.collect import collect_histograms
     from calibrators.graph import activation_inputs, constant_names, quantized_activations
-    from trtpipe.calibrate import DEFAULT_METHOD
+    from trtpipe.calibrate import DEFAULT_METHOD, calibrated_graph
     from trtpipe.config import parse_shapes
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import node_matches
@@ -339,8 +339,6 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
 
     if precision not in (Precision.INT8, Precision.FP8):
         raise TrtpipeError(f"--precision {precision}: tune searches int8 or fp8")
-    from trtpipe.calibrate import calibrated_graph
-
     model = calibrated_graph(onnxio.load(model_path), spec)  # the graph whose tensor names the typed passes and caches use
     baseline = onnxio.load(baseline_path) if baseline_path else model
     tensors = quantized_activations(model)

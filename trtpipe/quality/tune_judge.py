@@ -73,12 +73,6 @@ def margins(metrics: Mapping[str, float], thresholds: Mapping[str, float], count
     return tuple(sorted(values)) or (0.0,)
 
 
-def margin(metrics: Mapping[str, float], thresholds: Mapping[str, float], counts: Mapping[str, int] | None = None,
-           confidence: float = 0.0) -> float:
-    """Return the worst check's scaled distance above its minimum (`margins`): >= 0 passes."""
-    return margins(metrics, thresholds, counts, confidence)[0]
-
-
 def task_metrics(typed, spec: ModelSpec, batches: Sequence[Batch], wanted: Sequence[Mapping[str, np.ndarray]],
                  thresholds: Mapping[str, float]) -> tuple[dict[str, float], dict[str, int]]:
     """Return the spec's task metrics of the typed model on `batches` against the baseline's outputs
