@@ -17,4 +17,5 @@ def test_bar_ends_on_the_last_sample(monkeypatch, total):
             bar.update(size)
     final = stream.getvalue().replace("\r", "\n").strip().splitlines()[-1]
     assert ("40/40 [" if total else "40 samples [") in final, final
-    assert "40.0" not in final and "32" not in final
+    count = final.split("[")[0]  # the rate after it ("367116.32 samples/s") may hold any digits
+    assert "40.0" not in count and "32" not in count
