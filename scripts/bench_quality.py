@@ -133,7 +133,8 @@ def _typed(model_name: str, spec, precision: str, cache: Path, exclude):
 
     build = ROOT / "build" / model_name
     source = build / "smoothed" / f"{model_name}.onnx" if precision == "int8" and spec.smooth else build / f"{model_name}.onnx"
-    return typed_model(onnxio.load(source), Precision.parse(precision), load_table(cache), exclude)
+    return typed_model(onnxio.load(source), Precision.parse(precision), load_table(cache), exclude,
+                       min_weights=spec.min_weights)
 
 
 def trtpipe_default(model_name: str, spec, precision: str):

@@ -48,6 +48,7 @@ class BuildOptions:
     batch_size: int = 8
     verbose: bool = False
     block_size: int | None = None  # int4: --block-size; None: the AWQ model's, the spec's, else 128
+    min_weights: int = 0  # int8/fp8: layers with fewer weight elements stay unquantized (--min-weights)
 
     def record(self) -> dict:
         return {
@@ -55,6 +56,7 @@ class BuildOptions:
             "timing_cache": str(self.timing_cache) if self.timing_cache else None,
             "calibration": self.calibration, "exclude": list(self.exclude), "unquantized": self.unquantized,
             **({"block_size": self.block_size} if self.block_size else {}),
+            **({"min_weights": self.min_weights} if self.min_weights else {}),
         }
 
 
@@ -317,7 +319,7 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
             with atomic_path(typed) as draft:
                 write_typed_onnx(model, precision, draft, table, options.exclude,
                                  implicit=options.calibration == "implicit", unquantized=options.unquantized, ranges=ranges,
-                                 block=block, shapes=options.shapes, fixed=fixed)
+                                 block=block, shapes=options.shapes, fixed=fixed, min_weights=options.min_weights)
                 info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name)
         except NothingToQuantize:
             if list(precisions) == ["auto"]:

@@ -97,6 +97,7 @@ class ModelSpec:
     smooth: float | None = None  # SmoothQuant alpha for INT8 ('trtpipe smooth'); None: not smoothed
     exclude: list[str] = field(default_factory=list)  # nodes kept out of INT8/FP8 when --exclude is not given
     block_size: int | None = None  # INT4 weights' block rows ('awq', int4 builds); None: 128
+    min_weights: int = 0  # INT8/FP8 layers with fewer weight elements stay unquantized (engine size)
     outputs: list[OutputSpec] = field(default_factory=list)  # [[outputs]]: empty judges every float output
     path: Path | None = None  # the model.toml this came from, for error messages
 
@@ -252,7 +253,8 @@ SCHEMA = {
     "shapes": _map_of(_string, "shapes"),
     "data": _table({"calibration": _string, "validation": _string, "labels": _string}, "data"),
     "thresholds": _map_of(_map_of(_number, "thresholds"), "thresholds", keys=PRECISION_KEYS),
-    "quantize": _table({"exclude": _list_of(_string), "smooth": _number, "block_size": _integer}, "quantize"),
+    "quantize": _table({"exclude": _list_of(_string), "smooth": _number, "block_size": _integer,
+                          "min_weights": _integer}, "quantize"),
     # Per-output tasks: what validation judges each output by (OutputSpec says what each key means).
     "outputs": _array_of_tables(_table({"name": _string, "task": _choice(*TASKS), "layout": _string, "conf": _number,
                                         "iou": _number, "classes": _integer, "score_output": _string,
@@ -295,6 +297,9 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "quantize": (None, "what INT8/FP8 leave out and how they prepare; INT4's blocks"),
     "quantize.exclude": ("[]", "node names, regexes or op types kept out of INT8/FP8 (as --exclude)"),
     "quantize.smooth": ("none", "SmoothQuant's alpha, 0..1, applied by 'trtpipe smooth' before INT8"),
+    "quantize.min_weights": ("0", ("INT8/FP8 leave layers with fewer weight elements (activation-only MatMuls have none) "
+                                    "unquantized: a TensorRT-RTX plan stores ~145 KB of kernel source per quantized "
+                                    "layer, more than a small layer's weights save (as --min-weights of quantize, build)")),
     "quantize.block_size": ("128", "rows of a weight sharing one INT4 scale: 32, 64 or 128 (as --block-size of awq, quantize, build)"),
     "outputs": (None, "outputs to judge and how; without any, every float output is judged by task"),
     "outputs.name": (None, "the output's name in the ONNX graph"),
@@ -340,6 +345,8 @@ def validate_raw(raw: dict) -> dict:
     if block_size is not None and block_size not in INT4_BLOCK_SIZES:
         raise _Invalid(f"[quantize] block_size is {block_size}; TensorRT takes INT4 blocks of "
                        f"{', '.join(map(str, INT4_BLOCK_SIZES))}")
+    if out.get("quantize", {}).get("min_weights", 0) < 0:
+        raise _Invalid("[quantize] min_weights must be 0 or more (weight elements a layer needs to be quantized)")
     for i, spec in enumerate(out.get("inputs", [])):
         if any(d < -1 or d == 0 for d in spec["shape"]):
             raise _Invalid(f"[[inputs]] #{i + 1} shape {spec['shape']}: dimensions are positive, or -1 for dynamic")
@@ -393,7 +400,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
         preprocess=preprocess, shapes=raw.get("shapes", {}), calibration=rel("calibration"),
         validation=rel("validation"), labels=rel("labels"), thresholds=raw.get("thresholds", {}),
         smooth=quantize.get("smooth"), exclude=quantize.get("exclude", []), block_size=quantize.get("block_size"),
-        outputs=[OutputSpec(**o) for o in raw.get("outputs", [])],
+        min_weights=quantize.get("min_weights", 0), outputs=[OutputSpec(**o) for o in raw.get("outputs", [])],
         path=path,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -11,9 +12,12 @@ from conftest import needs_rtx
 from helpers import cosine, run, table_for
 from onnx import TensorProto, helper, numpy_helper
 
+from calibrators.cache import render
+from calibrators.graph import constant_names
+from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
 from trtpipe.graph.half import convert
-from trtpipe.graph.qdq import depthwise, float_constants, insert_qdq
+from trtpipe.graph.qdq import depthwise, float_constants, insert_qdq, weight_elements
 from trtpipe.graph.typed import typed_graph
 from trtpipe.targets import Precision
 
@@ -77,29 +81,99 @@ def test_leaving_the_depthwise_conv_out_keeps_the_typed_graph_close(tmp_path):
     assert cosine(out, reference) > 0.995
 
 
-@needs_rtx
-def test_a_quantized_depthwise_conv_pads_the_plan_on_tensorrt_rtx(tmp_path):
-    """TensorRT-RTX pads each group of an INT8 depthwise conv to 4 channels; at a static shape the
-    padding is a constant of 3 * C * H * W zero bytes in the plan. Left in FP16, it is not there."""
+def int8_plan(model, table, path, **placement) -> bytes:
+    """Return the sm_89 TensorRT-RTX plan of `model` in INT8 (the rest FP16), Q/DQ placed with `placement`."""
     from trtpipe.backend import TENSORRT_RTX, load
     from trtpipe.build import BuildOptions, build_engine
     from trtpipe.targets import Target
 
+    typed, _ = insert_qdq(onnxio.with_opset(model, 19), table, Precision.INT8, scales_fit_fp16=True, **placement)
+    onnx_path = onnxio.save(convert(typed, Precision.FP16).model, path)
+    engine = path.with_suffix(".engine")
+    build_engine(onnx_path, engine, Precision.INT8, BuildOptions(target=Target.parse("sm_89"), backend="tensorrt-rtx"),
+                 load(TENSORRT_RTX), onnx_path)
+    return engine.read_bytes()
+
+
+@needs_rtx
+def test_a_quantized_depthwise_conv_pads_the_plan_on_tensorrt_rtx(tmp_path):
+    """TensorRT-RTX pads each group of an INT8 depthwise conv to 4 channels; at a static shape the
+    padding is a constant of 3 * C * H * W zero bytes in the plan. Left in FP16, it is not there."""
     channels, size = 32, 64
     model, feeds = mobile_block(channels, size)
     table = table_for(model, feeds)
-    options = BuildOptions(target=Target.parse("sm_89"), backend="tensorrt-rtx")
     sizes, zeros = {}, {}
     for name, quantize_depthwise in (("default", False), ("depthwise", True)):
-        typed, _ = insert_qdq(onnxio.with_opset(model, 19), table, Precision.INT8, scales_fit_fp16=True,
-                              quantize_depthwise=quantize_depthwise)
-        path = onnxio.save(convert(typed, Precision.FP16).model, tmp_path / f"{name}.onnx")
-        engine = tmp_path / f"{name}.engine"
-        build_engine(path, engine, Precision.INT8, options, load(TENSORRT_RTX), path)
-        plan = engine.read_bytes()
+        plan = int8_plan(model, table, tmp_path / f"{name}.onnx", quantize_depthwise=quantize_depthwise)
         sizes[name] = len(plan)
         zeros[name] = max((len(m.group(0)) for m in re.finditer(rb"\x00{1024,}", plan)), default=0)
-        assert dequantized_weights(onnx.load(str(path))) == ({"stem", "dw", "pw"} if quantize_depthwise else {"stem", "pw"})
+        assert dequantized_weights(onnx.load(str(tmp_path / f"{name}.onnx"))) == \
+            ({"stem", "dw", "pw"} if quantize_depthwise else {"stem", "pw"})
     padding = 3 * channels * size * size  # int8 zeros: 3 more channels for each of the C groups
     assert zeros["depthwise"] >= padding > 10 * zeros["default"], zeros
     assert sizes["depthwise"] - sizes["default"] > 0.9 * padding, sizes
+
+
+def test_weight_elements_counts_the_constant_operand_only():
+    model, _ = mobile_block()
+    constants, values = constant_names(model), float_constants(model)
+    assert {n.name: weight_elements(n, constants, values) for n in model.graph.node if n.op_type == "Conv"} == \
+        {"stem": 32 * 3 * 3 * 3, "dw": 32 * 3 * 3, "pw": 32 * 32}
+    scores = helper.make_node("MatMul", ["q", "k"], ["s"])  # attention's Q.K^T: two activations, no weight
+    assert weight_elements(scores, constants, values) == 0
+
+
+@pytest.mark.parametrize("precision", [Precision.INT8, Precision.FP8])
+def test_layers_under_min_weights_stay_unquantized(precision):
+    model, feeds = mobile_block()  # stem: 864 weight elements, pw: 1024
+    table = table_for(model, feeds)
+    assert insert_qdq(model, table, precision, min_weights=864)[1] == ["stem", "pw"]
+    typed, quantized = insert_qdq(model, table, precision, min_weights=865)
+    assert quantized == ["pw"] and dequantized_weights(typed) == {"pw"}
+    with pytest.raises(TrtpipeError, match="--min-weights"):
+        insert_qdq(model, table, precision, min_weights=1025)
+
+
+@needs_rtx
+def test_min_weights_takes_a_small_layers_kernel_out_of_the_tensorrt_rtx_plan(tmp_path):
+    """A quantized layer costs the plan a generated kernel's CUDA source (~145 KB) and saves one byte
+    per weight element: leaving the 864-weight stem in FP16 makes the plan smaller, not larger."""
+    model, feeds = mobile_block()
+    table = table_for(model, feeds)
+    every = int8_plan(model, table, tmp_path / "every.onnx")
+    large_only = int8_plan(model, table, tmp_path / "large.onnx", min_weights=865)
+    assert len(every) - len(large_only) > 100_000, (len(every), len(large_only))
+
+
+def test_cli_min_weights_from_the_flag_then_the_spec(cli, tmp_path):
+    model, feeds = mobile_block()
+    source = onnxio.save(model, tmp_path / "m.onnx")
+    cache = tmp_path / "m.cache"
+    cache.write_text(render(table_for(model, feeds)))
+    spec = tmp_path / "model.toml"
+    spec.write_text("[quantize]\nmin_weights = 1000\n")
+    for args, layers in (([], {"stem", "pw"}), (["--spec", spec], {"pw"}), (["--spec", spec, "--min-weights", "0"], {"stem", "pw"}),
+                         (["--min-weights", "865"], {"pw"})):
+        out = tmp_path / f"q{len(args)}.onnx"
+        code, _, err = cli("quantize", source, "--precision", "int8", "--cache", cache, *args, "-o", out)
+        assert code == 0, err
+        assert dequantized_weights(onnx.load(str(out))) == layers, args
+    spec.write_text("[quantize]\nmin_weights = -1\n")
+    code, _, err = cli("quantize", source, "--precision", "int8", "--cache", cache, "--spec", spec, "-o", tmp_path / "bad.onnx")
+    assert code == 2 and err.count("\n") == 1 and "min_weights" in err and not (tmp_path / "bad.onnx").exists()
+
+
+@needs_rtx
+def test_cli_build_takes_min_weights_from_the_spec_and_records_it(cli, tmp_path):
+    model, feeds = mobile_block()
+    source = onnxio.save(model, tmp_path / "m.onnx")
+    cache = tmp_path / "m.cache"
+    cache.write_text(render(table_for(model, feeds)))
+    spec = tmp_path / "model.toml"
+    spec.write_text("[quantize]\nmin_weights = 1000\n")
+    code, _, err = cli("build", source, "--precision", "int8", "--cache", cache, "--spec", spec, "--target", "sm_89",
+                       "--backend", "tensorrt-rtx", "-o", tmp_path / "out")
+    assert code == 0, err
+    assert dequantized_weights(onnx.load(str(tmp_path / "out" / "m.int8.onnx"))) == {"pw"}
+    sidecar = json.loads((tmp_path / "out" / "m.int8.sm89.engine.json").read_text())
+    assert sidecar["options"]["min_weights"] == 1000

@@ -19,6 +19,11 @@ BLOCK_SIZE_OPTION = click.option(
     help="int4: rows of a weight sharing one scale; default: an AWQ-scaled model's, else the spec's "
          "[quantize] block_size, else 128")
 
+MIN_WEIGHTS_OPTION = click.option(
+    "--min-weights", type=click.IntRange(min=0),
+    help="int8/fp8: leave layers with fewer weight elements unquantized, for a smaller TensorRT-RTX plan; "
+         "default: the spec's [quantize] min_weights, else 0 (quantize every layer)")
+
 
 class FiniteFloatRange(click.FloatRange):
     """click.FloatRange that also refuses nan and inf (which compare false with every bound, so pass it)."""
@@ -59,6 +64,13 @@ def _exclude(given, spec) -> list[str]:
     if not given:
         return spec.exclude if spec else []
     return [name for item in given for name in (load_exclusions(item[1:]) if item.startswith("@") else [item])]
+
+
+def _min_weights(given, spec) -> int:
+    """--min-weights as given, else the spec's [quantize] min_weights."""
+    if given is not None:
+        return given
+    return spec.min_weights if spec else 0
 
 
 def _data_dir(given, from_spec, kind: str):

@@ -10,11 +10,13 @@ import click
 from trtpipe.cli import (
     AT_LEAST_ONE,
     BLOCK_SIZE_OPTION,
+    MIN_WEIGHTS_OPTION,
     PRECISION_CHOICES,
     UNQUANTIZED_OPTION,
     FiniteFloatRange,
     _data_dir,
     _exclude,
+    _min_weights,
     _spec,
     main,
 )
@@ -65,10 +67,11 @@ def plan(target_text, backend_name, as_json):
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: [quantize] exclude comes from it")
 @UNQUANTIZED_OPTION
 @BLOCK_SIZE_OPTION
+@MIN_WEIGHTS_OPTION
 @click.option("--data", "data_dir", type=click.Path(path_type=Path),
               help="samples: nodes whose activations on them leave FP16's range stay FP32 (default: constants only)")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the typed ONNX to write")
-def quantize(model, precision, cache, exclude, spec_path, unquantized, block_size, data_dir, output):
+def quantize(model, precision, cache, exclude, spec_path, unquantized, block_size, min_weights, data_dir, output):
     """Write the typed ONNX for a precision (FP16/BF16 casts, INT8/FP8 Q/DQ, INT4/NVFP4 block-quantized).
 
     \b
@@ -96,7 +99,8 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
     block = int4_block(graph, block_size, spec.block_size if spec else None) if precision == "int4" else None
     shapes, fixed = decided_inputs(spec)
     path = write_typed_onnx(graph, Precision.parse(precision), output, table, exclude,
-                            unquantized=unquantized, ranges=ranges, block=block, shapes=shapes, fixed=fixed)
+                            unquantized=unquantized, ranges=ranges, block=block, shapes=shapes, fixed=fixed,
+                            min_weights=_min_weights(min_weights, spec))
     kept = kept_nodes(onnxio.load(path))
     click.echo(f"wrote {path}" + (f" ({len(kept)} nodes kept in FP32: trtpipe inspect {path})" if kept else ""))
 
@@ -193,11 +197,12 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep in higher precision; default: the spec's")
 @UNQUANTIZED_OPTION
 @BLOCK_SIZE_OPTION
+@MIN_WEIGHTS_OPTION
 @click.option("--verbose", is_flag=True, help="show TensorRT's own log")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="directory for <model>.<precision>.onnx, <model>.<precision>.<sm>.engine and its .json sidecar")
 def build(model, precisions, target_text, backend_name, cache, shapes, spec_path, timing_cache, calibration,
-          data_dir, exclude, unquantized, block_size, verbose, output):
+          data_dir, exclude, unquantized, block_size, min_weights, verbose, output):
     """Build strongly typed engines: DIR/<model>.<precision>.<sm>.engine and a sidecar .json.
 
     \b
@@ -217,7 +222,8 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     options = BuildOptions(target=Target.parse(target_text), backend=backend_name, cache=cache, shapes=all_shapes,
                            timing_cache=timing_cache, calibration=calibration,
                            exclude=_exclude(exclude, spec), unquantized=unquantized,
-                           calibration_data=data_dir, spec=spec, verbose=verbose, block_size=block_size)
+                           calibration_data=data_dir, spec=spec, verbose=verbose, block_size=block_size,
+                           min_weights=_min_weights(min_weights, spec))
 
     def report(result):
         size = result.engine.stat().st_size / 1e6

@@ -9,6 +9,12 @@ Depthwise convolutions (grouped, fewer than 4 input channels per group) stay in 
 TensorRT-RTX pads every group of a quantized one to 4 channels, with zeros it stores in the plan
 when the shapes are static (PP-PicoDet's INT8 plan: 23.8 of its 39 MB were such zeros), and their
 few weights save next to nothing (docs/zoo.md, "Engine size").
+
+`min_weights` (the spec's [quantize] min_weights) leaves every layer with fewer weight elements
+unquantized, for the same plan format: a CPU-built TensorRT-RTX plan stores ~145 KB of generated
+kernel source for each quantized layer, and INT8 saves one byte per weight element against FP16,
+so small layers make the plan larger (open-nsfw's INT8 plan: 14.1 MB quantizing all, under FP16's
+13.6 MB with min_weights = 65536).
 """
 
 from __future__ import annotations
@@ -104,13 +110,22 @@ def depthwise(node, values: dict[str, np.ndarray]) -> bool:
     return group > 1 and weight.ndim >= 2 and weight.shape[1] < MIN_GROUP_CHANNELS
 
 
+def weight_elements(node, constants: set[str], values: dict[str, np.ndarray]) -> int:
+    """Return how many elements the layer's constant weight holds (0 for an activation-only MatMul)."""
+    slot = weight_slot(node, constants)
+    weight = values.get(node.input[slot]) if slot is not None else None
+    return 0 if weight is None else int(weight.size)
+
+
 def quantizable(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
-                quantize_depthwise: bool = False) -> bool:
+                quantize_depthwise: bool = False, min_weights: int = 0) -> bool:
     """Return True if Q/DQ insertion quantizes `node`: a Conv/MatMul/Gemm whose activations all have
-    scales, and not a depthwise Conv unless `quantize_depthwise` (see the module's doc)."""
+    scales, not a depthwise Conv unless `quantize_depthwise`, and with at least `min_weights` weight
+    elements (see the module's doc)."""
     activations = activation_inputs(node, constants)
     return (bool(activations) and all(name in table.amax for name in activations)
-            and (quantize_depthwise or not depthwise(node, values)))
+            and (quantize_depthwise or not depthwise(node, values))
+            and (not min_weights or weight_elements(node, constants, values) >= min_weights))
 
 
 def _zero_point(precision: Precision, size: int):
@@ -122,12 +137,14 @@ def _zero_point(precision: Precision, size: int):
 
 
 def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: Iterable[str] = (),
-               scales_fit_fp16: bool = False, only: Iterable[str] | None = None, quantize_depthwise: bool = False):
+               scales_fit_fp16: bool = False, only: Iterable[str] | None = None, quantize_depthwise: bool = False,
+               min_weights: int = 0):
     """Return a copy of the FP32 `model` with Q/DQ for `precision`, and the names of quantized nodes.
 
     `scales_fit_fp16`: every scale is an FP16 value, for a graph that will compute in FP16.
     `only`: node names to quantize; the others are left alone (per-layer sensitivity).
     `quantize_depthwise`: quantize depthwise convolutions too (left out by default: see the module's doc).
+    `min_weights`: leave layers with fewer weight elements unquantized (see the module's doc).
     """
     import onnx
     from onnx import helper, numpy_helper
@@ -169,7 +186,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
         activations = activation_inputs(node, constants)
         slot = weight_slot(node, constants)
         weight = node.input[slot] if slot is not None else None
-        if (not quantizable(node, constants, table, values, quantize_depthwise) or node_matches(node, exclude)
+        if (not quantizable(node, constants, table, values, quantize_depthwise, min_weights) or node_matches(node, exclude)
                 or (only is not None and layer_name(node) not in only)):
             new_nodes.append(node)
             continue
@@ -206,7 +223,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     used = {name for node in new_nodes for name in node.input}
     new_nodes = [n for n in new_nodes if not (n.op_type == "Constant" and n.output[0] not in used)]
     if not quantized_nodes:
-        raise TrtpipeError("nothing was quantized: every Conv, MatMul and Gemm is excluded, depthwise or lacks scales; check --exclude and --cache")
+        raise TrtpipeError("nothing was quantized: every Conv, MatMul and Gemm is excluded, depthwise, under min_weights "
+                           "or lacks scales; check --exclude, --min-weights and --cache")
     # Weights now read only through their DequantizeLinear; drop the float originals nobody uses.
     used = {name for node in new_nodes for name in node.input}
     kept = [init for init in graph.initializer if init.name in used]

@@ -43,13 +43,13 @@ class TypedGraph:
 def write_typed_onnx(model, precision: Precision, output: Path, table: CalibrationTable | None,
                      exclude: Sequence[str] = (), implicit: bool = False, unquantized: str = "fp16", *,
                      ranges: Mapping[str, Observed] | None = None, clean: bool = True, block: int | None = None,
-                     shapes=None, fixed=None) -> Path:
+                     shapes=None, fixed=None, min_weights: int = 0) -> Path:
     """Write the ONNX whose types make a strongly typed build of `model` run in `precision`; return its path.
 
     The nodes kept in FP32 and why are written into the model's metadata (KEPT_KEY).
     """
     typed = typed_graph(model, precision, table, exclude, implicit, unquantized, ranges=ranges, clean=clean,
-                        block=block, shapes=shapes, fixed=fixed)
+                        block=block, shapes=shapes, fixed=fixed, min_weights=min_weights)
     typed.model = with_kept(typed.model, typed.kept)
     if typed.cleanup is not None and typed.cleanup.folded_ifs:
         onnxio.set_metadata(typed.model, FOLDED_KEY, json.dumps([{"node": f.node, "branch": f.branch}
@@ -60,15 +60,16 @@ def write_typed_onnx(model, precision: Precision, output: Path, table: Calibrati
 
 def typed_model(model, precision: Precision, table: CalibrationTable | None, exclude: Sequence[str] = (),
                 implicit: bool = False, unquantized: str = "fp16", only: Sequence[str] | None = None, *,
-                ranges: Mapping[str, Observed] | None = None, clean: bool = True):
+                ranges: Mapping[str, Observed] | None = None, clean: bool = True, min_weights: int = 0):
     """Return the typed ONNX of `model` for `precision` (see typed_graph)."""
-    return typed_graph(model, precision, table, exclude, implicit, unquantized, only, ranges=ranges, clean=clean).model
+    return typed_graph(model, precision, table, exclude, implicit, unquantized, only, ranges=ranges, clean=clean,
+                       min_weights=min_weights).model
 
 
 def typed_graph(model, precision: Precision, table: CalibrationTable | None, exclude: Sequence[str] = (),
                 implicit: bool = False, unquantized: str = "fp16", only: Sequence[str] | None = None, *,
                 ranges: Mapping[str, Observed] | None = None, clean: bool = True, block: int | None = None,
-                shapes=None, fixed=None) -> TypedGraph:
+                shapes=None, fixed=None, min_weights: int = 0) -> TypedGraph:
     """Return the typed ONNX of `model` for `precision`, with the nodes kept in FP32.
 
     The model is cleaned first (graph.cleanup; `clean=False` skips it). INT8 and FP8 graphs compute
@@ -78,7 +79,8 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
     calibration data showed of each tensor (keep.observe_ranges), keeps nodes whose activations
     leave FP16's range in FP32. `block`: INT4's block size (None: trtpipe.graph.lowbit.int4_block's).
     `shapes` (the build's profile) and `fixed` (inputs with one value) let cleanup fold the If nodes
-    they decide (graph.control).
+    they decide (graph.control). `min_weights`: INT8/FP8 leave layers with fewer weight elements
+    unquantized (graph.qdq).
     """
     if precision in (Precision.INT8, Precision.FP8) and not implicit:  # int4 needs no cache, fp4 says so itself
         if table is None:
@@ -101,7 +103,7 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
     to_fp16 = unquantized == "fp16"
     if to_fp16:  # FP16 Q/DQ scales need opset 19
         model = onnxio.with_opset(model, 19)
-    typed, _ = insert_qdq(model, table, precision, exclude, scales_fit_fp16=to_fp16, only=only)
+    typed, _ = insert_qdq(model, table, precision, exclude, scales_fit_fp16=to_fp16, only=only, min_weights=min_weights)
     if not to_fp16:
         return TypedGraph(typed, [], report)
     half = convert(typed, Precision.FP16, ranges=ranges)

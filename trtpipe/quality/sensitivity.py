@@ -20,10 +20,11 @@ from trtpipe.graph.qdq import float_constants, layer_name, quantizable
 from trtpipe.targets import Precision
 
 
-def quantizable_layers(model, table: CalibrationTable) -> list:
-    """Return the nodes Q/DQ insertion would quantize: Conv, MatMul, Gemm with scales in `table`, not depthwise."""
+def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0) -> list:
+    """Return the nodes Q/DQ insertion would quantize: Conv, MatMul, Gemm with scales in `table`, not
+    depthwise, with at least `min_weights` weight elements (the spec's)."""
     constants, values = constant_names(model), float_constants(model)
-    return [node for node in model.graph.node if quantizable(node, constants, table, values)]
+    return [node for node in model.graph.node if quantizable(node, constants, table, values, min_weights=min_weights)]
 
 
 def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Mapping[str, np.ndarray]],
@@ -41,7 +42,7 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
     from trtpipe.quality.tasks import check_inputs, judge_model, make_task, make_tasks
     from trtpipe.runtime.onnxrt import OnnxRunner
 
-    layers = quantizable_layers(model, table)
+    layers = quantizable_layers(model, table, spec.min_weights if spec else 0)
     if not layers:
         return []
     batches = list(batches)  # every layer runs on the same samples: keep --limit modest

@@ -85,7 +85,7 @@ class Search:
             return self._seen[config]
         quantized = self.quantized(config)
         typed = typed_model(self.model, self.precision, config.table(self.amax), exclude=config.exclude,
-                            unquantized=self.unquantized)
+                            unquantized=self.unquantized, min_weights=self.spec.min_weights)
         metrics, counts = task_metrics(typed, self.spec, self.batches, self.wanted, self.thresholds)
         trial = Trial(len(self.trials), step, config, metrics, margins(metrics, self.thresholds, counts, self.confidence),
                       self.price(quantized), len(quantized), counts)
@@ -364,7 +364,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     feeds = synthetic_feeds(spec.inputs, opt, batch_size)
     costs = cost_model(model, gpu, feeds)
     constants = constant_names(model)
-    nodes = quantizable_layers(model, Config(DEFAULT_METHOD[str(precision)]).table(amax))
+    nodes = quantizable_layers(model, Config(DEFAULT_METHOD[str(precision)]).table(amax), spec.min_weights)
     layers = [(layer_name(n), activation_inputs(n, constants)) for n in nodes]
     thresholds = thresholds_for(str(precision), spec)
     grid = "fp8" if precision is Precision.FP8 else "int8"
@@ -434,7 +434,7 @@ def confirm(model, baseline, config: Config, amax, spec: ModelSpec, precision: P
     from trtpipe.quality.validate import compare
     from trtpipe.runtime.onnxrt import OnnxRunner
 
-    typed = typed_model(model, precision, config.table(amax), exclude=config.exclude)
+    typed = typed_model(model, precision, config.table(amax), exclude=config.exclude, min_weights=spec.min_weights)
     with OnnxRunner(f"{spec.name}.{precision}.{name}.onnx", model=typed) as candidate, \
             OnnxRunner(f"{spec.name}.onnx", model=baseline) as base:
         return compare(candidate, base, spec, directory, str(precision), labels, thresholds, batch_size,
