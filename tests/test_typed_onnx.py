@@ -11,6 +11,7 @@ from calibrators.graph import quantized_activations
 from trtpipe.graph import onnxio
 from trtpipe.graph.half import to_half
 from trtpipe.graph.qdq import insert_qdq
+from trtpipe.graph.typed import unquantized_layers
 from trtpipe.runtime.onnxrt import OnnxRunner
 from trtpipe.targets import Precision
 
@@ -105,7 +106,21 @@ def test_exclude_by_name_regex_and_op_type():
     table = table_for(model, feeds)
     assert insert_qdq(model, table, Precision.INT8, exclude=["fc"])[1] == ["conv0", "conv1"]
     assert insert_qdq(model, table, Precision.INT8, exclude=["conv[01]"])[1] == ["fc"]
-    assert insert_qdq(model, table, Precision.INT8, exclude=["Conv"])[1] == ["fc"]
+    typed, quantized = insert_qdq(model, table, Precision.INT8, exclude=["Conv"])
+    assert quantized == ["fc"]
+    reason = "excluded (--exclude or the spec's [quantize] exclude)"
+    assert unquantized_layers(typed) == [{"node": "conv0", "op": "Conv", "reason": reason},
+                                         {"node": "conv1", "op": "Conv", "reason": reason}]
+
+
+def test_a_layer_without_a_scale_is_left_unquantized_and_named():
+    model, feeds = CASES["conv_net"]
+    table = table_for(model, feeds)
+    fc_input = next(n for n in model.graph.node if n.name == "fc").input[0]
+    del table.amax[fc_input]
+    typed, quantized = insert_qdq(model, table, Precision.INT8)
+    assert quantized == ["conv0", "conv1"]
+    assert unquantized_layers(typed) == [{"node": "fc", "op": "Gemm", "reason": f"no scale for '{fc_input}' in the cache"}]
 
 
 def test_opset_is_raised_for_old_models():

@@ -22,7 +22,7 @@ from trtpipe.files import atomic_path, check_output, ensure_dir, sha256, sidecar
 from trtpipe.graph import onnxio
 from trtpipe.graph.keep import check_exclude
 from trtpipe.graph.lowbit import NothingToQuantize, int4_block
-from trtpipe.graph.typed import kept_nodes, write_typed_onnx
+from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
 from trtpipe.runtime.dtypes import numpy_dtype, trt_type_name
 from trtpipe.runtime.logger import shared_logger
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, sealed
@@ -136,13 +136,14 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     plan = bytes(serialized)
     if timing_cache is not None:
         write_bytes(options.timing_cache, bytes(timing_cache.serialize()), "--timing-cache")
+    typed_model = onnxio.load(draft)
     info = EngineInfo(
         engine=engine.name, backend=backend.name, backend_version=backend.version, target=target.sm,
         compute_capability=f"{target.major}.{target.minor}", precision=str(precision), onnx=str(source_onnx),
         onnx_sha256=sha256(source_onnx), engine_sha256=hashlib.sha256(plan).hexdigest(),
         cache_sha256=sha256(options.cache) if options.cache and precision.quantized else None,
         build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_onnx.name}, tensors=tensors,
-        kept_fp32=kept_nodes(onnxio.load(draft)),
+        kept_fp32=kept_nodes(typed_model), unquantized_layers=unquantized_layers(typed_model),
     )
     commit_engine(engine, plan, info)
     return info

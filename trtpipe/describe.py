@@ -72,7 +72,7 @@ def describe_cache(path: Path) -> dict:
 def describe_onnx(path: Path) -> dict:
     from onnx import TensorProto
 
-    from trtpipe.graph.typed import folded_ifs, kept_nodes
+    from trtpipe.graph.typed import folded_ifs, kept_nodes, unquantized_layers
 
     model = onnxio.load(path)
     types = onnxio.tensor_types(model)
@@ -89,7 +89,7 @@ def describe_onnx(path: Path) -> dict:
                 for v in values]
 
     initializers = {i.name for i in model.graph.initializer}
-    kept, folded = kept_nodes(model), folded_ifs(model)
+    kept, folded, left_out = kept_nodes(model), folded_ifs(model), unquantized_layers(model)
     return {
         "kind": "onnx", "path": str(path), "opset": onnxio.opset(model), "ir_version": model.ir_version,
         "nodes": len(model.graph.node), "qdq_pairs": ops.get("QuantizeLinear", 0),
@@ -99,6 +99,7 @@ def describe_onnx(path: Path) -> dict:
         "tensor_dtypes": dict(dtypes.most_common()),
         **({"kept_fp32": kept} if kept else {}),
         **({"folded_ifs": folded} if folded else {}),
+        **({"unquantized_layers": left_out} if left_out else {}),
     }
 
 

@@ -18,7 +18,7 @@ from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
 from trtpipe.graph.half import convert
 from trtpipe.graph.qdq import depthwise, float_constants, insert_qdq, weight_elements
-from trtpipe.graph.typed import typed_graph
+from trtpipe.graph.typed import typed_graph, unquantized_layers
 from trtpipe.targets import Precision
 
 rng = np.random.default_rng(3)
@@ -130,6 +130,9 @@ def test_layers_under_min_weights_stay_unquantized(precision):
     assert insert_qdq(model, table, precision, min_weights=864)[1] == ["stem", "pw"]
     typed, quantized = insert_qdq(model, table, precision, min_weights=865)
     assert quantized == ["pw"] and dequantized_weights(typed) == {"pw"}
+    assert unquantized_layers(typed) == [
+        {"node": "stem", "op": "Conv", "reason": "864 weight elements, under min_weights 865"},
+        {"node": "dw", "op": "Conv", "reason": "depthwise convolution: TensorRT-RTX pads a quantized one's groups to 4 channels"}]
     with pytest.raises(TrtpipeError, match="--min-weights"):
         insert_qdq(model, table, precision, min_weights=1025)
 
@@ -177,3 +180,8 @@ def test_cli_build_takes_min_weights_from_the_spec_and_records_it(cli, tmp_path)
     assert dequantized_weights(onnx.load(str(tmp_path / "out" / "m.int8.onnx"))) == {"pw"}
     sidecar = json.loads((tmp_path / "out" / "m.int8.sm89.engine.json").read_text())
     assert sidecar["options"]["min_weights"] == 1000
+    assert [(layer["node"], layer["reason"]) for layer in sidecar["unquantized_layers"]] == [
+        ("stem", "864 weight elements, under min_weights 1000"),
+        ("dw", "depthwise convolution: TensorRT-RTX pads a quantized one's groups to 4 channels")]
+    code, out, _ = cli("inspect", tmp_path / "out" / "m.int8.sm89.engine")
+    assert code == 0 and "reason=864 weight elements, under min_weights 1000" in out

@@ -86,7 +86,7 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import check_exclude
     from trtpipe.graph.lowbit import int4_block
-    from trtpipe.graph.typed import kept_nodes, write_typed_onnx
+    from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
     from trtpipe.targets import Precision
 
     check_output(output, [model, cache, spec_path])
@@ -101,8 +101,11 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
     path = write_typed_onnx(graph, Precision.parse(precision), output, table, exclude,
                             unquantized=unquantized, ranges=ranges, block=block, shapes=shapes, fixed=fixed,
                             min_weights=_min_weights(min_weights, spec))
-    kept = kept_nodes(onnxio.load(path))
-    click.echo(f"wrote {path}" + (f" ({len(kept)} nodes kept in FP32: trtpipe inspect {path})" if kept else ""))
+    typed = onnxio.load(path)
+    kept, left_out = kept_nodes(typed), unquantized_layers(typed)
+    notes = ([f"{len(kept)} node{'s' * (len(kept) > 1)} kept in FP32"] * bool(kept)
+             + [f"{len(left_out)} layer{'s' * (len(left_out) > 1)} left unquantized"] * bool(left_out))
+    click.echo(f"wrote {path}" + (f" ({', '.join(notes)}: trtpipe inspect {path})" if notes else ""))
 
 
 @main.command()

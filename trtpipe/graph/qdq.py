@@ -19,6 +19,7 @@ so small layers make the plan larger (open-nsfw's INT8 plan: 14.1 MB quantizing 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 import numpy as np
@@ -27,13 +28,16 @@ from calibrators.cache import CalibrationTable
 from calibrators.graph import activation_inputs, constant_names, weight_slot
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
-from trtpipe.graph.keep import node_matches
+from trtpipe.graph.keep import KeptNode, node_matches
 from trtpipe.targets import Precision
 
 QMAX = {Precision.INT8: 127.0, Precision.FP8: 448.0}
 # A quantized grouped Conv with fewer input channels per group is padded to this many by TensorRT-RTX.
 MIN_GROUP_CHANNELS = 4
 MIN_OPSET = {Precision.INT8: 13, Precision.FP8: 19}  # per-axis DequantizeLinear; float8 types
+# The typed ONNX's metadata key listing the Conv/MatMul/Gemm layers Q/DQ left unquantized, and why
+# (JSON, as KeptNode); the build copies it to the sidecar.
+UNQUANTIZED_KEY = "trtpipe.unquantized_layers"
 
 
 def weight_axis(node, weight: np.ndarray, slot: int = 1) -> int | None:
@@ -117,15 +121,28 @@ def weight_elements(node, constants: set[str], values: dict[str, np.ndarray]) ->
     return 0 if weight is None else int(weight.size)
 
 
+def why_left_out(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
+                 quantize_depthwise: bool = False, min_weights: int = 0) -> str | None:
+    """Return why Q/DQ insertion leaves the Conv/MatMul/Gemm `node` unquantized, None if it quantizes it:
+    an activation without a scale, a depthwise Conv unless `quantize_depthwise`, fewer than
+    `min_weights` weight elements (see the module's doc)."""
+    missing = [name for name in activation_inputs(node, constants) if name not in table.amax]
+    if missing:
+        return f"no scale for '{missing[0]}' in the cache"
+    if not quantize_depthwise and depthwise(node, values):
+        return f"depthwise convolution: TensorRT-RTX pads a quantized one's groups to {MIN_GROUP_CHANNELS} channels"
+    count = weight_elements(node, constants, values) if min_weights else 0
+    if min_weights and count < min_weights:
+        return f"{count} weight elements, under min_weights {min_weights}"
+    return None
+
+
 def quantizable(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
                 quantize_depthwise: bool = False, min_weights: int = 0) -> bool:
-    """Return True if Q/DQ insertion quantizes `node`: a Conv/MatMul/Gemm whose activations all have
-    scales, not a depthwise Conv unless `quantize_depthwise`, and with at least `min_weights` weight
-    elements (see the module's doc)."""
-    activations = activation_inputs(node, constants)
-    return (bool(activations) and all(name in table.amax for name in activations)
-            and (quantize_depthwise or not depthwise(node, values))
-            and (not min_weights or weight_elements(node, constants, values) >= min_weights))
+    """Return True if Q/DQ insertion quantizes `node`: a Conv/MatMul/Gemm with an activation input
+    that nothing leaves out (why_left_out)."""
+    return (bool(activation_inputs(node, constants))
+            and why_left_out(node, constants, table, values, quantize_depthwise, min_weights) is None)
 
 
 def _zero_point(precision: Precision, size: int):
@@ -170,6 +187,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     dequantized: dict[str, str] = {}  # activation -> its DequantizeLinear output
     weights_done: dict[tuple[str, int | None], str] = {}
     quantized_nodes = []
+    left_out: list[KeptNode] = []
     new_nodes = []
 
     def add_scale(name: str, values) -> str:
@@ -186,8 +204,13 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
         activations = activation_inputs(node, constants)
         slot = weight_slot(node, constants)
         weight = node.input[slot] if slot is not None else None
-        if (not quantizable(node, constants, table, values, quantize_depthwise, min_weights) or node_matches(node, exclude)
-                or (only is not None and layer_name(node) not in only)):
+        if not activations or (only is not None and layer_name(node) not in only):
+            new_nodes.append(node)
+            continue
+        reason = ("excluded (--exclude or the spec's [quantize] exclude)" if node_matches(node, exclude) else
+                  why_left_out(node, constants, table, values, quantize_depthwise, min_weights))
+        if reason is not None:
+            left_out.append(KeptNode(layer_name(node), node.op_type, reason))
             new_nodes.append(node)
             continue
         for name in activations:
@@ -232,6 +255,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     graph.initializer.extend(kept + new_initializers)
     del graph.node[:]
     graph.node.extend(new_nodes)
+    if left_out:
+        onnxio.set_metadata(model, UNQUANTIZED_KEY, json.dumps([k.to_json() for k in left_out]))
     return model, quantized_nodes
 
 

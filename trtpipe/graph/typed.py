@@ -18,7 +18,7 @@ from trtpipe.graph.cleanup import CleanupReport, cleanup
 from trtpipe.graph.half import convert
 from trtpipe.graph.keep import KeptNode, Observed
 from trtpipe.graph.lowbit import lowbit_model
-from trtpipe.graph.qdq import insert_qdq
+from trtpipe.graph.qdq import UNQUANTIZED_KEY, insert_qdq
 from trtpipe.targets import Precision
 
 # What the layers left out of INT8/FP8 compute in.
@@ -141,3 +141,8 @@ def folded_ifs(model) -> list[dict]:
 def kept_nodes(model) -> list[dict]:
     """Return the kept-in-FP32 record of a typed ONNX: [{"node", "op", "reason"}], empty if none."""
     return _json_list(model, KEPT_KEY)
+
+
+def unquantized_layers(model) -> list[dict]:
+    """Return the INT8/FP8 typed ONNX's record of layers left unquantized: [{"node", "op", "reason"}]."""
+    return _json_list(model, UNQUANTIZED_KEY)

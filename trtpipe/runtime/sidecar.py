@@ -50,6 +50,9 @@ class EngineInfo:
     # Nodes the typed ONNX computes in FP32 although the engine's precision is lower, and why:
     # [{"node", "op", "reason"}] (shape computations, out-of-range constants or activations, ...).
     kept_fp32: list[dict] = field(default_factory=list)
+    # INT8/FP8: the Conv/MatMul/Gemm layers left unquantized, and why: [{"node", "op", "reason"}]
+    # (excluded, depthwise, under min_weights, no scale in the cache).
+    unquantized_layers: list[dict] = field(default_factory=list)
     sidecar_version: int = SIDECAR_VERSION
 
     @property
