@@ -123,3 +123,20 @@ def test_summary_names_the_check_that_failed(workdir, cli):
     assert "| mlp | fp16 |" in fp16 and "| pass |" in fp16 and "below minimum" not in fp16
     assert "| FAIL | simulated |" in int8 and "below minimum: cosine 0.99" in int8 and "< 0.99999" in int8
     assert cli("summary", "--no-fail", *reports)[0] == 0
+
+
+def test_validate_says_when_one_sample_decides_a_share(workdir, cli):
+    """32 samples against top-1 agreement >= 0.98: one flip is 3.1%, more than the 2% allowed, so the
+    verdict rests on a single sample and the report says how many samples would not."""
+    spec = workdir / "model.toml"
+    spec.write_text('task = "classification"\n')
+    for limit, coarse in ((32, True), (64, False)):
+        args = ["validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+                "--spec", spec, "--limit", str(limit)]
+        code, out, err = cli(*args, "--json")
+        assert code in (0, 1), err
+        top1 = [c for c in json.loads(out)["coarse_checks"] if c["metric"] == "top1_agreement"]
+        assert top1 == ([{"output": "probs", "metric": "top1_agreement", "samples": 32, "needed": 50}] if coarse else [])
+        _, markdown, _ = cli(*args)
+        assert ("Too few samples for top1_agreement on probs: one sample of 32" in markdown) == coarse
+        assert ("validate on at least 50." in markdown) == coarse

@@ -11,18 +11,16 @@ from statistics import NormalDist
 import numpy as np
 
 from trtpipe.config import ModelSpec
+from trtpipe.quality.validate import SHARES
 
 Batch = Mapping[str, np.ndarray]
 
 
-# Metrics that are a share of samples (a sample agrees or not), and the summary key counting the
-# samples each is a share of. On a tuning split of n samples such a share is an estimate that moves
-# by about sqrt(p(1-p)/n), and a search that keeps the fastest configuration that passes picks the
-# one whose luck on those n samples was best: EfficientNet-lite0 INT8 met 98% top-1 agreement on
+# A share metric (SHARES: a sample agrees or not) on a tuning split of n samples is an estimate that
+# moves by about sqrt(p(1-p)/n), and a search that keeps the fastest configuration that passes picks
+# the one whose luck on those n samples was best: EfficientNet-lite0 INT8 met 98% top-1 agreement on
 # 128 calibration samples and reached 96.25% on the validation set. So the search judges a share
 # by a lower confidence bound on it, not by the share itself (`confidence`).
-SHARES = {"top1_agreement": "samples", "top5_agreement": "samples", "accuracy": "samples",
-          "neighbour_agreement": "samples", "confident_top1_agreement": "confident_samples"}
 
 
 def lower_bound(share: float, samples: int, confidence: float) -> float:

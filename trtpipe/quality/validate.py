@@ -57,6 +57,14 @@ def thresholds_for(precision: str, spec: ModelSpec | None = None, overrides: dic
     return result
 
 
+# Metrics that are a share of samples (a sample agrees or not), and the summary key counting the
+# samples each is a share of. With n samples one sample moves such a share by 1/n: when that is more
+# than the minimum allows, a single sample decides the check and the report says so (coarse_checks);
+# tune judges them by a confidence bound (tune_judge).
+SHARES = {"top1_agreement": "samples", "top5_agreement": "samples", "accuracy": "samples",
+          "neighbour_agreement": "samples", "confident_top1_agreement": "confident_samples"}
+
+
 @dataclass
 class Check:
     metric: str
@@ -126,6 +134,19 @@ class Report:
         line = ", ".join(f"{c.metric} {c.value:.5f}" for c in self.checks if c.output == decided.output)
         return f"{decided.output}: {line}" if len({c.output for c in self.checks}) > 1 else line
 
+    def coarse_checks(self) -> list[dict]:
+        """Return the share checks (SHARES) that one sample decides: {"output", "metric", "samples",
+        "needed"}, where 1/samples is more than the loss the minimum allows and `needed` samples would
+        let one sample pass (32 samples against top-1 agreement >= 0.98: one flip is 3.1% of 2.0%)."""
+        coarse = []
+        for check in self.checks:
+            count = self.outputs.get(check.output, {}).get(SHARES.get(check.metric, ""))
+            allowed = 1 - check.minimum
+            if count and 0 < allowed < 1 / count:
+                coarse.append({"output": check.output, "metric": check.metric, "samples": int(count),
+                               "needed": math.ceil(1 / allowed - 1e-9)})
+        return coarse
+
     def to_json(self) -> dict:
         decided = deciding(self.checks)
         return {
@@ -134,7 +155,7 @@ class Report:
             "candidate_runner": self.candidate_runner, "baseline_runner": self.baseline_runner,
             "samples": self.samples, "passed": self.passed, "decided_by": decided.to_json() if decided else None,
             "thresholds": self.thresholds, "outputs": self.outputs, "passthrough": self.passthrough,
-            "checks": [c.to_json() for c in self.checks],
+            "checks": [c.to_json() for c in self.checks], "coarse_checks": self.coarse_checks(),
         }
 
     def markdown(self, pictures: dict[str, str] | None = None) -> str:
@@ -145,6 +166,10 @@ class Report:
         lines = [f"# {Path(self.candidate).name} vs {Path(self.baseline).name}", "",
                  f"{self.precision}, {self.samples} samples; {how}. Baseline: the FP32 ONNX in {self.baseline_runner}.", "",
                  f"**{'PASS' if self.passed else 'FAIL'}**" + (f": decided by {_describe(decided)}" if decided else ""), ""]
+        for coarse in self.coarse_checks():
+            lines += [(f"Too few samples for {coarse['metric']} on {coarse['output']}: one sample of {coarse['samples']} "
+                       f"is more than its minimum allows, so a single sample decides it; validate on at least "
+                       f"{coarse['needed']}."), ""]
         for name, metrics in self.outputs.items():
             judged = {c.metric: c for c in self.checks if c.output == name}
             lines += [f"## {name} ({metrics['task']})", "", "| metric | value | minimum | result |", "|---|---|---|---|"]
