@@ -54,7 +54,8 @@ SMALLEST_NORMAL_FP16 = 2.0**-14
 
 @dataclass(frozen=True)
 class KeptNode:
-    """A node kept in FP32 and why; recorded in the typed ONNX and the engine sidecar."""
+    """A node kept in a higher precision and why: in FP32 by the half pass, or out of INT8/FP8 (qdq);
+    recorded in the typed ONNX and the engine sidecar."""
 
     node: str
     op: str

@@ -131,8 +131,7 @@ def why_left_out(node, constants: set[str], table: CalibrationTable, values: dic
         return f"no scale for '{missing[0]}' in the cache"
     if not quantize_depthwise and depthwise(node, values):
         return f"depthwise convolution: TensorRT-RTX pads a quantized one's groups to {MIN_GROUP_CHANNELS} channels"
-    count = weight_elements(node, constants, values) if min_weights else 0
-    if min_weights and count < min_weights:
+    if min_weights and (count := weight_elements(node, constants, values)) < min_weights:
         return f"{count} weight elements, under min_weights {min_weights}"
     return None
 
