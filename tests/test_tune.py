@@ -41,8 +41,8 @@ def workdir(tmp_path):
     return _workdir(tmp_path)
 
 
-def _tune(cli, workdir, cosine, *extra):
-    (workdir / "spec.toml").write_text(SPEC.format(cosine=cosine))
+def _tune(cli, workdir, cosine, *extra, spec_extra=""):
+    (workdir / "spec.toml").write_text(SPEC.format(cosine=cosine) + spec_extra)
     code, out, err = cli("tune", workdir / "conv.onnx", "--spec", workdir / "spec.toml", "--precision", "int8",
                          "--budget-min", 2, "-o", workdir / "out" / "conv.int8.tuned.cache", *extra)
     assert code == 0, err
@@ -146,6 +146,14 @@ def test_tune_stops_at_the_first_method_when_it_passes(workdir, cli):
     _, _, report = _tune(cli, workdir, 0.99, "--slack", 0)  # the fastest: nothing given back for accuracy
     assert report["chosen"]["passed"] and report["chosen"]["quantized_layers"] >= 2
     assert report["chosen"]["method"] != "entropy"  # entropy fails top-1 agreement here
+
+
+def test_tune_searches_only_the_layers_min_weights_lets_be_quantized(workdir, cli):
+    # conv0 holds 216 weight elements, conv1 576, fc 80: with min_weights = 200 fc is never quantized
+    _, _, report = _tune(cli, workdir, 0.99, spec_extra="[quantize]\nmin_weights = 200\n")
+    assert report["chosen"]["quantized_layers"] + len(report["chosen"]["exclude"]) == 2
+    assert all("fc" not in trial["exclude"] for trial in report["trials"])
+    assert max(trial["quantized_layers"] for trial in report["trials"]) == 2
 
 
 @needs_rtx
