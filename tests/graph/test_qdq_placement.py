@@ -148,13 +148,19 @@ def test_min_weights_takes_a_small_layers_kernel_out_of_the_tensorrt_rtx_plan(tm
     assert len(every) - len(large_only) > 100_000, (len(every), len(large_only))
 
 
-def test_cli_min_weights_from_the_flag_then_the_spec(cli, tmp_path):
+def block_with_cache_and_spec(tmp_path):
+    """Return the mobile block saved as m.onnx, its INT8 cache, and a spec setting min_weights = 1000."""
     model, feeds = mobile_block()
     source = onnxio.save(model, tmp_path / "m.onnx")
     cache = tmp_path / "m.cache"
     cache.write_text(render(table_for(model, feeds)))
     spec = tmp_path / "model.toml"
     spec.write_text("[quantize]\nmin_weights = 1000\n")
+    return source, cache, spec
+
+
+def test_cli_min_weights_from_the_flag_then_the_spec(cli, tmp_path):
+    source, cache, spec = block_with_cache_and_spec(tmp_path)
     for args, layers in (([], {"stem", "pw"}), (["--spec", spec], {"pw"}), (["--spec", spec, "--min-weights", "0"], {"stem", "pw"}),
                          (["--min-weights", "865"], {"pw"})):
         out = tmp_path / f"q{len(args)}.onnx"
@@ -168,12 +174,7 @@ def test_cli_min_weights_from_the_flag_then_the_spec(cli, tmp_path):
 
 @needs_rtx
 def test_cli_build_takes_min_weights_from_the_spec_and_records_it(cli, tmp_path):
-    model, feeds = mobile_block()
-    source = onnxio.save(model, tmp_path / "m.onnx")
-    cache = tmp_path / "m.cache"
-    cache.write_text(render(table_for(model, feeds)))
-    spec = tmp_path / "model.toml"
-    spec.write_text("[quantize]\nmin_weights = 1000\n")
+    source, cache, spec = block_with_cache_and_spec(tmp_path)
     code, _, err = cli("build", source, "--precision", "int8", "--cache", cache, "--spec", spec, "--target", "sm_89",
                        "--backend", "tensorrt-rtx", "-o", tmp_path / "out")
     assert code == 0, err
