@@ -136,15 +136,16 @@ class Report:
 
     def coarse_checks(self) -> list[dict]:
         """Return the share checks (SHARES) that one sample decides: {"output", "metric", "samples",
-        "needed"}, where 1/samples is more than the loss the minimum allows and `needed` samples would
-        let one sample pass (32 samples against top-1 agreement >= 0.98: one flip is 3.1% of 2.0%)."""
+        "minimum", "needed"}, where 1/samples is more than the loss the minimum allows (32 samples
+        against top-1 agreement >= 0.98: one flip is 3.1%, 2.0% is allowed) and `needed` is the fewest
+        samples on which one disagreeing sample still passes (50 there)."""
         coarse = []
         for check in self.checks:
             count = self.outputs.get(check.output, {}).get(SHARES.get(check.metric, ""))
             allowed = 1 - check.minimum
             if count and 0 < allowed < 1 / count:
                 coarse.append({"output": check.output, "metric": check.metric, "samples": int(count),
-                               "needed": math.ceil(1 / allowed - 1e-9)})
+                               "minimum": check.minimum, "needed": math.ceil(1 / allowed - 1e-9)})
         return coarse
 
     def to_json(self) -> dict:
@@ -168,8 +169,8 @@ class Report:
                  f"**{'PASS' if self.passed else 'FAIL'}**" + (f": decided by {_describe(decided)}" if decided else ""), ""]
         for coarse in self.coarse_checks():
             lines += [(f"Too few samples for {coarse['metric']} on {coarse['output']}: one sample of {coarse['samples']} "
-                       f"is more than its minimum allows, so a single sample decides it; validate on at least "
-                       f"{coarse['needed']}."), ""]
+                       f"is {1 / coarse['samples']:.1%}, more than the {1 - coarse['minimum']:.1%} its minimum "
+                       f"{coarse['minimum']:g} allows, so a single sample decides it; validate on at least {coarse['needed']}."), ""]
         for name, metrics in self.outputs.items():
             judged = {c.metric: c for c in self.checks if c.output == name}
             lines += [f"## {name} ({metrics['task']})", "", "| metric | value | minimum | result |", "|---|---|---|---|"]
