@@ -136,14 +136,14 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     plan = bytes(serialized)
     if timing_cache is not None:
         write_bytes(options.timing_cache, bytes(timing_cache.serialize()), "--timing-cache")
-    typed_model = onnxio.load(draft)
+    records = onnxio.load(draft)  # the typed ONNX's metadata: nodes kept in FP32, layers left unquantized
     info = EngineInfo(
         engine=engine.name, backend=backend.name, backend_version=backend.version, target=target.sm,
         compute_capability=f"{target.major}.{target.minor}", precision=str(precision), onnx=str(source_onnx),
         onnx_sha256=sha256(source_onnx), engine_sha256=hashlib.sha256(plan).hexdigest(),
         cache_sha256=sha256(options.cache) if options.cache and precision.quantized else None,
         build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_onnx.name}, tensors=tensors,
-        kept_fp32=kept_nodes(typed_model), unquantized_layers=unquantized_layers(typed_model),
+        kept_fp32=kept_nodes(records), unquantized_layers=unquantized_layers(records),
     )
     commit_engine(engine, plan, info)
     return info

@@ -11,8 +11,9 @@ inputs the caller fixes, is found by walking back from its condition; its branch
 running the condition in ONNX Runtime at the profile's min, opt and max shapes, and when all three
 agree the If is replaced by that branch's nodes. Limit: only those three corners are tried, so a
 condition true at one size strictly inside a dynamic range (`x.shape[1] == 5` with 1..64) would be
-folded as if it never held; a static profile (min = opt = max) leaves no such gap. Folding repeats, so Ifs nested in a taken branch are decided in turn. An If whose branch
-depends on the data is left as it is.
+folded as if it never held; a static profile (min = opt = max) leaves no such gap. Folding
+repeats, so Ifs nested in a taken branch are decided in turn. An If whose branch depends on the
+data is left as it is.
 """
 
 from __future__ import annotations
