@@ -75,6 +75,23 @@ def start_server(args: list[str], log: Path, extra_env: dict | None = None) -> S
     pytest.fail(f"trtpipe serve did not become ready:\n{server.output[-3000:]}")
 
 
+def stub_environment() -> dict[str, str]:
+    """Return the environment Triton's Python stub gets from trtpipe (prepare_environment), with this
+    checkout on the stub's path: the stub imports trtpipe.runtime from here, whatever is installed."""
+    from trtpipe.serve import environment
+
+    saved = dict(os.environ)
+    try:
+        environment.prepare_environment()
+        env = dict(os.environ)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    checkout = str(Path(__file__).resolve().parents[2])
+    env[environment.STUB_SITE_VARIABLE] = os.pathsep.join(p for p in (env.get(environment.STUB_SITE_VARIABLE), checkout) if p)
+    return env
+
+
 def bundled_triton(root: Path, repository: Path, log: Path) -> tuple[subprocess.Popen, int, int]:
     """Start the Triton server inside nvidia-pytriton on `repository` (as a deployment would run it);
     return the process, its HTTP port and its metrics port once the server is ready."""
@@ -83,23 +100,12 @@ def bundled_triton(root: Path, repository: Path, log: Path) -> tuple[subprocess.
 
     import pytriton
 
-    from trtpipe.serve import environment
-
     dist = Path(pytriton.__file__).parent / "tritonserver"
     server = root / "tritonserver"
     shutil.copytree(dist, server, ignore=shutil.ignore_patterns("python_backend_stubs"))
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     shutil.copy(dist / "python_backend_stubs" / version / "triton_python_backend_stub", server / "backends" / "python")
-    saved = dict(os.environ)
-    try:
-        environment.prepare_environment()
-        env = dict(os.environ)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    # The stub imports trtpipe.runtime from this checkout, whatever the environment has installed.
-    checkout = str(Path(__file__).resolve().parents[2])
-    env[environment.STUB_SITE_VARIABLE] = os.pathsep.join(p for p in (env.get(environment.STUB_SITE_VARIABLE), checkout) if p)
+    env = stub_environment()
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (env.get("LD_LIBRARY_PATH"),
                                                          str(dist.parent.parent / "nvidia_pytriton.libs")) if p)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # the stub finds its Python here
@@ -119,4 +125,6 @@ def bundled_triton(root: Path, repository: Path, log: Path) -> tuple[subprocess.
         time.sleep(0.25)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    pytest.fail(f"tritonserver did not become ready:\n{log.read_text(errors='replace')[-3000:]}")
+    from trtpipe.serve.triton_log import cause_in
+
+    pytest.fail(f"tritonserver did not become ready: {cause_in(log)}\n{log.read_text(errors='replace')[-3000:]}")

@@ -11,7 +11,9 @@ embeds Python. Two things of this machine break that stub unless the child's env
   empty outputs (measured: [1, 2, 3] arrived as [1, 1, 1]). nvidia-pytriton pins numpy<2 for that
   reason; where this process has numpy 2, the stub is given a numpy 1.x of its own (the stub runs
   Python isolated, ignoring PYTHONPATH, so a .pth file in site-packages adds the directory named by
-  TRTPIPE_TRITON_STUB_SITE, and only processes that have that variable see it).
+  TRTPIPE_TRITON_STUB_SITE, and only processes that have that variable see it). Every compiled
+  package the stub imports that needs numpy 2 gets a numpy 1.x build there too: ml_dtypes 0.7 does
+  (onnx imports it, and OnnxRunner imports onnx), so the stub gets ml_dtypes 0.5.4.
 
 Only the child sees these variables: this process read its own environment when it started.
 """
@@ -32,6 +34,9 @@ STUB_PTH = "trtpipe_triton_stub.pth"
 # One line, as .pth files need: the directories in the variable go first on the stub's sys.path.
 STUB_PTH_LINE = f'import os, sys; p = os.environ.get("{STUB_SITE_VARIABLE}"); sys.path[:0] = p.split(os.pathsep) if p else []\n'
 STUB_NUMPY = "1.26.4"
+# Exact versions, so that no release can change what the stub runs: numpy 1.x, and the newest
+# ml_dtypes built for it (the one tritonclient itself pins: ml-dtypes<=0.5.4).
+STUB_PACKAGES = (f"numpy=={STUB_NUMPY}", "ml_dtypes==0.5.4")
 
 
 def stub_site() -> Path:
@@ -61,26 +66,27 @@ def prepare_environment() -> None:
         return
     site = stub_site()
     pth = Path(sysconfig.get_paths()["purelib"]) / STUB_PTH
-    if not (site / "numpy").is_dir() or not pth.is_file():
+    if not all((site / name).is_dir() for name in ("numpy", "ml_dtypes")) or not pth.is_file():
         raise TrtpipeError(
             f"this environment has numpy {np.__version__}, and the Triton Python-backend stub of nvidia-pytriton 0.7.0 "
-            f"needs numpy<2: run 'python -m trtpipe.serve.environment' once (it installs numpy {STUB_NUMPY} for the "
-            f"stub alone into {site}), or install trtpipe[serve] into an environment with numpy<2")
+            f"needs numpy<2: run 'python -m trtpipe.serve.environment' once (it installs {' and '.join(STUB_PACKAGES)} for "
+            f"the stub alone into {site}), or install trtpipe[serve] into an environment with numpy<2")
     if Path(sysconfig.get_paths()["purelib"], STUB_PTH).read_text() != STUB_PTH_LINE:
         raise TrtpipeError(f"{pth}: written by another trtpipe version; run 'python -m trtpipe.serve.environment' again")
     os.environ[STUB_SITE_VARIABLE] = str(site)
 
 
 def install_stub_site() -> None:
-    """Install numpy 1.x for the stub beside this environment and the .pth that lets only the stub see it."""
+    """Install numpy 1.x (and what must match it) for the stub beside this environment, and the .pth
+    that lets only the stub see it."""
     import subprocess
 
     site = stub_site()
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--upgrade", "--target", str(site),
-                    f"numpy=={STUB_NUMPY}"], check=True)
+                    *STUB_PACKAGES], check=True)
     pth = Path(sysconfig.get_paths()["purelib"]) / STUB_PTH
     pth.write_text(STUB_PTH_LINE)
-    print(f"numpy {STUB_NUMPY} for the Triton stub in {site}; {pth} adds it to the stub's path")
+    print(f"{', '.join(STUB_PACKAGES)} for the Triton stub in {site}; {pth} adds it to the stub's path")
 
 
 def check_port(port: int, flag: str, host: str = "127.0.0.1") -> None:

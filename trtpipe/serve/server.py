@@ -25,6 +25,7 @@ import numpy as np
 
 from trtpipe.errors import TrtpipeError, require
 from trtpipe.runtime.runner import Runner
+from trtpipe.serve import triton_log
 from trtpipe.serve.environment import check_port, prepare_environment
 from trtpipe.serve.models import ServedModel
 
@@ -83,15 +84,6 @@ def _set_parameters(triton, model: ServedModel) -> None:
             bound._get_triton_model_config().backend_parameters.update(model.parameters())
 
 
-def _last_error(log: Path | None) -> str | None:
-    """Return the last error line Triton logged (E... lines), without its prefix, or None."""
-    if log is None or not log.is_file():
-        return None
-    errors = [line for line in log.read_text(errors="replace").splitlines()
-              if line.startswith("E") and "CudaDriverHelper" not in line and "modification time" not in line]
-    return errors[-1].split("] ", 1)[-1].strip('"')[:300] if errors else None
-
-
 def serve(models: Sequence[ServedModel], runners: dict[str, list[Runner]], options: ServerOptions,
           on_ready: Callable[[], None] | None = None, stop: threading.Event | None = None) -> None:
     """Serve `models`, each with its instances' runners, until SIGTERM/SIGINT (or `stop` is set)."""
@@ -129,13 +121,13 @@ def serve(models: Sequence[ServedModel], runners: dict[str, list[Runner]], optio
         try:
             triton.run()
         except Exception as exc:  # noqa: BLE001 - PyTriton raises bare exceptions when Triton does not start
-            why = _last_error(log) or (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            why = triton_log.cause_in(log) or (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             raise TrtpipeError(f"Triton did not start ({why}); rerun with --verbose to see its log") from None
         if on_ready:
             on_ready()
         while not stop.wait(timeout=1.0):
             if not triton.is_alive():
-                raise TrtpipeError(f"Triton stopped by itself ({_last_error(log) or 'no error logged'}); "
+                raise TrtpipeError(f"Triton stopped by itself ({triton_log.cause_in(log) or 'no error logged'}); "
                                    "rerun with --verbose to see its log")
     finally:
         triton.stop()  # Triton drains the requests it holds before it exits; then the proxies stop
