@@ -54,7 +54,16 @@ def thresholds_for(precision: str, spec: ModelSpec | None = None, overrides: dic
     unknown = set(result) - set(CHECKED_METRICS)
     if unknown:
         raise TrtpipeError(f"--threshold {min(unknown)}: unknown metric; use one of {', '.join(CHECKED_METRICS)}")
+    for metric, minimum in result.items():
+        if metric not in UNBOUNDED_METRICS and minimum > 1:
+            where = (f"--threshold {metric}={minimum:g}" if metric in (overrides or {})
+                     else f"{spec.path or 'the spec'}: [thresholds.{precision}] {metric} = {minimum:g}")
+            raise TrtpipeError(f"{where}: {metric} is at most 1, so no candidate could pass; give a minimum of 1 or less")
     return result
+
+
+# A cosine, a share of samples or an IoU is at most 1; only SNRs (dB) have no ceiling.
+UNBOUNDED_METRICS = ("snr_db", "channel_snr_db_min")
 
 
 # Metrics that are a share of samples (a sample agrees or not), and the summary key counting the

@@ -157,8 +157,8 @@ class BenchSettings:
     cuda_graph: bool = False
 
     def check(self) -> None:
-        if self.warmup_ms < 0 or self.duration_s < 0:
-            raise TrtpipeError("--warmup-ms and --duration-s must not be negative")
+        if not (0 <= self.warmup_ms < math.inf and 0 <= self.duration_s < math.inf):  # nan fails both
+            raise TrtpipeError("--warmup-ms and --duration-s must be finite numbers, 0 or more")
         if self.iterations < 1:
             raise TrtpipeError(f"--iterations {self.iterations}: must be at least 1")
 
@@ -292,6 +292,8 @@ def parse_bench_shapes(values: Sequence[str], flag: str = "--shapes") -> dict[st
         if not sep or not name or not re.fullmatch(r"\d+(x\d+)*", dims):
             raise TrtpipeError(f"{flag} {value}: write NAME:DIMS with dims joined by x, e.g. x:8x3x224x224")
         shapes[name] = tuple(int(d) for d in dims.split("x"))
+        if 0 in shapes[name]:  # an empty tensor times nothing, and some kernels fail on it
+            raise TrtpipeError(f"{flag} {value}: every dim must be at least 1")
     return shapes
 
 
