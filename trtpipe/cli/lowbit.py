@@ -37,6 +37,7 @@ def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit,
     from calibrators.lowbit import DEFAULT_INT4_BLOCK
     from trtpipe import data
     from trtpipe.errors import TrtpipeError
+    from trtpipe.files import check_output
     from trtpipe.graph import onnxio
     from trtpipe.graph.awq import awq as run
     from trtpipe.graph.awq import with_block_size
@@ -44,6 +45,7 @@ def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit,
 
     if tokens < 16:
         raise TrtpipeError(f"--tokens {tokens}: AWQ needs at least 16 activation rows per layer (1024 is usual)")
+    check_output(output, [model, spec_path, data_dir])
     graph = onnxio.load(model)
     spec = _spec(spec_path, graph, model) if spec_path is not None or not rtn else None
     block_size = int(block_size or (spec.block_size if spec else None) or DEFAULT_INT4_BLOCK)
@@ -52,6 +54,7 @@ def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit,
         click.echo(f"wrote {output} (round-to-nearest in blocks of {block_size}: nothing searched)")
         return
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    check_output(output, [data_dir])  # the spec's
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
     with progress_bar(data.count_samples(data_dir, limit), f"AWQ on {Path(model).name}", "samples") as bar, \
             data.model_runs_on(data_dir):

@@ -16,6 +16,7 @@ from trtpipe.cli import (
     FiniteFloatRange,
     _data_dir,
     _exclude,
+    _exclusion_files,
     _min_weights,
     _spec,
     main,
@@ -89,7 +90,7 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
     from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
     from trtpipe.targets import Precision
 
-    check_output(output, [model, cache, spec_path])
+    check_output(output, [model, cache, spec_path, data_dir, *_exclusion_files(exclude)])
     graph = onnxio.load(model)
     table = load_table(cache, [precision]) if cache is not None else None
     spec = _spec(spec_path, graph, model)
@@ -130,10 +131,11 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     from trtpipe.graph.smooth import smooth as run
     from trtpipe.progress import progress_bar
 
-    check_output(output, [model, spec_path])
+    check_output(output, [model, spec_path, data_dir])
     graph = onnxio.load(model)
     spec = _spec(spec_path, graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    check_output(output, [data_dir])  # the spec's
     alpha = alpha if alpha is not None else spec.smooth if spec.smooth is not None else DEFAULT_ALPHA
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
     with progress_bar(data.count_samples(data_dir, limit), f"smoothing {Path(model).name}", "samples") as bar, \
@@ -272,7 +274,7 @@ def init(model, data_dir, force, output):
     from trtpipe.graph import onnxio
     from trtpipe.starting_spec import starting_spec
 
-    check_output(output, [model])
+    check_output(output, [model, data_dir])
     if output.exists() and not force:
         raise TrtpipeError(f"-o {output}: the file exists; pass --force to replace it, or choose another path")
     text = starting_spec(onnxio.load(model), model, data_dir)
