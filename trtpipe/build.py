@@ -109,7 +109,9 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     implicit = options.calibration == "implicit"
     network = builder.create_network(0 if implicit else backend.strongly_typed_flags())
     parser = trt.OnnxParser(network, logger)
-    if not parser.parse_from_file(str(draft)):
+    with logger.held():  # the parser's own errors say it in one line below
+        parsed = parser.parse_from_file(str(draft))
+    if not parsed:
         errors = "; ".join(str(parser.get_error(i)).strip().splitlines()[0] for i in range(parser.num_errors))
         raise TrtpipeError(f"{typed_onnx}: {backend.name} cannot parse the model ({errors[:300]}); inspect it with 'trtpipe inspect'")
     config = builder.create_builder_config()
@@ -128,7 +130,8 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
 
     start = time.perf_counter()
     try:
-        serialized = builder.build_serialized_network(network, config)
+        with logger.held() as logged:
+            serialized = builder.build_serialized_network(network, config)
     finally:
         if calibrator is not None:
             calibrator.free()
@@ -136,7 +139,9 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     if calibrator is not None:
         calibrator.feed.raise_error()  # TensorRT swallowed it and built anyway: write nothing
     if serialized is None:
-        raise TrtpipeError(f"{typed_onnx}: {backend.name} failed to build a {precision} engine for {target.sm}; rerun with --verbose")
+        said = f" ({logged[0].splitlines()[0][:200]})" if logged else ""
+        raise TrtpipeError(f"{typed_onnx}: {backend.name} failed to build a {precision} engine for {target.sm}{said}; "
+                           "rerun with --verbose")
     plan = bytes(serialized)
     if timing_cache is not None:
         write_bytes(options.timing_cache, bytes(timing_cache.serialize()), "--timing-cache")

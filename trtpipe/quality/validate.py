@@ -322,7 +322,7 @@ def summary_rows(report_paths: list[Path]) -> list[dict]:
         try:
             report = json.loads(Path(path).read_text())
             rows.append(_summary_row(path, report))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration, IndexError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration, IndexError, RecursionError):
             raise TrtpipeError(f"{path}: not a validation report; rerun 'trtpipe validate --report'") from None
     return rows
 

@@ -326,7 +326,18 @@ def random_inputs(inputs, shapes: Mapping[str, tuple[int, ...]], seed: int = 0) 
     rng = np.random.default_rng(seed)
     out = {}
     for spec in inputs:
-        dtype, shape = np.dtype(spec.dtype), shapes[spec.name]
+        try:
+            dtype, shape = np.dtype(spec.dtype), shapes[spec.name]
+        except TypeError:
+            dtype = None
+        if dtype is None or not (dtype == np.bool_ or np.issubdtype(dtype, np.number)):
+            raise TrtpipeError(f"input '{spec.name}' is a {spec.dtype} tensor; bench feeds random numbers, so it "
+                               "times models whose inputs are numbers or booleans")
+        # rng.normal makes float64 first: twice what it returns and more, so refuse what cannot fit.
+        needed = math.prod(shape) * max(dtype.itemsize, 8) * 2
+        if needed > _memory_bytes():
+            raise TrtpipeError(f"input '{spec.name}' at {'x'.join(map(str, shape))} needs {needed / 2**30:.1f} GiB of host "
+                               f"memory, more than this machine has; lower --batch or --shapes")
         if dtype == np.bool_:
             out[spec.name] = rng.random(shape) < 0.5
         elif np.issubdtype(dtype, np.integer):
@@ -334,6 +345,11 @@ def random_inputs(inputs, shapes: Mapping[str, tuple[int, ...]], seed: int = 0) 
         else:
             out[spec.name] = rng.normal(size=shape).astype(np.float32).astype(dtype)
     return out
+
+
+def _memory_bytes() -> int:
+    """Return this machine's physical memory in bytes."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 # --- the command's entry point --------------------------------------------------------------------

@@ -8,7 +8,10 @@ its threshold for all, which is what TensorRT would do anyway.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
+from collections.abc import Iterator
 
 _LOGGERS: dict[str, object] = {}
 _LOCK = threading.Lock()
@@ -19,7 +22,40 @@ def shared_logger(trt, verbose: bool = False):
     with _LOCK:
         logger = _LOGGERS.get(trt.__name__)
         if logger is None:
-            logger = _LOGGERS[trt.__name__] = trt.Logger(trt.Logger.ERROR)
+            logger = _LOGGERS[trt.__name__] = _logger_class(trt)(trt.Logger.ERROR)
         if verbose:
             logger.min_severity = trt.Logger.VERBOSE
     return logger
+
+
+def _logger_class(trt):
+    """Return an ILogger for module `trt` that writes to stderr, or keeps what is logged while `held()`."""
+
+    class Logger(trt.ILogger):
+        def __init__(self, min_severity):
+            trt.ILogger.__init__(self)
+            self.min_severity = min_severity
+            self._held: list[str] | None = None
+
+        def log(self, severity, msg):
+            if int(severity) > int(self.min_severity):  # lower is more severe
+                return
+            if self._held is not None:
+                self._held.append(msg.strip())
+            else:
+                sys.__stderr__.write(f"[TRT] {msg.strip()}\n")  # as TensorRT's own logger: the process's stderr
+
+        @contextlib.contextmanager
+        def held(self) -> Iterator[list[str]]:
+            """Yield the list TensorRT's messages go to instead of stderr until the block ends (none if
+            verbose): a failed build says its first error in one line, not TensorRT's dozens."""
+            if int(self.min_severity) >= int(trt.Logger.VERBOSE):
+                yield []
+                return
+            self._held = held = []
+            try:
+                yield held
+            finally:
+                self._held = None
+
+    return Logger
