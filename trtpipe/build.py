@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -139,7 +140,9 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     if calibrator is not None:
         calibrator.feed.raise_error()  # TensorRT swallowed it and built anyway: write nothing
     if serialized is None:
-        said = f" ({logged[0].splitlines()[0][:200]})" if logged else ""
+        # TensorRT's first error, without where in its sources it was raised ("In compileGraph at /_src/...")
+        first = re.sub(r" In \w+ at /\S+", "", logged[0].splitlines()[0])[:240] if logged else None
+        said = f" ({first})" if first else ""
         raise TrtpipeError(f"{typed_onnx}: {backend.name} failed to build a {precision} engine for {target.sm}{said}; "
                            "rerun with --verbose")
     plan = bytes(serialized)

@@ -196,6 +196,7 @@ def _hostile_workspace(ws: Path) -> None:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(np.array([4, 4], np.int64), "shape")])
     onnx.save(helper.make_model(graph, opset_imports=opset, ir_version=8), ws / "fails.onnx")  # 6 values into 16
+    models.save(models.mlp(batch=0), ws / "zerodim.onnx")
     awq = models.dynamic_mlp()
     awq.metadata_props.add(key="trtpipe.awq.block_size", value="many")
     models.save(awq, ws / "badmeta.onnx")
@@ -531,6 +532,7 @@ def _issue_26_cases() -> list[Case]:
     cases += [
         Case("bench-string-input", ("bench", "{ws}/strings.onnx"), ("input 's'", "string")),
         Case("bench-fails-at-run-time", ("bench", "{ws}/fails.onnx"), ("fails.onnx", "failed to run")),
+        Case("bench-a-static-zero-dim", ("bench", "{ws}/zerodim.onnx"), ("input 'x'", "[0, 16]")),
         Case("bench-huge-batch", (*bench, "--batch", "100000000000"), ("input 'x'", "GiB", "--batch")),
         Case("quantize-int4-metadata-not-a-number", ("quantize", "{ws}/badmeta.onnx", "--precision", "int4",
                                                      "-o", "{out}/q.onnx"), ("trtpipe.awq.block_size", "'many'")),

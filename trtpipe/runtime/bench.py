@@ -317,6 +317,9 @@ def input_shapes(inputs, given: Mapping[str, tuple[int, ...]], batch: int | None
                 raise TrtpipeError(f"input '{spec.name}' has dynamic shape {list(spec.shape)}; pass --shapes "
                                    f"{spec.name}:DIMS (or --batch N when only the first dimension is dynamic)")
             shape = tuple(shape)
+        if 0 in shape:  # a static dim of 0 in the model, or an engine profile's
+            raise TrtpipeError(f"input '{spec.name}' would be {list(shape)}: an empty tensor times no work; bench "
+                               "a model and --shapes whose dims are all at least 1")
         shapes[spec.name] = shape
     return shapes
 

@@ -40,18 +40,15 @@ def _logger_class(trt):
         def log(self, severity, msg):
             if int(severity) > int(self.min_severity):  # lower is more severe
                 return
-            if self._held is not None:
+            if self._held is not None and int(severity) <= int(trt.Logger.ERROR):  # errors: what a failure quotes
                 self._held.append(msg.strip())
-            else:
+            if self._held is None or int(self.min_severity) >= int(trt.Logger.VERBOSE):
                 sys.__stderr__.write(f"[TRT] {msg.strip()}\n")  # as TensorRT's own logger: the process's stderr
 
         @contextlib.contextmanager
         def held(self) -> Iterator[list[str]]:
-            """Yield the list TensorRT's messages go to instead of stderr until the block ends (none if
+            """Yield the list TensorRT's errors go to instead of stderr until the block ends (printed too when
             verbose): a failed build says its first error in one line, not TensorRT's dozens."""
-            if int(self.min_severity) >= int(trt.Logger.VERBOSE):
-                yield []
-                return
             self._held = held = []
             try:
                 yield held
