@@ -25,7 +25,7 @@ from trtpipe.graph.keep import check_exclude
 from trtpipe.graph.lowbit import NothingToQuantize, int4_block
 from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
 from trtpipe.runtime.dtypes import numpy_dtype, trt_type_name
-from trtpipe.runtime.logger import shared_logger
+from trtpipe.runtime.logger import held_errors, shared_logger
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, sealed
 from trtpipe.targets import Precision, Target, local_target
 
@@ -110,7 +110,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     implicit = options.calibration == "implicit"
     network = builder.create_network(0 if implicit else backend.strongly_typed_flags())
     parser = trt.OnnxParser(network, logger)
-    with logger.held():  # the parser's own errors say it in one line below
+    with held_errors(options.verbose):  # the parser's own errors say it in one line below
         parsed = parser.parse_from_file(str(draft))
     if not parsed:
         errors = "; ".join(str(parser.get_error(i)).strip().splitlines()[0] for i in range(parser.num_errors))
@@ -131,7 +131,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
 
     start = time.perf_counter()
     try:
-        with logger.held() as logged:
+        with held_errors(options.verbose) as logged:
             serialized = builder.build_serialized_network(network, config)
     finally:
         if calibrator is not None:

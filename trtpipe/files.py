@@ -168,9 +168,11 @@ def _interrupts_held() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
         if caught and callable(previous):
             previous(*caught[0])  # Python's default handler raises KeyboardInterrupt, now that all is in place
+        elif caught and previous != signal.SIG_IGN:
+            signal.raise_signal(signal.SIGINT)  # SIG_DFL: let the signal end the process as it would have
 
 
 def write_bytes(path: str | os.PathLike, data: bytes, flag: str = "-o") -> None:

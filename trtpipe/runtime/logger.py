@@ -9,7 +9,10 @@ its threshold for all, which is what TensorRT would do anyway.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 
@@ -22,37 +25,43 @@ def shared_logger(trt, verbose: bool = False):
     with _LOCK:
         logger = _LOGGERS.get(trt.__name__)
         if logger is None:
-            logger = _LOGGERS[trt.__name__] = _logger_class(trt)(trt.Logger.ERROR)
+            logger = _LOGGERS[trt.__name__] = trt.Logger(trt.Logger.ERROR)
         if verbose:
             logger.min_severity = trt.Logger.VERBOSE
     return logger
 
 
-def _logger_class(trt):
-    """Return an ILogger for module `trt` that writes to stderr, or keeps what is logged while `held()`."""
+# TensorRT's default logger prints "[date] [TRT] [E] message" for an error (F: internal error).
+_ERROR_LINE = re.compile(r"\[TRT\] \[[EF]\] (.*)")
 
-    class Logger(trt.ILogger):
-        def __init__(self, min_severity):
-            trt.ILogger.__init__(self)
-            self.min_severity = min_severity
-            self._held: list[str] | None = None
 
-        def log(self, severity, msg):
-            if int(severity) > int(self.min_severity):  # lower is more severe
-                return
-            if self._held is not None and int(severity) <= int(trt.Logger.ERROR):  # errors: what a failure quotes
-                self._held.append(msg.strip())
-            if self._held is None or int(self.min_severity) >= int(trt.Logger.VERBOSE):
-                sys.__stderr__.write(f"[TRT] {msg.strip()}\n")  # as TensorRT's own logger: the process's stderr
+@contextlib.contextmanager
+def held_errors(verbose: bool = False) -> Iterator[list[str]]:
+    """Route the process's stdout and stderr (file descriptors 1 and 2: TensorRT's logger writes to
+    stdout, its parser to stderr) to a temporary file for the block; yield a list that then holds the
+    TensorRT errors written there. `verbose`: leave them be.
 
-        @contextlib.contextmanager
-        def held(self) -> Iterator[list[str]]:
-            """Yield the list TensorRT's errors go to instead of stderr until the block ends (printed too when
-            verbose): a failed build says its first error in one line, not TensorRT's dozens."""
-            self._held = held = []
-            try:
-                yield held
-            finally:
-                self._held = None
-
-    return Logger
+    A failed build says its first error in one line, not TensorRT's dozens. A Python logger would do it
+    without the file, but a Ctrl-C raised inside its callback is swallowed by TensorRT, which builds on.
+    """
+    errors: list[str] = []
+    if verbose:
+        yield errors
+        return
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    with tempfile.TemporaryFile() as held:
+        for fd in saved:
+            os.dup2(held.fileno(), fd)
+        try:
+            yield errors
+        finally:
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+            held.seek(0)
+            for line in held.read().decode(errors="replace").splitlines():
+                match = _ERROR_LINE.search(line)
+                if match:
+                    errors.append(match.group(1).strip())
