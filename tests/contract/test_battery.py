@@ -490,6 +490,9 @@ def _issue_26_cases() -> list[Case]:
              ("-o", "is also an input")),
         Case("loadtest--plot-is-the-spec", (*loadtest, "--spec", "{ws}/spec.toml", "--plot", "{ws}/spec.toml"),
              ("--plot", "is also an input")),
+        Case("validate--report-over-its-spec", (*validate[:4], "--spec", "{hostile}/mlp.fp16.onnx.json", "--data", "{ws}/data",
+                                                "--report", "{hostile}"), ("--report", "is also an input"),
+             setup=lambda ws, hostile: (hostile / "mlp.fp16.onnx.json").write_text(GOOD_SPEC)),
         Case("loadtest--plot-directory", (*loadtest, "--plot", "{ws}/data"), ("--plot", "is a directory")),
     ]
 

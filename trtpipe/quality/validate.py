@@ -14,7 +14,7 @@ import numpy as np
 from trtpipe import data
 from trtpipe.config import ModelSpec
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import ensure_dir, write_json, write_text
+from trtpipe.files import ensure_dir, json_text, staged_outputs
 from trtpipe.progress import progress_bar
 from trtpipe.quality.tasks import Task, check_inputs, make_tasks
 from trtpipe.runtime.runner import Runner
@@ -262,11 +262,15 @@ def compare(candidate: Runner, baseline: Runner, spec: ModelSpec, directory: str
                   {task.output: task.picture() for task in tasks})
 
 
+def report_paths(directory: str | os.PathLike, stem: str) -> list[Path]:
+    """Return the report files validate writes for `stem`: `<stem>.json` and `<stem>.md` (pictures besides)."""
+    return [Path(directory) / f"{stem}.json", Path(directory) / f"{stem}.md"]
+
+
 def write_report(report: Report, directory: str | os.PathLike, stem: str) -> list[Path]:
-    """Write `<stem>.json`, `<stem>.md` and one picture per judged output; return the paths."""
+    """Write `<stem>.json`, `<stem>.md` and one picture per judged output, all or none; return the paths."""
     directory = ensure_dir(directory, "--report")
-    written = [directory / f"{stem}.json", directory / f"{stem}.md"]
-    write_json(written[0], report.to_json(), "--report")
+    written = report_paths(directory, stem)
     pictures = {}
     try:
         import matplotlib
@@ -275,19 +279,18 @@ def write_report(report: Report, directory: str | os.PathLike, stem: str) -> lis
         import matplotlib.pyplot as plt
     except ImportError:
         plt = None
-    from trtpipe.files import atomic_path
-
-    for name, picture in (report.pictures.items() if plt is not None else ()):
-        fig = picture.draw(plt, f"{name}: {report.precision}, {report.mode}")
-        if fig is None:
-            continue
-        path = directory / f"{stem}.{_safe(name)}.png"
-        with atomic_path(path, "--report") as tmp:
-            fig.savefig(tmp, format="png", dpi=90)
-        plt.close(fig)
-        written.append(path)
-        pictures[name] = path.name
-    write_text(written[1], report.markdown(pictures), "--report")
+    with staged_outputs() as staged:
+        staged.write(written[0], json_text(report.to_json()), "--report")
+        for name, picture in (report.pictures.items() if plt is not None else ()):
+            fig = picture.draw(plt, f"{name}: {report.precision}, {report.mode}")
+            if fig is None:
+                continue
+            path = directory / f"{stem}.{_safe(name)}.png"
+            fig.savefig(staged.stage(path, "--report"), format="png", dpi=90)
+            plt.close(fig)
+            written.append(path)
+            pictures[name] = path.name
+        staged.write(written[1], report.markdown(pictures), "--report", last=True)
     return written
 
 
