@@ -176,7 +176,9 @@ def _hostile_workspace(ws: Path) -> None:
     np.save(ws / "mixed" / "000.npy", rng.normal(0, 1, (16, 16)).astype(np.float32))
     np.save(ws / "mixed" / "001.npy", rng.normal(0, 1, (16, 16)))  # float64
     (ws / "bomb").mkdir()
-    (ws / "bomb" / "000.png").write_bytes(_png_header(20000, 20000))
+    (ws / "bomb" / "000.png").write_bytes(_png_header(20000, 20000))  # past twice Pillow's limit: its error
+    (ws / "bigimage").mkdir()
+    (ws / "bigimage" / "000.png").write_bytes(_png_header(10000, 10000))  # past the limit: Pillow only warns
     (ws / "latin1.txt").write_bytes(b"000.npy[0] caf\xe9 1\n")
     (ws / "latin1.toml").write_bytes(b'[quantize]\nexclude = ["caf\xe9"]\n')
     (ws / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
@@ -508,6 +510,8 @@ def _issue_26_cases() -> list[Case]:
                  ("000.png", "decompression bomb")),
         ]
     cases += [
+        Case("calibrate-image-past-the-pixel-limit", ("calibrate", "{ws}/mlp.onnx", "--spec", "{ws}/image-spec.toml", "--data",
+                                                      "{ws}/bigimage", "-o", "{out}/c.cache"), ("000.png", "decompression bomb")),
         Case("validate-decompression-bomb", (*validate[:4], "--spec", "{ws}/image-spec.toml", "--data", "{ws}/bomb"),
              ("000.png", "decompression bomb")),
         Case("validate-data-zero-samples", (*validate[:4], "--data", "{ws}/nosamples"), ("000.npy", "holds no samples")),
