@@ -209,3 +209,26 @@ def test_two_processes_writing_one_output_never_leave_a_mix(tmp_path):
         w.join()
         assert w.exitcode == 0
     assert sorted(os.listdir(tmp_path)) == ["shared.bin"]  # no temporary left
+
+
+def test_a_tune_that_fails_while_writing_leaves_no_cache_toml_or_report(mlp, tmp_path, monkeypatch, cli):
+    """tune's cache, exclusions and report are committed as one: a failure writing the last leaves none."""
+    from trtpipe.quality import tune_report
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    (tmp_path / "spec.toml").write_text('name = "mlp"\n[[inputs]]\nname = "x"\nshape = [-1, 16]\n'
+                                        '[data]\ncalibration = "data"\nvalidation = "data"\n')
+    monkeypatch.setattr(tune_report, "plot", disk_full)  # the picture is written after the cache and .toml are staged
+    out = tmp_path / "out"
+    with pytest.raises(OSError, match="No space"):
+        cli("tune", mlp, "--spec", tmp_path / "spec.toml", "--precision", "int8", "--budget-min", "0.02",
+            "-o", out / "mlp.int8.tuned.cache")
+    assert not [p for p in out.rglob("*") if p.is_file()]
+    monkeypatch.undo()
+    code, _, err = cli("tune", mlp, "--spec", tmp_path / "spec.toml", "--precision", "int8", "--budget-min", "0.02",
+                       "-o", out / "mlp.int8.tuned.cache")
+    assert code == 0, err
+    assert {p.name for p in out.rglob("*") if p.is_file()} >= {"mlp.int8.tuned.cache", "mlp.int8.tuned.toml",
+                                                                 "mlp.int8.tune.json", "mlp.int8.tune.md"}
