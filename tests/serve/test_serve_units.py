@@ -53,3 +53,24 @@ def test_library_path_puts_the_interpreters_libdir_first_once():
     assert library_path(None, "/py/lib") == "/py/lib"
     assert library_path("/a:/py/lib:/b", "/py/lib") == "/py/lib:/a:/b"
     assert library_path("/a", None) == "/a"
+
+
+def test_triton_log_cause_names_the_model_and_the_python_exception_behind_it():
+    from trtpipe.serve.triton_log import cause
+
+    # As Triton 2.51 logged the ml_dtypes 0.7 break (paths shortened).
+    lines = [
+        'E1201 23:18:01.816474 8563 server.cc:241] "CudaDriverHelper has not been initialized."',
+        'I1201 23:18:01.817995 8563 model_lifecycle.cc:472] "loading: conv:1"',
+        ("RuntimeError: module was compiled against NumPy C-API version 0x12 (NumPy 2.0) but the running NumPy has C-API "
+         "version 0x11."),
+        ('E1201 23:18:03.481585 8563 model_lifecycle.cc:642] "failed to load \'conv\' version 1: Internal: SystemError: '
+         '<built-in function __import__> returned a result with an exception set\\n\\nAt:\\n  ml_dtypes/_finfo.py(19)"'),
+        "error: creating server: Internal - failed to load all models",
+    ]
+    log = "\n".join(lines)
+    assert cause(log) == ("model 'conv' did not load: SystemError: <built-in function __import__> returned a result with "
+                          "an exception set (RuntimeError: module was compiled against NumPy C-API version 0x12 (NumPy 2.0) "
+                          "but the running NumPy has C-API version 0x11.)")
+    assert cause(log.splitlines()[0]) is None  # CPU-only start-up noise is not a cause
+    assert cause('E1201 23:18:01.8 1 server.cc:9] "failed to bind 127.0.0.1:8000"') == "failed to bind 127.0.0.1:8000"
