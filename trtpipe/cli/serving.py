@@ -26,7 +26,8 @@ def _check_positive(value: int, flag: str) -> None:
 @click.argument("candidates", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path),
               help="model.toml: an ONNX model batches up to its [shapes] maximum of dimension 0 unless --max-batch is given")
-@click.option("--host", default="0.0.0.0", show_default=True, help="address to listen on (127.0.0.1: this machine only)")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address to listen on: 127.0.0.1 is this machine only, 0.0.0.0 every interface (reachable from the network)")
 @click.option("--http-port", type=int, default=8000, show_default=True, help="HTTP/REST port (KServe v2 protocol)")
 @click.option("--grpc-port", type=int, default=8001, show_default=True, help="gRPC port")
 @click.option("--metrics-port", type=int, default=8002, show_default=True, help="Prometheus metrics port")

@@ -35,7 +35,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 class ServerOptions:
     """Where the server listens and how it batches."""
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"  # this machine only; 0.0.0.0 (every interface) only when asked
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
