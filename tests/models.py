@@ -89,11 +89,11 @@ def dynamic_mlp() -> onnx.ModelProto:
 
 
 def lookup(rows=5, width=3) -> onnx.ModelProto:
-    """Gather rows of a constant table: index int64 [N] -> rows float32 [N, width]; an index >= rows fails at run time."""
+    """Gather rows of a constant table: index int64 [N, 1] -> rows float32 [N, 1, width]; an index >= rows fails at run time."""
     table = _init("table", np.arange(rows * width).reshape(rows, width))
     node = helper.make_node("Gather", ["table", "index"], ["rows"], axis=0)
-    graph = helper.make_graph([node], "lookup", [helper.make_tensor_value_info("index", TensorProto.INT64, ["N"])],
-                              [helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["N", width])], [table])
+    graph = helper.make_graph([node], "lookup", [helper.make_tensor_value_info("index", TensorProto.INT64, ["N", 1])],
+                              [helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["N", 1, width])], [table])
     return _model(graph)
 
 

@@ -103,15 +103,15 @@ def test_a_failed_batch_answers_each_request_alone(tmp_path):
     from trtpipe.serve.limits import request_limits
 
     models.save(models.lookup(rows=5), tmp_path / "lookup.onnx")
-    limits = request_limits("lookup", [("index", "int64", (-1,))], 8)
-    feeds = [{"index": np.array(ix, np.int64)} for ix in ([1, 2], [9], [4], [0, 0, 0, 0, 0, 0, 0, 0, 0])]
+    limits = request_limits("lookup", [("index", "int64", (-1, 1))], 8)
+    feeds = [{"index": np.array(ix, np.int64).reshape(-1, 1)} for ix in ([1, 2], [9], [4], [0] * 9)]
     with OnnxRunner(tmp_path / "lookup.onnx") as runner:
         results = run_requests(runner, feeds, limits, batching=True)
-        assert [r["rows"][:, 0].tolist() for r in results[:3:2]] == [[3.0, 6.0], [12.0]]
+        assert [r["rows"][:, 0, 0].tolist() for r in results[:3:2]] == [[3.0, 6.0], [12.0]]
         assert "indices element out of data bounds, idx=9" in results[1] and "\n" not in results[1]
         assert "dimension 0 is 9, more than 8 (the batch limit)" in results[3]
         good = run_requests(runner, feeds[:1] + feeds[2:3], limits, batching=True)  # one batched run
-        assert [r["rows"][:, 0].tolist() for r in good] == [[3.0, 6.0], [12.0]]
+        assert [r["rows"][:, 0, 0].tolist() for r in good] == [[3.0, 6.0], [12.0]]
 
 
 def test_config_pbtxt_escapes_names_and_refuses_types_before_writing(tmp_path):

@@ -149,23 +149,23 @@ def write_repository(paths: Sequence[str | os.PathLike], output: str | os.PathLi
             raise TrtpipeError(f"{path}: not an engine (.engine) or an ONNX model (.onnx)")
         families.setdefault(name or model_name(path), []).append(path)
     planned = [describe_family(members, options.max_batch, family) for family, members in families.items()]
-    configs = [(model, backend, _files(model, backend)) for model, backend in planned]
-    texts = [config_text(model, "tensorrt" if backend == "tensorrt" else "python", options, files)
-             for model, backend, files in configs]
+    configs = [(model, "python" if backend in PYTHON_BACKENDS else "tensorrt", version_files(model))
+               for model, backend in planned]
+    texts = [config_text(model, backend, options, files) for model, backend, files in configs]
     root = ensure_dir(output)
-    return [write_model(root, model, backend, files, text) for (model, backend, files), text in zip(configs, texts)]
+    return [write_model(root, model, files, text, backend == "python") for (model, backend, files), text in zip(configs, texts)]
 
 
-def _files(model: ServedModel, backend: str) -> dict[str, str]:
+def version_files(model: ServedModel) -> dict[str, str]:
     """Return the files of a model's version directory: compute capability (or "onnx") -> file name."""
-    return {"onnx": "model.onnx"} if backend == "onnx" else {cc: plan_name(cc) for cc in sorted(model.engines)}
+    return {"onnx": "model.onnx"} if model.kind == "onnx" else {cc: plan_name(cc) for cc in sorted(model.engines)}
 
 
-def write_model(root: Path, model: ServedModel, backend: str, files: dict[str, str], config: str) -> Path:
-    """Write `root/<model>/`: its files in 1/ (and model.py for the Python backend), config.pbtxt last."""
+def write_model(root: Path, model: ServedModel, files: dict[str, str], config: str, python: bool) -> Path:
+    """Write `root/<model>/`: its files in 1/ (and model.py when `python`, the Python backend), config.pbtxt last."""
     directory = root / model.name
     version = ensure_dir(directory / "1")
-    if backend == "onnx":
+    if model.kind == "onnx":
         _copy(model.path, version / files["onnx"])
     else:
         for cc, engine in model.engines.items():
@@ -173,7 +173,7 @@ def write_model(root: Path, model: ServedModel, backend: str, files: dict[str, s
             info = read_sidecar(engine)
             info.engine = files[cc]  # the sidecar names the file it describes, sealed anew for that name
             write_text(sidecar_path(version / files[cc]), json.dumps(sealed(info), indent=2) + "\n")
-    if backend in PYTHON_BACKENDS:
+    if python:
         write_text(version / "model.py", (Path(__file__).parent / "python_model.py").read_text())
     write_text(directory / "config.pbtxt", config)
     return directory / "config.pbtxt"
