@@ -30,6 +30,7 @@ INFER_PATH = re.compile(r"/v2/models/([^/]+)(?:/versions/[^/]+)?/infer/?")
 HEADER_BYTES = 64 << 10  # room for the JSON around the data, names and parameters
 JSON_BYTES_PER_ELEMENT = 32  # "-1.2345678901234567e-308," is 25
 OTHER_BODY_BYTES = 1 << 20  # any request but inference (there is no other endpoint with a large body)
+DRAIN_BYTES = 16 << 20  # a refused body up to this size is read, so that the client sees the reply
 MAX_CONNECTIONS = 256
 IDLE_TIMEOUT_S = 60
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host",
@@ -160,6 +161,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise Refused(400, "Content-Length is not a number") from None
         limit = body_limit(limits)
         if length < 0 or length > limit:
+            if 0 < length <= DRAIN_BYTES:
+                self.rfile.read(length)
             raise Refused(413, f"the request body is {length} bytes, more than the {limit} the model takes")
         body = self.rfile.read(length) if length else b""
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
