@@ -75,16 +75,16 @@ def start_server(args: list[str], log: Path, extra_env: dict | None = None) -> S
     pytest.fail(f"trtpipe serve did not become ready:\n{server.output[-3000:]}")
 
 
-def bundled_triton(root: Path, repository: Path, log: Path) -> tuple[subprocess.Popen, int, int]:
+def bundled_triton(root: Path, repository: Path, log: Path) -> tuple[subprocess.Popen, int, int, int]:
     """Start the Triton server inside nvidia-pytriton on `repository` (as a deployment would run it);
-    return the process, its HTTP port and its metrics port once the server is ready."""
+    return the process, its HTTP, gRPC and metrics ports once the server is ready."""
     from trtpipe.serve.tritonserver import Endpoints, install_server, start_server, wait_ready
 
     http, grpc, metrics = free_port(), free_port(), free_port()
     endpoints = Endpoints("127.0.0.1", http, "127.0.0.1", grpc, "127.0.0.1", metrics)
     process = start_server(install_server(root), repository, endpoints, log)
     if wait_ready(process, http, START_TIMEOUT_S):
-        return process, http, metrics
+        return process, http, grpc, metrics
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     pytest.fail(f"tritonserver did not become ready:\n{log.read_text(errors='replace')[-3000:]}")

@@ -104,7 +104,7 @@ def test_onnx_repository_runs_in_the_real_triton_server(cli, tmp_path):
     assert code == 0, err
     config = parse(tmp_path / "repo" / "conv" / "config.pbtxt")
     assert config.instance_group[0].kind == 2 and config.max_batch_size == 8  # KIND_CPU
-    process, port, metrics = bundled_triton(tmp_path, tmp_path / "repo", tmp_path / "triton.log")
+    process, port, _grpc, metrics = bundled_triton(tmp_path, tmp_path / "repo", tmp_path / "triton.log")
     try:
         import concurrent.futures
 
