@@ -13,7 +13,8 @@ embeds Python. Two things of this machine break that stub unless the child's env
   Python isolated, ignoring PYTHONPATH, so a .pth file in site-packages adds the directory named by
   TRTPIPE_TRITON_STUB_SITE, and only processes that have that variable see it).
 
-Only the child sees these variables: this process read its own environment when it started.
+Only the child sees these variables: server_environment() returns them for it, and this process
+read its own environment when it started.
 """
 
 from __future__ import annotations
