@@ -11,7 +11,11 @@ So Triton's HTTP listens on a loopback port of its own, and this front listens w
 it refuses a body larger than the model's largest request could be (or a compressed one that
 inflates past that), then reads the JSON header of an inference request and refuses any input
 whose shape, datatype or name the model's limits do not allow, with the one-line JSON error Triton
-itself would send; everything else is forwarded unchanged, over one kept-alive connection per client.
+itself would send; everything else is forwarded unchanged, over kept-alive connections to Triton.
+
+Triton 2.51 does not exit while an HTTP connection to it is open, idle or not: it waits out its
+whole exit timeout (measured: 61 s for one idle keep-alive connection). So stopping starts with
+`drain()`, which closes the idle connections to Triton and closes the others once their answer is in.
 """
 
 from __future__ import annotations
@@ -100,7 +104,33 @@ class Guard(http.server.ThreadingHTTPServer):
         self.upstream = upstream
         self.limits = dict(limits)
         self.connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.lock = threading.Lock()
+        self.idle: list[http.client.HTTPConnection] = []  # connections to Triton, kept alive between requests
+        self.draining = False
         super().__init__((host, port), _Handler)
+
+    def take(self) -> http.client.HTTPConnection:
+        """Return an idle connection to Triton, or a new one."""
+        with self.lock:
+            if self.idle:
+                return self.idle.pop()
+        return http.client.HTTPConnection("127.0.0.1", self.upstream, timeout=None)
+
+    def give(self, connection: http.client.HTTPConnection) -> None:
+        """Keep `connection` for the next request, or close it when stopping."""
+        with self.lock:
+            if not self.draining:
+                self.idle.append(connection)
+                return
+        connection.close()
+
+    def drain(self) -> None:
+        """Close every idle connection to Triton, and each busy one once its answer is in (Triton can then exit)."""
+        with self.lock:
+            self.draining = True
+            idle, self.idle = self.idle, []
+        for connection in idle:
+            connection.close()
 
     def process_request(self, request, client_address):
         if not self.connections.acquire(blocking=False):
@@ -144,6 +174,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if key.lower() not in HOP_HEADERS:
                 self.send_header(key, value)
         self.send_header("Content-Length", str(len(payload)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
@@ -180,23 +212,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return body
 
     def _upstream(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        """Send the request to Triton over this client's connection (made once); return its answer."""
+        """Send the request to Triton over a kept-alive connection; return its answer."""
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
+        headers["Content-Length"] = str(len(body))
         for attempt in (0, 1):
-            connection = getattr(self, "connection_upstream", None)
-            if connection is None:
-                connection = self.connection_upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream,
-                                                                                   timeout=None)
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
+            connection = self.server.take()
             try:
                 connection.request(self.command, self.path, body=body if body or self.command == "POST" else None,
-                                   headers={**headers, "Content-Length": str(len(body))})
+                                   headers=headers)
                 response = connection.getresponse()
-                return response.status, response.getheaders(), response.read()
+                answer = response.status, response.getheaders(), response.read()
             except (OSError, http.client.HTTPException):
                 connection.close()
-                self.connection_upstream = None
                 if attempt:
                     raise  # a kept-alive connection Triton closed is retried once on a fresh one
+                continue
+            self.server.give(connection)
+            if self.server.draining:
+                self.close_connection = True  # the client's next request finds the server stopping
+            return answer
         raise AssertionError("unreachable")
 
     def _reply(self, status: int, message: dict, close: bool = False) -> None:
@@ -210,9 +244,3 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
         self.end_headers()
         self.wfile.write(payload)
-
-    def finish(self) -> None:
-        connection = getattr(self, "connection_upstream", None)
-        if connection is not None:
-            connection.close()
-        super().finish()

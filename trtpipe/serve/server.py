@@ -98,6 +98,8 @@ def serve(models: Sequence[ServedModel], options: ServerOptions, on_ready: Calla
                 raise TrtpipeError(f"Triton stopped by itself ({last_error(log) or 'no error logged'}); "
                                    "rerun with --verbose to see its log")
     finally:
+        if guard is not None:
+            guard.drain()  # no idle connection keeps Triton from exiting
         if process is not None:
             _stop(process)  # Triton drains the requests it holds before it exits, answered through the guard
         if guard is not None:
