@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -119,7 +120,12 @@ def floor(pairs: int, delay_us: int, output: Path) -> None:
             (tmp / "repo" / name / "1" / "model.py").write_text(FLOOR_MODEL)
             (tmp / "repo" / name / "config.pbtxt").write_text(config.replace('name: "floor"', f'name: "{name}"'))
         served = start_server([tmp / "mlp.onnx", "--threads", 1, "--max-queue-delay-us", delay_us], tmp / "serve.log")
-        triton, _http, grpc_floor, _metrics = bundled_triton(tmp, tmp / "repo", tmp / "floor.log")
+        triton, http_floor, grpc_floor, _metrics = bundled_triton(tmp, tmp / "repo", tmp / "floor.log")
+        from trtpipe.serve.guard import Guard
+        from trtpipe.serve.limits import request_limits
+
+        guard = Guard("127.0.0.1", free_port(), http_floor, {"floor": request_limits("floor", [("x", "float32", (-1, 16))], 32)})
+        threading.Thread(target=guard.serve_forever, daemon=True).start()
         prepare_environment()
         from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
         from pytriton.triton import Triton, TritonConfig
@@ -141,6 +147,8 @@ def floor(pairs: int, delay_us: int, output: Path) -> None:
                 paths = {"in-process (OnnxRunner)": lambda: runner(sample),
                          "trtpipe serve (gRPC)": _caller(served.grpc, "mlp", sample),
                          "floor: Python backend returning its input": _caller(grpc_floor, "floor", sample),
+                         "  over HTTP, to Triton": _caller(http_floor, "floor", sample, "http"),
+                         "  over HTTP, through trtpipe serve's guard": _caller(guard.server_address[1], "floor", sample, "http"),
                          "  the same, the batcher holding requests 100 us": _caller(grpc_floor, "floor_100us", sample),
                          "  the same without the dynamic batcher": _caller(grpc_floor, "floor_unbatched", sample),
                          "  a gRPC round trip alone (is_server_live)": _live(grpc_floor),
@@ -155,6 +163,10 @@ def floor(pairs: int, delay_us: int, output: Path) -> None:
                         call()
                         times[name].append((time.perf_counter() - began) * 1e3)
         finally:
+            for client in CLIENTS:
+                client.close()  # Triton waits out its exit timeout while an HTTP connection is open
+            guard.drain()
+            guard.shutdown()
             pytriton.stop()
             served.terminate()
             os.killpg(triton.pid, signal.SIGINT)
@@ -174,10 +186,14 @@ def floor(pairs: int, delay_us: int, output: Path) -> None:
     print(f"load average {os.getloadavg()[0]:.1f}; wrote {output / 'floor.json'}")
 
 
-def _caller(port: int, model: str, sample: dict):
+CLIENTS = []  # every client the floor opens, closed before its servers stop
+
+
+def _caller(port: int, model: str, sample: dict, protocol: str = "grpc"):
     from trtpipe.serve.loadtest import Client
 
-    client = Client("grpc", f"127.0.0.1:{port}")
+    client = Client(protocol, f"127.0.0.1:{port}")
+    CLIENTS.append(client)
     return lambda: client.infer(model, sample, ["probs"])
 
 
@@ -185,6 +201,7 @@ def _live(port: int):
     from trtpipe.serve.loadtest import Client
 
     client = Client("grpc", f"127.0.0.1:{port}")
+    CLIENTS.append(client)
     return client.client.is_server_live
 
 
