@@ -45,12 +45,24 @@ def libcuda() -> ctypes.CDLL:
 
 
 def _call(name: str, *args) -> None:
-    lib = libcuda()
-    code = getattr(lib, name)(*args)
+    _check(name, getattr(libcuda(), name)(*args))
+
+
+def _check(name: str, code: int) -> None:
     if code != 0:
         text = ctypes.c_char_p()
-        lib.cuGetErrorName(code, ctypes.byref(text))
+        libcuda().cuGetErrorName(code, ctypes.byref(text))
         raise DriverError(name, code, (text.value or b"?").decode())
+
+
+@functools.cache
+def _handle_call(name: str, handles: int, *tail):
+    """Return libcuda's `name` taking `handles` pointer-sized arguments (then `tail` types) as plain ints:
+    the per-inference calls skip building ctypes objects, a microsecond each."""
+    function = getattr(libcuda(), name)
+    function.argtypes = [ctypes.c_void_p] * handles + list(tail)
+    function.restype = ctypes.c_int
+    return function
 
 
 def _symbol(*names: str) -> str:
@@ -81,8 +93,8 @@ def stream_wait(consumer: int, producer: int, event: int) -> None:
     `producer` may be CUDA's legacy default stream (1) or the per-thread default stream (2), as
     the CUDA Array Interface v3 names them.
     """
-    _call("cuEventRecord", ctypes.c_void_p(event), ctypes.c_void_p(producer))
-    _call("cuStreamWaitEvent", ctypes.c_void_p(consumer), ctypes.c_void_p(event), ctypes.c_uint(0))
+    _check("cuEventRecord", _handle_call("cuEventRecord", 2)(event, producer))
+    _check("cuStreamWaitEvent", _handle_call("cuStreamWaitEvent", 2, ctypes.c_uint)(consumer, event, 0))
 
 
 # Pointers -----------------------------------------------------------------------------------------
@@ -124,7 +136,7 @@ def graph_instantiate(graph: int) -> int:
 
 
 def graph_launch(executable: int, stream: int) -> None:
-    _call("cuGraphLaunch", ctypes.c_void_p(executable), ctypes.c_void_p(stream))
+    _check("cuGraphLaunch", _handle_call("cuGraphLaunch", 2)(executable, stream))
 
 
 def graph_destroy(graph: int, executable: int | None) -> None:
