@@ -22,7 +22,7 @@ import numpy as np
 
 from trtpipe.errors import TrtpipeError, require
 from trtpipe.runtime import driver_api
-from trtpipe.runtime.buffers import ALIGNMENT, CU_STREAM_LEGACY, DeviceArray, TensorBuffer, device_array, is_device_array
+from trtpipe.runtime.buffers import ALIGNMENT, CU_STREAM_LEGACY, DeviceArray, TensorBuffer, as_device_array, device_array
 from trtpipe.runtime.cuda import CudaContext
 from trtpipe.runtime.cuda_graph import CapturedGraph
 from trtpipe.runtime.dtypes import numpy_dtype
@@ -86,7 +86,7 @@ class ExecutionSession:
         self.ctx = cuda_context
         self.name = name
         self.cuda = cuda_context.cuda
-        self.buffers = {spec.name: TensorBuffer(spec.dtype) for spec in inputs + outputs}
+        self.buffers = {spec.name: TensorBuffer(spec.dtype, cuda_context) for spec in inputs + outputs}
         self.dtypes = {spec.name: np.dtype(spec.dtype) for spec in inputs + outputs}
         self.lock = threading.Lock()
         self.pending: PendingResult | None = None
@@ -95,18 +95,18 @@ class ExecutionSession:
         self.bound_shapes: list = [None] * len(inputs)
         self.bound_addresses: list = [None] * (len(inputs) + len(outputs))
         self.output_shapes: list | None = None  # asked of the context again after any input shape changes
+        self.checked: list = [None] * (len(inputs) + len(outputs))  # the last device array each binding accepted
         self.settled = False  # whether a plain enqueue has run since the last shape or address was set
         self.use_graph = cuda_graph
         self.graph: CapturedGraph | None = None
         self.graph_refused: str | None = None
         with self.ctx:
             self.stream = self.cuda.Stream()
-            self.done = self.cuda.Event()
+            self.stream_handle = self.stream.handle
+            self.done = driver_api.Event()  # recorded after a call's work
             self.ready = driver_api.event_create()  # orders our stream after a producer's
 
     def _bind(self, index: int, spec: IOSpec, pointer: int) -> None:
-        if self.bound_addresses[index] == pointer:
-            return
         self._rebinding()
         # TensorRT returns False (and keeps the previous call's address bound) for an address it rejects.
         if not self.context.set_tensor_address(spec.name, pointer):
@@ -114,8 +114,6 @@ class ExecutionSession:
         self.bound_addresses[index] = pointer
 
     def _set_shape(self, index: int, spec: IOSpec, shape: tuple) -> None:
-        if self.bound_shapes[index] == shape:
-            return
         self._rebinding()
         self.bound_shapes[index] = None  # TensorRT's answer to a refused shape leaves its state unsaid
         self.output_shapes = None
@@ -133,16 +131,20 @@ class ExecutionSession:
 
     def prepare(self, feeds: Mapping, out: Mapping | None = None) -> list:
         """Bind inputs (uploading host arrays) and outputs; return the downloads `fetch` queues. Caller holds the lock."""
+        checked = self.checked
         for index, spec in enumerate(self.inputs):
             value = feeds[spec.name]
-            if is_device_array(value):
-                array = device_array(value)
-                check_shape(self.name, spec, array.shape)
-                check_device_array(self.name, f"input '{spec.name}'", array, self.dtypes[spec.name], self.ctx.ordinal)
-                if array.stream not in (None, CU_STREAM_LEGACY):
+            array = as_device_array(value)
+            if array is not None:
+                if array != checked[index]:  # the checks depend on nothing else: an array like the last passed
+                    if array.shape != self.bound_shapes[index]:
+                        check_shape(self.name, spec, array.shape)
+                    check_device_array(self.name, f"input '{spec.name}'", array, self.dtypes[spec.name], self.ctx.ordinal)
+                    checked[index] = array
+                if array.stream is not None and array.stream != CU_STREAM_LEGACY:
                     # The producer's stream may still be writing it (torch's side streams are non-blocking).
                     # Our stream is a blocking one: CUDA already orders it after the legacy default stream.
-                    driver_api.stream_wait(self.stream.handle, array.stream, self.ready)
+                    driver_api.stream_wait(self.stream_handle, array.stream, self.ready)
                 shape, pointer = array.shape, array.pointer
             else:
                 value = np.ascontiguousarray(value)
@@ -150,23 +152,28 @@ class ExecutionSession:
                 buffer = self.buffers[spec.name]
                 buffer.upload(value, self.stream)
                 pointer = buffer.pointer
-            self._set_shape(index, spec, shape)
-            self._bind(index, spec, pointer)
+            if self.bound_shapes[index] != shape:
+                self._set_shape(index, spec, shape)
+            if self.bound_addresses[index] != pointer:
+                self._bind(index, spec, pointer)
         if self.output_shapes is None:
             shapes = [tuple(self.context.get_tensor_shape(spec.name)) for spec in self.outputs]
             for spec, shape in zip(self.outputs, shapes):
                 if any(d < 0 for d in shape):
                     raise TrtpipeError(f"{self.name}: output '{spec.name}' has a data-dependent shape, which this runtime does not size")
             self.output_shapes = shapes
+            checked[len(self.inputs):] = [None] * len(self.outputs)  # an output buffer's size is checked against these
         downloads = []
         for index, (spec, shape) in enumerate(zip(self.outputs, self.output_shapes), len(self.inputs)):
             if out is not None and spec.name in out:
                 array = device_array(out[spec.name])
-                check_device_array(self.name, f"output buffer '{spec.name}'", array, self.dtypes[spec.name], self.ctx.ordinal)
-                need = math.prod(shape) * array.dtype.itemsize
-                if array.nbytes < need:
-                    raise TrtpipeError(f"{self.name}: output buffer '{spec.name}' holds {array.nbytes} bytes "
-                                       f"({list(array.shape)}), the output needs {need} ({list(shape)})")
+                if array != checked[index]:
+                    check_device_array(self.name, f"output buffer '{spec.name}'", array, self.dtypes[spec.name], self.ctx.ordinal)
+                    need = math.prod(shape) * array.dtype.itemsize
+                    if array.nbytes < need:
+                        raise TrtpipeError(f"{self.name}: output buffer '{spec.name}' holds {array.nbytes} bytes "
+                                           f"({list(array.shape)}), the output needs {need} ({list(shape)})")
+                    checked[index] = array
                 downloads.append((spec.name, None, out[spec.name]))
                 pointer = array.pointer
             else:
@@ -174,12 +181,13 @@ class ExecutionSession:
                 buffer.ensure(shape)
                 pointer = buffer.pointer
                 downloads.append((spec.name, buffer, shape))
-            self._bind(index, spec, pointer)
+            if self.bound_addresses[index] != pointer:
+                self._bind(index, spec, pointer)
         return downloads
 
     def enqueue(self) -> None:
         """Queue the engine's execution itself (TensorRT's execute_async_v3) on the stream."""
-        if not self.context.execute_async_v3(self.stream.handle):
+        if not self.context.execute_async_v3(self.stream_handle):
             raise TrtpipeError(f"{self.name}: execution failed; rerun with the TensorRT logger at VERBOSE")
 
     def execute(self) -> None:
@@ -189,7 +197,7 @@ class ExecutionSession:
             return
         if self.use_graph and self.settled and self.graph_refused is None:
             try:
-                self.graph = CapturedGraph(self.stream.handle, self.enqueue)
+                self.graph = CapturedGraph(self.stream_handle, self.enqueue)
             except Exception as exc:  # noqa: BLE001 - any refusal means: run without a graph
                 self.graph_refused = f"{type(exc).__name__}: {exc}"
             else:
@@ -198,27 +206,34 @@ class ExecutionSession:
         self.enqueue()
         self.settled = True
 
+    def launch(self, feeds: Mapping, out: Mapping | None = None, wait: bool = False) -> dict:
+        """Queue copies and execution, then wait for them (`wait`) or record `done`; return {output: pinned
+        view or device array}. Caller holds the lock."""
+        if self.closed:
+            raise TrtpipeError(f"{self.name}: the engine is closed")
+        if self.ctx.is_current():  # pushing and popping it costs more than the rest of a call's bookkeeping
+            return self._queue(feeds, out, wait)
+        with self.ctx:
+            return self._queue(feeds, out, wait)
+
+    def _queue(self, feeds: Mapping, out: Mapping | None, wait: bool) -> dict:
+        downloads = self.prepare(feeds, out)
+        self.execute()
+        views = self.fetch(downloads)
+        if wait:
+            driver_api.stream_synchronize(self.stream_handle)
+        else:
+            self.done.record(self.stream_handle)
+        return views
+
     def fetch(self, downloads: list) -> dict:
         """Queue the downloads; return {output: pinned view or the caller's device array}."""
         return {name: (buffer.download(target, self.stream) if buffer is not None else target)
                 for name, buffer, target in downloads}
 
-    def launch(self, feeds: Mapping, out: Mapping | None = None) -> dict:
-        """Queue copies and execution; return {output: pinned view or device array}. Caller holds the lock."""
-        if self.closed:
-            raise TrtpipeError(f"{self.name}: the engine is closed")
-        with self.ctx:
-            downloads = self.prepare(feeds, out)
-            self.execute()
-            results = self.fetch(downloads)
-            self.done.record(self.stream)
-        return results
-
     def run(self, feeds: Mapping, out: Mapping | None = None) -> dict:
         with self.lock:
-            views = self.launch(feeds, out)
-            self.done.synchronize()
-            return copy_out(views)
+            return copy_out(self.launch(feeds, out, wait=True))
 
     def run_async(self, feeds: Mapping, out: Mapping | None = None) -> PendingResult:
         self.lock.acquire()
@@ -257,6 +272,7 @@ class ExecutionSession:
                 for buffer in self.buffers.values():
                     buffer.free()
                 driver_api.event_destroy(self.ready)
+                self.done.destroy()
                 # pycuda destroys a stream or event in the context it was made in, and cannot once that
                 # context is released: dropped later, each leaked ~0.5 MiB of device memory (seen on the H200).
                 # TensorRT's execution context, too, goes while its CUDA context is current.
