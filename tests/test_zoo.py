@@ -161,3 +161,18 @@ def test_log_mel_frames_and_band_of_a_tone():
     mel = np.linspace(0, 2595 * np.log10(1 + 8000 / 700), 66)[1:-1]
     nearest = int(np.argmin(np.abs(700 * (10 ** (mel / 2595) - 1) - 1000)))
     assert abs(int(np.argmax(features.mean(axis=0))) - nearest) <= 1
+
+
+@pytest.mark.parametrize("name", ["captcha-crnn", "centerface", "ddddocr-det", "effword-resnet50"])
+def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
+    from trtpipe.data import iter_batches
+
+    path = ROOT / "models" / "zoo" / name / "model.toml"
+    entry, spec = zoo.load_entry(path), load_spec(path)
+    inputs.make(entry.inputs, tmp_path, 3, seed=1, **entry.options)
+    batches = list(iter_batches(spec, tmp_path, batch_size=1))
+    assert len(batches) == 3
+    (only,) = spec.inputs
+    array = batches[0].arrays[only.name]
+    assert array.shape[0] == 1 and all(s < 0 or d == s for d, s in zip(array.shape[1:], only.shape[1:]))
+    assert np.isfinite(array).all() and array.std() > 0  # a real picture or sound, not a constant
