@@ -85,7 +85,7 @@ def _safe(name: str) -> str:
 
 
 def initializers_out_of_inputs(model) -> int:
-    """Remove from the graph inputs every one an initializer of the same name backs, in place; return how many.
+    """Return how many graph inputs it removed, in place: those an initializer of the same name backs.
 
     IR 4 exporters (PyTorch 1.2: CenterFace) list every weight as an input too, which makes it an
     input a caller may override: ONNX Runtime then folds nothing that reads it, and the FP16 pass
