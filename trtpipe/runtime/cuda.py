@@ -70,7 +70,7 @@ class CudaContext:
 
         pycuda's `detach()` of a primary context releases nothing when called from another thread
         than the one that retained it, and when it does release, it leaves the context pushed on the
-        calling thread's driver stack (both seen on the H200: docs/h200-probe.log). So: push it here,
+        calling thread's driver stack (both seen on the H200: docs/logs/h200-probe.log). So: push it here,
         which makes pycuda release it from this thread, then pop the driver's stack ourselves.
         """
         with self._release_lock:
