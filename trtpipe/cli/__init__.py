@@ -6,7 +6,11 @@ import math
 import sys
 from pathlib import Path
 
-import click
+try:
+    import click
+except ModuleNotFoundError:  # trtpipe alone is the runtime: the commands are the pipeline extra
+    print("trtpipe: error: the trtpipe commands need the pipeline extra: pip install 'trtpipe[pipeline]'", file=sys.stderr)
+    raise SystemExit(2) from None
 
 from trtpipe.errors import TrtpipeError
 

@@ -22,7 +22,7 @@ INSTANCES_OPTION = click.option("--instances", type=AT_LEAST_ONE, default=1, sho
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path),
               help="model.toml: an ONNX model batches up to its [shapes] maximum of dimension 0 unless --max-batch is given")
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="address to listen on: this machine only; 0.0.0.0 for every network interface")
+              help="address to listen on: 127.0.0.1 is this machine only, 0.0.0.0 every interface (reachable from the network)")
 @click.option("--http-port", type=PORT, default=8000, show_default=True, help="HTTP/REST port (KServe v2 protocol)")
 @click.option("--grpc-port", type=PORT, default=8001, show_default=True, help="gRPC port")
 @click.option("--metrics-port", type=PORT, default=8002, show_default=True, help="Prometheus metrics port")
@@ -47,34 +47,28 @@ def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_b
     threads = threads or max(1, (os.cpu_count() or 1) // (instances * len(candidates)))
     if max_batch is None and spec_path is not None:
         max_batch = _spec_max_batch(spec_path, candidates)
-    models, runners = [], {}
-    try:
-        for path in candidates:
-            opened = [open_runner(path, threads) for _ in range(instances)]
-            model = describe(path, opened[0], max_batch)
-            if model.name in runners:
-                raise TrtpipeError(f"{path}: another candidate is also named '{model.name}'; serve them one at a time")
-            models.append(model)
-            runners[model.name] = opened
-        options = ServerOptions(host, http_port, grpc_port, metrics_port, max_queue_delay_us, verbose)
-        shown = "127.0.0.1" if host == "0.0.0.0" else host
+    models = []
+    for path in candidates:
+        with open_runner(path, threads) as runner:  # opened here once: a file that cannot run fails now, in one line
+            model = describe(path, runner, max_batch)
+        if model.name in {m.name for m in models}:
+            raise TrtpipeError(f"{path}: another candidate is also named '{model.name}'; serve them one at a time")
+        models.append(model)
+    options = ServerOptions(host, http_port, grpc_port, metrics_port, max_queue_delay_us, verbose, instances, threads)
+    shown = "127.0.0.1" if host == "0.0.0.0" else host
 
-        def ready():
-            for m in models:
-                note = " (simulated: a typed ONNX standing in for its engine)" if m.simulated else ""
-                batching = f"max batch {m.max_batch}" if m.max_batch else "no batching"
-                click.echo(f"serving {m.name}: {m.path.name}, {m.precision}, {m.runner}, {batching}{note}")
-            click.echo(f"  HTTP    http://{shown}:{http_port}/v2/models/<model>/infer   health /v2/health/ready")
-            click.echo(f"  gRPC    {shown}:{grpc_port}")
-            click.echo(f"  metrics http://{shown}:{metrics_port}/metrics")
-            click.echo("ready; SIGTERM or Ctrl-C stops after the requests in flight", err=False)
+    def ready():
+        for m in models:
+            note = " (simulated: a typed ONNX standing in for its engine)" if m.simulated else ""
+            batching = f"max batch {m.max_batch}" if m.max_batch else "no batching"
+            click.echo(f"serving {m.name}: {m.path.name}, {m.precision}, {m.runner}, {batching}{note}")
+        click.echo(f"  HTTP    http://{shown}:{http_port}/v2/models/<model>/infer   health /v2/health/ready")
+        click.echo(f"  gRPC    {shown}:{grpc_port}")
+        click.echo(f"  metrics http://{shown}:{metrics_port}/metrics")
+        click.echo("ready; SIGTERM or Ctrl-C stops after the requests in flight", err=False)
 
-        run(models, runners, options, on_ready=ready)
-        click.echo("stopped")
-    finally:
-        for opened in runners.values():
-            for runner in opened:
-                runner.close()
+    run(models, options, on_ready=ready)
+    click.echo("stopped")
 
 
 def _spec_max_batch(spec_path: Path, candidates) -> int | None:

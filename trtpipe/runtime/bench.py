@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
+from trtpipe.runtime.cuda_graph import CapturedGraph
 
 PERCENTILES = (90.0, 95.0, 99.0)
 UNSTABLE_COV_PERCENT = 2.5  # the team's threshold (trtexec's kUNSTABLE_PERF_REPORTING_THRESHOLD is 1.0)
@@ -188,27 +189,6 @@ class _Clock:
 
 # --- an engine ------------------------------------------------------------------------------------
 
-class CapturedExecution:
-    """The engine's execute_async_v3 captured once as a CUDA graph and launched instead (trtexec's --useCudaGraph)."""
-
-    def __init__(self, session):
-        from trtpipe.runtime import driver_api
-
-        self.api, self.stream = driver_api, session.stream.handle
-        driver_api.begin_capture(self.stream)
-        try:
-            session.execute()
-        finally:
-            self.graph = driver_api.end_capture(self.stream)
-        self.executable = driver_api.graph_instantiate(self.graph)
-
-    def launch(self) -> None:
-        self.api.graph_launch(self.executable, self.stream)
-
-    def destroy(self) -> None:
-        self.api.graph_destroy(self.graph, self.executable)
-
-
 def bench_session(session, feeds: Mapping[str, np.ndarray], settings: BenchSettings) -> tuple[dict, int, int, float]:
     """Time an ExecutionSession on `feeds`; return ({metric: [ms per timed query]}, timed, warm-ups, walltime s)."""
     cuda = session.cuda
@@ -216,11 +196,11 @@ def bench_session(session, feeds: Mapping[str, np.ndarray], settings: BenchSetti
     with session.lock, session.ctx:
         downloads = session.prepare(feeds)  # binds every address once and stages the inputs in pinned memory
         staged = [session.buffers[spec.name] for spec in session.inputs]
-        session.execute()  # TensorRT allocates what it defers on the first run: before any capture
+        session.enqueue()  # TensorRT allocates what it defers on the first run: before any capture
         session.fetch(downloads)
         stream.synchronize()
-        graph = CapturedExecution(session) if settings.cuda_graph else None
-        run = graph.launch if graph is not None else session.execute
+        graph = CapturedGraph(stream.handle, session.enqueue) if settings.cuda_graph else None
+        run = graph.launch if graph is not None else session.enqueue
         ring = [[cuda.Event() for _ in range(4)] for _ in range(IN_FLIGHT)]
         flight: deque = deque()
         times: dict[str, list[float]] = {"h2d": [], "gpu_compute": [], "d2h": [], "enqueue": []}

@@ -39,7 +39,7 @@ class OnnxRunner(Runner):
     def __init__(self, path: str | os.PathLike, providers: list[str] | None = None, threads: int | None = None,
                  model=None):
         """Run the ONNX at `path`, or `model` (a ModelProto) named by `path` when given."""
-        ort = require("onnxruntime", "onnx", "running ONNX models")
+        ort = require("onnxruntime", "pipeline", "running ONNX models")
         from trtpipe.graph import onnxio, simulate
 
         self.path = Path(path)
