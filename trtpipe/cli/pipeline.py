@@ -12,6 +12,7 @@ from trtpipe.cli import (
     BLOCK_SIZE_OPTION,
     MIN_WEIGHTS_OPTION,
     PRECISION_CHOICES,
+    SHARE,
     UNQUANTIZED_OPTION,
     FiniteFloatRange,
     _data_dir,
@@ -112,7 +113,7 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
-@click.option("--alpha", type=FiniteFloatRange(0, 1), help="how much of the outliers moves into the weights, 0..1; default: the spec's [quantize] smooth, else 0.5")
+@click.option("--alpha", type=SHARE, help="how much of the outliers moves into the weights, 0..1; default: the spec's [quantize] smooth, else 0.5")
 @click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
 @click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
