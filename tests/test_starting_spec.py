@@ -1,6 +1,10 @@
 """`trtpipe init`: a starting spec that loads, with the task guessed from the model's shapes."""
 
+import json
+
 import numpy as np
+import pytest
+from conftest import needs_rtx
 from onnx import TensorProto, helper
 
 import models
@@ -26,6 +30,53 @@ def test_profile_takes_dynamic_dims_from_a_sample():
     assert profile_shapes([-1, 3, 224, 224], None) == "1x3x224x224/8x3x224x224/32x3x224x224"
     assert profile_shapes([-1, -1], (128,)) == "1x128/8x128/32x128"
     assert profile_shapes([-1, -1], None) is None
+
+
+def test_profile_keeps_a_fixed_batch():
+    assert profile_shapes([1, 3, -1, -1], (3, 384, 512)) == "1x3x384x512/1x3x384x512/1x3x384x512"
+
+
+def photos(directory, name, height, width, count=4):
+    """Write `count` crops of scikit-image's photo `name`, each `height` x `width`; return the directory."""
+    from PIL import Image
+    from skimage import data
+
+    photo = getattr(data, name)()
+    directory.mkdir(parents=True)
+    for k in range(count):
+        Image.fromarray(np.ascontiguousarray(photo[k * 4:k * 4 + height, k * 8:k * 8 + width])).save(directory / f"{name}{k}.png")
+    return directory
+
+
+@needs_rtx
+@pytest.mark.parametrize("batch,input_name,photo,size,profile", [
+    ("N", "input", "astronaut", (320, 320), "1x3x320x320/8x3x320x320/32x3x320x320"),
+    (1, 'in "put"/x y', "coffee", (384, 512), "1x3x384x512/1x3x384x512/1x3x384x512"),
+])
+def test_init_then_calibrate_build_validate_unchanged(cli, tmp_path, batch, input_name, photo, size, profile):
+    """Image sizes come from the data, a fixed batch stays fixed, any tensor name is valid TOML, and
+    the data paths are relative to the spec's own folder (here neither the model's nor the data's)."""
+    model = tmp_path / "models" / "m.onnx"
+    model.parent.mkdir()
+    models.save(models.renamed_input(models.conv_net(batch=batch, height="H", width="W"), "input", input_name), model)
+    data = photos(tmp_path / "data" / "calib", photo, *size)
+    spec_path = tmp_path / "specs" / "m.toml"
+    spec_path.parent.mkdir()
+    code, _out, err = cli("init", model, "--data", data, "-o", spec_path)
+    assert code == 0, err
+    spec = load_spec(spec_path)
+    assert spec.preprocess.size == size
+    assert spec.shapes == {input_name: profile}
+    assert spec.calibration == spec.validation == data.resolve()
+    code, _out, err = cli("calibrate", model, "--spec", spec_path, "-o", tmp_path / "m.int8.cache")
+    assert code == 0, err
+    code, _out, err = cli("build", model, "--precision", "fp16", "--precision", "int8", "--target", "sm_89",
+                          "--backend", "tensorrt-rtx", "--cache", tmp_path / "m.int8.cache", "--spec", spec_path,
+                          "-o", tmp_path / "engines")
+    assert code == 0, err
+    code, out, err = cli("validate", tmp_path / "engines" / "m.fp16.onnx", "--baseline", model, "--spec", spec_path, "--json")
+    assert code == 0, out + err
+    assert json.loads(out)["samples"] == 4
 
 
 def test_init_writes_a_spec_that_loads_and_builds_shapes_from_data(cli, tmp_path):
@@ -58,5 +109,5 @@ def test_init_leaves_a_comment_where_no_sample_gives_the_dims(cli, tmp_path):
     models.save(models._model(graph), model)
     code, _out, err = cli("init", model, "-o", tmp_path / "t.toml")
     assert code == 0, err
-    assert '# tokens = "..."' in (tmp_path / "t.toml").read_text()
+    assert '# "tokens" = "..."' in (tmp_path / "t.toml").read_text()
     assert load_spec(tmp_path / "t.toml").shapes == {}

@@ -275,7 +275,7 @@ def init(model, data_dir, force, output):
     check_output(output, [model])
     if output.exists() and not force:
         raise TrtpipeError(f"-o {output}: the file exists; pass --force to replace it, or choose another path")
-    text = starting_spec(onnxio.load(model), model, data_dir)
+    text = starting_spec(onnxio.load(model), model, data_dir, spec_path=output)
     write_text(output, text)
     load_spec(output)  # what init writes must load: a failure here is a bug, reported as one line
     click.echo(f"wrote {output}; check the lines marked CHECK")
