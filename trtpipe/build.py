@@ -15,8 +15,15 @@ from pathlib import Path
 
 from trtpipe import backend as backends
 from trtpipe import data
-from trtpipe.calibrate import DEFAULT_METHOD, CalibrationOptions, cache_grid, calibrate, calibrated_graph, load_table, \
-    observe_data_ranges
+from trtpipe.calibrate import (
+    DEFAULT_METHOD,
+    CalibrationOptions,
+    cache_grid,
+    calibrate,
+    calibrated_graph,
+    load_table,
+    observe_data_ranges,
+)
 from trtpipe.config import ModelSpec, Shape, decided_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import atomic_path, check_output, ensure_dir, sha256, sidecar_path, write_bytes, write_json
