@@ -4,12 +4,15 @@ import json
 
 import numpy as np
 import pytest
+import zoo
 from conftest import needs_rtx
 from onnx import TensorProto, helper
 
 import models
 from trtpipe.config import load_spec
 from trtpipe.starting_spec import TensorFacts, guess_task, profile_shapes
+
+RTX_SM89 = ("--target", "sm_89", "--backend", "tensorrt-rtx")
 
 
 def facts(*specs):
@@ -70,8 +73,8 @@ def test_init_then_calibrate_build_validate_unchanged(cli, tmp_path, batch, inpu
     assert spec.calibration == spec.validation == data.resolve()
     code, _out, err = cli("calibrate", model, "--spec", spec_path, "-o", tmp_path / "m.int8.cache")
     assert code == 0, err
-    code, _out, err = cli("build", model, "--precision", "fp16", "--precision", "int8", "--target", "sm_89",
-                          "--backend", "tensorrt-rtx", "--cache", tmp_path / "m.int8.cache", "--spec", spec_path,
+    code, _out, err = cli("build", model, "--precision", "fp16", "--precision", "int8", *RTX_SM89,
+                          "--cache", tmp_path / "m.int8.cache", "--spec", spec_path,
                           "-o", tmp_path / "engines")
     assert code == 0, err
     code, out, err = cli("validate", tmp_path / "engines" / "m.fp16.onnx", "--baseline", model, "--spec", spec_path, "--json")
@@ -111,3 +114,25 @@ def test_init_leaves_a_comment_where_no_sample_gives_the_dims(cli, tmp_path):
     assert code == 0, err
     assert '# "tokens" = "..."' in (tmp_path / "t.toml").read_text()
     assert load_spec(tmp_path / "t.toml").shapes == {}
+
+
+@needs_rtx
+@pytest.mark.parametrize("wheel,pictures,size", [
+    (zoo.YOLOV8N, lambda d: zoo.face_photos(d, 0, 4), (320, 320)),  # 321x321 mosaics: YOLOv8n needs a multiple of 32
+    (zoo.PPOCR_DET, lambda d: zoo.page_photos(d, offsets=(0, 64, 128, 192)), (192, 192)),
+])
+def test_init_on_public_detectors_then_calibrate_build_validate_unchanged(cli, tmp_path, wheel, pictures, size):
+    model = zoo.wheel_model(*wheel)
+    data = pictures(tmp_path / "calib")
+    spec_path = tmp_path / "started.toml"
+    assert cli("init", model, "--data", data, "-o", spec_path)[0] == 0
+    assert load_spec(spec_path).preprocess.size == size
+    code, _out, err = cli("calibrate", model, "--spec", spec_path, "-o", tmp_path / "int8.cache")
+    assert code == 0, err
+    code, _out, err = cli("build", model, "--precision", "fp16", "--precision", "int8", *RTX_SM89,
+                          "--cache", tmp_path / "int8.cache", "--spec", spec_path, "-o", tmp_path / "engines")
+    assert code == 0, err
+    typed = tmp_path / "engines" / f"{model.stem}.int8.onnx"
+    code, out, err = cli("validate", typed, "--baseline", model, "--spec", spec_path, "--json")
+    assert code in (0, 1), err  # judged either way; 2 would be a spec or data it cannot use
+    assert json.loads(out)["samples"] == 4

@@ -200,11 +200,17 @@ def _layout(image: TensorFacts) -> tuple[bool, int, tuple[int, int]]:
     return nchw, channels, (height, width)
 
 
+# A CNN that takes any image size still needs one its strides divide: detectors and segmenters
+# downsample by 32 (YOLOv8n's Concat refuses 321x321), so a size read from an image is rounded to it.
+SIZE_MULTIPLE = 32
+
+
 def _preprocess_size(image: TensorFacts, found: tuple[int, int] | None) -> list[int]:
-    """Return [height, width] images are resized to: the model's where fixed, else the first image's."""
+    """Return [height, width] images are resized to: the model's where fixed, else the first image's
+    rounded to a multiple of SIZE_MULTIPLE."""
     _, _, dims = _layout(image)
     fallback = found or (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE)
-    return [d if d > 0 else f for d, f in zip(dims, fallback)]
+    return [d if d > 0 else max(SIZE_MULTIPLE, round(f / SIZE_MULTIPLE) * SIZE_MULTIPLE) for d, f in zip(dims, fallback)]
 
 
 def _image_dims(shape: list[int], size: list[int]) -> tuple[int, ...]:
@@ -217,7 +223,8 @@ def _image_dims(shape: list[int], size: list[int]) -> tuple[int, ...]:
 def _preprocess_lines(image: TensorFacts, size: list[int]) -> list[str]:
     nchw, channels, dims = _layout(image)
     channels = channels if channels > 0 else 3
-    read = "" if all(d > 0 for d in dims) else "  # the first image's size: the model takes any"
+    read = "" if all(d > 0 for d in dims) else \
+        f"  # CHECK: the first image's size to a multiple of {SIZE_MULTIPLE}; the model takes any"
     return ["[preprocess]  # CHECK: how the model was trained to see images",
             f"size = {size}{read}",
             f'color = "{"L" if channels == 1 else "RGB"}"',
