@@ -136,3 +136,23 @@ def test_init_on_public_detectors_then_calibrate_build_validate_unchanged(cli, t
     code, out, err = cli("validate", typed, "--baseline", model, "--spec", spec_path, "--json")
     assert code in (0, 1), err  # judged either way; 2 would be a spec or data it cannot use
     assert json.loads(out)["samples"] == 4
+
+
+def test_init_reads_a_state_batch_axis_and_a_shared_scalar_from_npz(cli, tmp_path):
+    """As silero-vad: samples stack on axis 1 of the state [layers, batch, hidden]; the sample rate is one scalar."""
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4]),
+              helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, "N", 8]),
+              helper.make_tensor_value_info("sr", TensorProto.INT64, [])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4]),
+               helper.make_tensor_value_info("stateN", TensorProto.FLOAT, ["A", "B", "C"])]
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["state"], ["stateN"])]
+    model = tmp_path / "rnn.onnx"
+    models.save(models._model(helper.make_graph(nodes, "g", inputs, outputs)), model)
+    (tmp_path / "data").mkdir()
+    np.savez(tmp_path / "data" / "chunks.npz", x=np.ones((5, 4), np.float32), state=np.zeros((2, 5, 8), np.float32),
+             sr=np.array(16000))
+    assert cli("init", model, "--data", tmp_path / "data", "-o", tmp_path / "rnn.toml")[0] == 0
+    spec = load_spec(tmp_path / "rnn.toml")
+    assert [(i.name, i.batch_axis, i.value) for i in spec.inputs] == [("x", 0, None), ("state", 1, None), ("sr", None, 16000)]
+    assert spec.shapes == {"x": "1x4/8x4/32x4", "state": "2x1x8/2x8x8/2x32x8"}
+    assert [(o.name, o.batch_axis) for o in spec.outputs] == [("y", 0), ("stateN", 1)]

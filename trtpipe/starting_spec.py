@@ -75,37 +75,64 @@ def _dim(d: int) -> str:
     return "?" if d < 0 else str(d)
 
 
-def profile_shapes(spec_shape: list[int], sample_shape: tuple[int, ...] | None) -> str | None:
+def profile_shapes(spec_shape: list[int], sample_shape: tuple[int, ...] | None, batch_axis: int | None = 0) -> str | None:
     """Return "MIN/OPT/MAX" for a dynamic input, dims other than the batch taken from a data sample; None if unknown.
 
-    A fixed batch (an export for batch 1) stays what it is in all three: a profile is refused that
-    does not fit the input's own shape.
+    `sample_shape`: one sample's dims, without the batch axis. A fixed batch (an export for batch 1)
+    stays what it is in all three: a profile is refused that does not fit the input's own shape.
+    `batch_axis` None: an input the batch shares, its dims all from the sample.
     """
-    dims = list(spec_shape[1:])
+    dims = [d for i, d in enumerate(spec_shape) if i != batch_axis]
     if any(d < 0 for d in dims):
         if sample_shape is None or len(sample_shape) != len(dims) or any(s < 1 for s in sample_shape):
             return None
         dims = [s if d < 0 else d for d, s in zip(dims, sample_shape)]
-    batches = PROFILE_BATCHES if spec_shape[0] < 0 else (spec_shape[0],) * 3
-    return "/".join("x".join(str(d) for d in [batch, *dims]) for batch in batches)
+    if batch_axis is None:
+        return "/".join(["x".join(map(str, dims))] * 3)
+    batches = PROFILE_BATCHES if spec_shape[batch_axis] < 0 else (spec_shape[batch_axis],) * 3
+    return "/".join("x".join(str(d) for d in [*dims[:batch_axis], batch, *dims[batch_axis:]]) for batch in batches)
 
 
-def _sample_shape(directory: Path, name: str, rank: int) -> tuple[int, ...] | None:
-    """Return one sample's shape (no batch axis) for input `name`, read from the first .npy/.npz file."""
+def _first_arrays(directory: Path, inputs: list[TensorFacts]):
+    """Return {input: array} of the first .npy or .npz file (a .npy holds the one input's samples)."""
     import numpy as np
 
     for path in list_files(directory):
-        if path.suffix == ".npy":
-            shape = np.load(path, mmap_mode="r").shape
-        elif path.suffix == ".npz":
+        if path.suffix.lower() == ".npy" and len(inputs) == 1:
+            return {inputs[0].name: np.load(path, mmap_mode="r")}
+        if path.suffix.lower() == ".npz":
             with np.load(path) as archive:
-                if name not in archive:
-                    continue
-                shape = archive[name].shape
-        else:
-            continue
-        return tuple(shape[1:]) if len(shape) == rank else tuple(shape)
-    return None
+                return {t.name: archive[t.name] for t in inputs if t.name in archive.files}
+    return {}
+
+
+def _batch_axis(tensor: TensorFacts, array, count: int | None) -> int | None:
+    """Return the axis samples stack on: 0, else the dynamic axis whose size in the data is the sample
+    count (an RNN state [layers, batch, hidden]); None for a scalar, which the batch shares."""
+    if not tensor.shape:
+        return None
+    if tensor.shape[0] < 0 or array is None or array.ndim != len(tensor.shape) or count is None:
+        return 0
+    return next((i for i, d in enumerate(tensor.shape) if d < 0 and array.shape[i] == count), 0)
+
+
+def _sample_dims(tensor: TensorFacts, array, axis: int | None) -> tuple[int, ...] | None:
+    """Return one sample's dims (no batch axis) as the data holds them."""
+    if array is None:
+        return None
+    if axis is None or array.ndim == len(tensor.shape) - 1:
+        return tuple(array.shape)
+    return tuple(d for i, d in enumerate(array.shape) if i != axis) if array.ndim == len(tensor.shape) else None
+
+
+def _shared_value(array) -> str | None:
+    """Return the TOML number of a scalar in the data (a sample rate), None when it is not one finite number."""
+    import math
+
+    if array is None or array.ndim != 0 or array.dtype.kind not in "iuf":
+        return None
+    value = array.item()
+    return str(value) if isinstance(value, int) else repr(value) if math.isfinite(value) else None
 
 
 def _image_size(directory: Path) -> tuple[int, int] | None:
@@ -144,22 +171,33 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     images = data_dir is not None and any(p.suffix.lower() in IMAGE_SUFFIXES for p in list_files(data_dir))
     image = next((t for t in inputs if len(t.shape) == 4), None) if images and len(inputs) == 1 else None
     size = _preprocess_size(image, _image_size(data_dir)) if image is not None else None
-    shapes = {}
+    arrays = _first_arrays(data_dir, inputs) if data_dir is not None and not images else {}
+    # The samples in the first file: the first dim of an input whose batch is dynamic.
+    count = next((arrays[t.name].shape[0] for t in inputs if t.name in arrays and t.shape and t.shape[0] < 0
+                  and arrays[t.name].ndim == len(t.shape)), None)
+    shapes, axes = {}, []
     for tensor in inputs:
+        array = arrays.get(tensor.name)
+        axis = _batch_axis(tensor, array, count)
+        axes.append(axis)
         lines += ["[[inputs]]", f"name = {toml_string(tensor.name)}", f"shape = {tensor.shape}"]
         if tensor.dtype in DTYPES:
             lines.append(f'dtype = "{tensor.dtype}"')
         else:  # the loader takes the dtypes data files are read as; others are refused, so none is written
             lines.append(f"# CHECK: the model's dtype {tensor.dtype} is not one trtpipe feeds; the spec's default is float32")
+        if axis is None:
+            lines.append("batched = false  # CHECK: a scalar: the whole batch shares it")
+            value = _shared_value(array)
+            if value is not None:
+                lines.append(f"value = {value}  # CHECK: the data's; say so only if the input always has it "
+                             "(control flow on it is then folded)")
+        elif axis:
+            lines.append(f"batch_axis = {axis}  # CHECK: the axis whose size in the data is the sample count")
         lines.append("")
         if not tensor.shape or all(d > 0 for d in tensor.shape):
             continue
-        sample = None
-        if tensor is image:
-            sample = _image_dims(tensor.shape, size)
-        elif data_dir is not None and not images:
-            sample = _sample_shape(data_dir, tensor.name, len(tensor.shape))
-        shapes[tensor.name] = (profile_shapes(tensor.shape, sample), tensor.shape[0] < 0)
+        sample = _image_dims(tensor.shape, size) if tensor is image else _sample_dims(tensor, array, axis)
+        shapes[tensor.name] = (profile_shapes(tensor.shape, sample, axis), axis is not None and tensor.shape[axis] < 0)
     if image is not None:
         lines += _preprocess_lines(image, size)
     elif images:
@@ -175,6 +213,7 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
                 batch = f"  # CHECK: batch {PROFILE_BATCHES[0]} to {PROFILE_BATCHES[-1]}" if dynamic_batch else ""
                 lines.append(f'{key} = "{value}"{batch}')
         lines.append("")
+    lines += _output_lines(outputs, [(t, axis) for t, axis in zip(inputs, axes) if axis])
     lines.append("[data]")
     if data_dir is not None:
         folder = Path(spec_path).resolve().parent if spec_path is not None else Path(model_path).resolve().parent
@@ -185,6 +224,26 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
         lines += ['# calibration = "data/calib"  # .npy, .npz or images: see docs/data.md',
                   '# validation = "data/val"']
     return "\n".join(lines) + "\n"
+
+
+def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, int]]) -> list[str]:
+    """Return [[outputs]] entries when an output is shaped like an input that stacks samples on a later
+    axis (an RNN's state out, like its state in); none otherwise: without entries every float output
+    is judged by the spec's task."""
+    def axis_of(output: TensorFacts) -> int:
+        return next((axis for state, axis in states if len(state.shape) == len(output.shape)
+                     and all(o < 0 or o == d for o, d in zip(output.shape, state.shape))), 0)
+
+    floats = [o for o in outputs if o.dtype.startswith("float")]
+    if not any(axis_of(o) for o in floats):
+        return []
+    lines = []
+    for output in floats:
+        lines += ["[[outputs]]", f"name = {toml_string(output.name)}"]
+        if axis_of(output):
+            lines.append(f"batch_axis = {axis_of(output)}  # CHECK: shaped like an input whose samples stack there")
+        lines.append("")
+    return lines
 
 
 # The usual size of an image classifier's input: what a dynamic height or width becomes when no
