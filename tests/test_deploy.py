@@ -72,9 +72,12 @@ def test_deploy_tunes_what_fails_and_leaves_no_failing_engine(cli, workdir):
     (("--data", "{w}/photos", "--target", "sm_80", "--backend", "tensorrt-rtx", "--precision", "fp8"),
      "fp8 needs compute capability 8.9"),
     (("--data", "{w}/photos", *RTX, "--budget-min", "-1"), "--budget-min"),
+    (("--data", "{w}/wrong-shape", *RTX), "{w}/wrong-shape/000.npy: input 'input' has shape [4, 5]"),  # after init wrote
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, workdir, args, message):
+    models.save_batches(workdir / "wrong-shape", np.zeros((4, 5), np.float32))
     out = workdir / "bad"
     code, _out, err = cli("deploy", workdir / "m.onnx", *[a.format(w=workdir) for a in args], "-o", out)
-    assert code == 2 and message.format(w=workdir) in err and len(err.strip().splitlines()) == 1
+    errors = [line for line in err.splitlines() if not line.startswith("-- ")]  # "-- " lines are progress
+    assert code == 2 and len(errors) == 1 and message.format(w=workdir) in errors[0]
     assert not out.exists()

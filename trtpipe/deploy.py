@@ -172,8 +172,9 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
            on_step: Callable[[str], None] = lambda text: None) -> DeployResult:
     """Return what deploy left in `output`: engines that pass, their reports, a summary and a Triton repository.
 
-    Bad input (model, data, spec, target) fails before anything is written. A precision whose engine
-    does not build, or fails validation after tuning, is reported and leaves no engine behind.
+    Bad input (model, data, spec, target, a missing backend) is a TrtpipeError that leaves nothing
+    behind. A precision whose engine does not build, or fails validation after tuning, is reported
+    in its Outcome and leaves no engine.
     """
     from trtpipe import backend as backends
 
@@ -187,12 +188,31 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
     if data_dir is not None:
         data.list_files(data_dir)  # no such directory, or no samples: before anything is written
     backend_spec = backends.choose_spec(options.backend, options.target)
+    backends.load(backend_spec, options.target)  # not installed: say so now, not once per precision
     if options.precision is not None:
         precisions = backends.plan_precisions([options.precision], options.target, backend_spec)
     else:
         precisions = [p for p in backends.plan_precisions(["auto"], options.target, backend_spec) if p is not Precision.FP32]
+    ran = "fp32 is the baseline" if Precision.FP32 not in precisions else "as asked"
+    on_step(f"{backend_spec.name} on {options.target.sm}: {' '.join(map(str, precisions))} ({ran}; 'trtpipe plan' says why not others)")
+    created = not output.exists()
     spec, spec_path, spec_written = _spec(model, model_path, data_dir, Path(spec_path) if spec_path else None,
                                           output, on_step)
+    try:
+        return _run(model_path, output, options, precisions, spec, spec_path, spec_written, on_step)
+    except TrtpipeError:
+        # Bad input found after the spec was written (data the model cannot read): a rerun must not
+        # take that spec as the user's.
+        if spec_written:
+            spec_path.unlink(missing_ok=True)
+        if created and output.is_dir() and not any(output.iterdir()):
+            output.rmdir()
+        raise
+
+
+def _run(model_path: Path, output: Path, options: DeployOptions, precisions: list[Precision], spec: ModelSpec,
+         spec_path: Path, spec_written: bool, on_step) -> DeployResult:
+    """The deploy after its input checks: calibrate, build, validate, tune, keep what passes."""
     build_options = BuildOptions(target=options.target, backend=options.backend, spec=spec,
                                  calibration_data=spec.calibration, exclude=list(spec.exclude),
                                  shapes=decided_inputs(spec)[0], min_weights=spec.min_weights)
