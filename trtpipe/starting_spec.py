@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtpipe.config import DTYPES, toml_string
-from trtpipe.data import IMAGE_SUFFIXES, list_files
+from trtpipe.data import IMAGE_SUFFIXES, list_files, load_arrays
+from trtpipe.errors import TrtpipeError
 
 # Batch sizes of the guessed build profile: MIN/OPT/MAX as trtexec writes them.
 PROFILE_BATCHES = (1, 8, 32)
@@ -95,14 +96,12 @@ def profile_shapes(spec_shape: list[int], sample_shape: tuple[int, ...] | None, 
 
 def _first_arrays(directory: Path, inputs: list[TensorFacts]):
     """Return {input: array} of the first .npy or .npz file (a .npy holds the one input's samples)."""
-    import numpy as np
-
     for path in list_files(directory):
         if path.suffix.lower() == ".npy" and len(inputs) == 1:
-            return {inputs[0].name: np.load(path, mmap_mode="r")}
+            return {inputs[0].name: load_arrays(path)[""]}
         if path.suffix.lower() == ".npz":
-            with np.load(path) as archive:
-                return {t.name: archive[t.name] for t in inputs if t.name in archive.files}
+            arrays = load_arrays(path)
+            return {t.name: arrays[t.name] for t in inputs if t.name in arrays}
     return {}
 
 
@@ -198,11 +197,11 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
             continue
         sample = _image_dims(tensor.shape, size) if tensor is image else _sample_dims(tensor, array, axis)
         shapes[tensor.name] = (profile_shapes(tensor.shape, sample, axis), axis is not None and tensor.shape[axis] < 0)
+    if images and image is None:
+        raise TrtpipeError(f"--data {data_dir}: holds images, but {Path(model_path).name} has no single image input "
+                           "(one input, rank 4); pass a directory of .npy or .npz samples")
     if image is not None:
         lines += _preprocess_lines(image, size)
-    elif images:
-        lines += [("# CHECK: the data holds images, but images feed a model with one 4-D input; "
-                   "store samples as .npy or .npz (docs/data.md)"), ""]
     if shapes:
         lines.append("[shapes]  # MIN/OPT/MAX per dynamic input, dims joined by x, as trtexec writes them")
         for input_name, (value, dynamic_batch) in shapes.items():
