@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, PRECISION_CHOICES, FiniteFloatRange, main
+from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, PRECISION_CHOICES, main
 
 
 @main.command()
@@ -24,7 +24,7 @@ from trtpipe.cli import AT_LEAST_ONE, PRECISION_CHOICES, FiniteFloatRange, main
                    "runs beyond fp32, and exit 0 when any passes")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path),
               help="model.toml; default: OUT/<model>.toml, written as 'trtpipe init' writes it when missing")
-@click.option("--budget-min", type=FiniteFloatRange(min=0), default=10.0, show_default=True,
+@click.option("--budget-min", type=AT_LEAST_ZERO_FLOAT, default=10.0, show_default=True,
               help="minutes of 'trtpipe tune' in all, shared by the INT8/FP8 engines that fail; 0: no tuning")
 @click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
 @click.option("-o", "--output", type=click.Path(path_type=Path),
