@@ -198,8 +198,9 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
         sample = _image_dims(tensor.shape, size) if tensor is image else _sample_dims(tensor, array, axis)
         shapes[tensor.name] = (profile_shapes(tensor.shape, sample, axis), axis is not None and tensor.shape[axis] < 0)
     if images and image is None:
-        raise TrtpipeError(f"--data {data_dir}: holds images, but {Path(model_path).name} has no single image input "
-                           "(one input, rank 4); pass a directory of .npy or .npz samples")
+        why = (f"no input of {Path(model_path).name} is an image (rank 4)" if all(len(t.shape) != 4 for t in inputs)
+               else f"images feed a model with one input, and {Path(model_path).name} has {len(inputs)}")
+        raise TrtpipeError(f"--data {data_dir}: holds images, but {why}; pass a directory of .npy or .npz samples")
     if image is not None:
         lines += _preprocess_lines(image, size)
     if shapes:
