@@ -17,8 +17,10 @@ def _init(name, array):
     return numpy_helper.from_array(np.asarray(array, np.float32), name)
 
 
-def conv_net(batch=1, seed=0) -> onnx.ModelProto:
-    """Conv-BN-Relu, Conv-BN, residual Add, Relu, global pool, Gemm: 3x16x16 -> 10 classes."""
+def conv_net(batch=1, seed=0, height=16, width=16) -> onnx.ModelProto:
+    """Conv-BN-Relu, Conv-BN, residual Add, Relu, global pool, Gemm: 3x16x16 -> 10 classes.
+
+    `batch`, `height` and `width` may be names (dynamic): the global pool takes any image size."""
     rng = np.random.default_rng(seed)
     c = 8
     inits = [
@@ -42,7 +44,7 @@ def conv_net(batch=1, seed=0) -> onnx.ModelProto:
         helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], transB=1, name="fc"),
     ]
     graph = helper.make_graph(nodes, "conv_net",
-                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, 16, 16])],
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, height, width])],
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 10])], inits)
     return _model(graph)
 
@@ -82,6 +84,17 @@ def mlp_classifier(weights, biases, sample_shape) -> onnx.ModelProto:
                               [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", *sample_shape])],
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", len(biases[-1])])], inits)
     return _model(graph)
+
+
+def renamed_input(model: onnx.ModelProto, old: str, new: str) -> onnx.ModelProto:
+    """Return `model` with graph input `old` renamed `new` everywhere it is read."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for value in model.graph.input:
+        if value.name == old:
+            value.name = new
+    for node in model.graph.node:
+        node.input[:] = [new if name == old else name for name in node.input]
+    return model
 
 
 def dynamic_mlp() -> onnx.ModelProto:

@@ -87,3 +87,55 @@ def test_implicit_calibration_needs_tensorrt_10(workdir):
     options = BuildOptions(target=Target(8, 9), cache=workdir / "mlp.cache", calibration="implicit")
     with pytest.raises(TrtpipeError, match="implicit INT8"):
         build(workdir / "mlp.onnx", workdir / "imp", ["int8"], options)
+
+
+def test_auto_calibrates_the_int8_and_fp8_caches_it_needs_from_the_data(workdir, cli):
+    data = workdir / "mlp-data"
+    models.save_batches(data, rng.normal(size=(8, 16)).astype(np.float32))
+    out = workdir / "auto-data"
+    code, stdout, err = cli("build", workdir / "mlp.onnx", "--precision", "auto", "--target", "sm_89",
+                            "--backend", "tensorrt-rtx", "--data", data, "-o", out)
+    assert code == 0, err
+    built = sorted(p.name for p in out.glob("*.engine"))
+    assert built == sorted(f"mlp.{p}.sm89.engine" for p in ("fp32", "fp16", "bf16", "int8", "fp8"))
+    for grid in ("int8", "fp8"):
+        cache = out / f"mlp.{grid}.cache"
+        assert json.loads((out / f"mlp.{grid}.cache.json").read_text())["options"]["grid"] == grid
+        assert json.loads((out / f"mlp.{grid}.sm89.engine.json").read_text())["cache_sha256"] == sha256(cache)
+    assert "calibrated" in stdout
+
+
+def test_a_cache_for_int8_alone_calibrates_fp8_from_the_data(workdir):
+    from trtpipe.calibrate import CalibrationOptions, calibrate
+
+    data = workdir / "mlp-data2"
+    models.save_batches(data, rng.normal(size=(8, 16)).astype(np.float32))
+    given = workdir / "given.int8.cache"
+    calibrate(workdir / "mlp.onnx", data, given, CalibrationOptions(grid="int8"))
+    out = workdir / "one-cache"
+    options = BuildOptions(target=Target(8, 9), backend="tensorrt-rtx", cache=given, calibration_data=data)
+    results = build(workdir / "mlp.onnx", out, ["int8", "fp8"], options)
+    caches = {r.info.precision: r.info.cache_sha256 for r in results}
+    assert caches == {"int8": sha256(given), "fp8": sha256(out / "mlp.fp8.cache")}
+
+
+def test_auto_without_a_cache_or_data_fails_before_writing_anything(workdir, cli):
+    out = workdir / "auto-nothing"
+    code, _out, err = cli("build", workdir / "mlp.onnx", "--precision", "auto", "--target", "sm_89",
+                          "--backend", "tensorrt-rtx", "-o", out)
+    assert code == 2 and "--precision int8 needs a calibration cache: pass --data DIR" in err
+    assert not out.exists()
+
+
+def test_an_int8_cache_and_no_data_fails_on_fp8_before_writing_anything(workdir, cli):
+    from trtpipe.calibrate import CalibrationOptions, calibrate
+
+    data = workdir / "mlp-data3"
+    models.save_batches(data, rng.normal(size=(8, 16)).astype(np.float32))
+    given = workdir / "only.int8.cache"
+    calibrate(workdir / "mlp.onnx", data, given, CalibrationOptions(grid="int8"))
+    out = workdir / "auto-int8-only"
+    code, _out, err = cli("build", workdir / "mlp.onnx", "--precision", "auto", "--target", "sm_89",
+                          "--backend", "tensorrt-rtx", "--cache", given, "-o", out)
+    assert code == 2 and "calibrated for int8, not fp8" in err
+    assert not out.exists()

@@ -1,11 +1,18 @@
 """`trtpipe init`: a starting spec that loads, with the task guessed from the model's shapes."""
 
+import json
+
 import numpy as np
+import pytest
+import zoo
+from conftest import needs_rtx
 from onnx import TensorProto, helper
 
 import models
 from trtpipe.config import load_spec
 from trtpipe.starting_spec import TensorFacts, guess_task, profile_shapes
+
+RTX_SM89 = ("--target", "sm_89", "--backend", "tensorrt-rtx")
 
 
 def facts(*specs):
@@ -26,6 +33,53 @@ def test_profile_takes_dynamic_dims_from_a_sample():
     assert profile_shapes([-1, 3, 224, 224], None) == "1x3x224x224/8x3x224x224/32x3x224x224"
     assert profile_shapes([-1, -1], (128,)) == "1x128/8x128/32x128"
     assert profile_shapes([-1, -1], None) is None
+
+
+def test_profile_keeps_a_fixed_batch():
+    assert profile_shapes([1, 3, -1, -1], (3, 384, 512)) == "1x3x384x512/1x3x384x512/1x3x384x512"
+
+
+def photos(directory, name, height, width, count=4):
+    """Write `count` crops of scikit-image's photo `name`, each `height` x `width`; return the directory."""
+    from PIL import Image
+    from skimage import data
+
+    photo = getattr(data, name)()
+    directory.mkdir(parents=True)
+    for k in range(count):
+        Image.fromarray(np.ascontiguousarray(photo[k * 4:k * 4 + height, k * 8:k * 8 + width])).save(directory / f"{name}{k}.png")
+    return directory
+
+
+@needs_rtx
+@pytest.mark.parametrize("batch,input_name,photo,size,profile", [
+    ("N", "input", "astronaut", (320, 320), "1x3x320x320/8x3x320x320/32x3x320x320"),
+    (1, 'in "put"/x y', "coffee", (384, 512), "1x3x384x512/1x3x384x512/1x3x384x512"),
+])
+def test_init_then_calibrate_build_validate_unchanged(cli, tmp_path, batch, input_name, photo, size, profile):
+    """Image sizes come from the data, a fixed batch stays fixed, any tensor name is valid TOML, and
+    the data paths are relative to the spec's own folder (here neither the model's nor the data's)."""
+    model = tmp_path / "models" / "m.onnx"
+    model.parent.mkdir()
+    models.save(models.renamed_input(models.conv_net(batch=batch, height="H", width="W"), "input", input_name), model)
+    data = photos(tmp_path / "data" / "calib", photo, *size)
+    spec_path = tmp_path / "specs" / "m.toml"
+    spec_path.parent.mkdir()
+    code, _out, err = cli("init", model, "--data", data, "-o", spec_path)
+    assert code == 0, err
+    spec = load_spec(spec_path)
+    assert spec.preprocess.size == size
+    assert spec.shapes == {input_name: profile}
+    assert spec.calibration == spec.validation == data.resolve()
+    code, _out, err = cli("calibrate", model, "--spec", spec_path, "-o", tmp_path / "m.int8.cache")
+    assert code == 0, err
+    code, _out, err = cli("build", model, "--precision", "fp16", "--precision", "int8", *RTX_SM89,
+                          "--cache", tmp_path / "m.int8.cache", "--spec", spec_path,
+                          "-o", tmp_path / "engines")
+    assert code == 0, err
+    code, out, err = cli("validate", tmp_path / "engines" / "m.fp16.onnx", "--baseline", model, "--spec", spec_path, "--json")
+    assert code == 0, out + err
+    assert json.loads(out)["samples"] == 4
 
 
 def test_init_writes_a_spec_that_loads_and_builds_shapes_from_data(cli, tmp_path):
@@ -58,5 +112,47 @@ def test_init_leaves_a_comment_where_no_sample_gives_the_dims(cli, tmp_path):
     models.save(models._model(graph), model)
     code, _out, err = cli("init", model, "-o", tmp_path / "t.toml")
     assert code == 0, err
-    assert '# tokens = "..."' in (tmp_path / "t.toml").read_text()
+    assert '# "tokens" = "..."' in (tmp_path / "t.toml").read_text()
     assert load_spec(tmp_path / "t.toml").shapes == {}
+
+
+@needs_rtx
+@pytest.mark.parametrize("wheel,pictures,size", [
+    (zoo.YOLOV8N, lambda d: zoo.face_photos(d, 0, 4), (320, 320)),  # 321x321 mosaics: YOLOv8n needs a multiple of 32
+    (zoo.PPOCR_DET, lambda d: zoo.page_photos(d, offsets=(0, 64, 128, 192)), (192, 192)),
+])
+def test_init_on_public_detectors_then_calibrate_build_validate_unchanged(cli, tmp_path, wheel, pictures, size):
+    model = zoo.wheel_model(*wheel)
+    data = pictures(tmp_path / "calib")
+    spec_path = tmp_path / "started.toml"
+    assert cli("init", model, "--data", data, "-o", spec_path)[0] == 0
+    assert load_spec(spec_path).preprocess.size == size
+    code, _out, err = cli("calibrate", model, "--spec", spec_path, "-o", tmp_path / "int8.cache")
+    assert code == 0, err
+    code, _out, err = cli("build", model, "--precision", "fp16", "--precision", "int8", *RTX_SM89,
+                          "--cache", tmp_path / "int8.cache", "--spec", spec_path, "-o", tmp_path / "engines")
+    assert code == 0, err
+    typed = tmp_path / "engines" / f"{model.stem}.int8.onnx"
+    code, out, err = cli("validate", typed, "--baseline", model, "--spec", spec_path, "--json")
+    assert code in (0, 1), err  # judged either way; 2 would be a spec or data it cannot use
+    assert json.loads(out)["samples"] == 4
+
+
+def test_init_reads_a_state_batch_axis_and_a_shared_scalar_from_npz(cli, tmp_path):
+    """As silero-vad: samples stack on axis 1 of the state [layers, batch, hidden]; the sample rate is one scalar."""
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4]),
+              helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, "N", 8]),
+              helper.make_tensor_value_info("sr", TensorProto.INT64, [])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4]),
+               helper.make_tensor_value_info("stateN", TensorProto.FLOAT, ["A", "B", "C"])]
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["state"], ["stateN"])]
+    model = tmp_path / "rnn.onnx"
+    models.save(models._model(helper.make_graph(nodes, "g", inputs, outputs)), model)
+    (tmp_path / "data").mkdir()
+    np.savez(tmp_path / "data" / "chunks.npz", x=np.ones((5, 4), np.float32), state=np.zeros((2, 5, 8), np.float32),
+             sr=np.array(16000))
+    assert cli("init", model, "--data", tmp_path / "data", "-o", tmp_path / "rnn.toml")[0] == 0
+    spec = load_spec(tmp_path / "rnn.toml")
+    assert [(i.name, i.batch_axis, i.value) for i in spec.inputs] == [("x", 0, None), ("state", 1, None), ("sr", None, 16000)]
+    assert spec.shapes == {"x": "1x4/8x4/32x4", "state": "2x1x8/2x8x8/2x32x8"}
+    assert [(o.name, o.batch_axis) for o in spec.outputs] == [("y", 0), ("stateN", 1)]

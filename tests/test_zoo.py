@@ -2,11 +2,13 @@
 that decide a row: weight coverage under Q/DQ, the one-line reason, Magika's byte features."""
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needs_rtx
 from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.config import load_spec, parse_shapes
@@ -176,3 +178,26 @@ def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
     array = batches[0].arrays[only.name]
     assert array.shape[0] == 1 and all(s < 0 or d == s for d, s in zip(array.shape[1:], only.shape[1:]))
     assert np.isfinite(array).all() and array.std() > 0  # a real picture or sound, not a constant
+
+
+@needs_rtx
+@pytest.mark.parametrize("path", SPECS, ids=[p.parent.name for p in SPECS])
+def test_a_spec_init_writes_runs_calibrate_build_validate_unchanged(cli, tmp_path, path):
+    """`init` on the zoo model and its calibration data, then the pipeline on that spec as it is."""
+    entry = zoo.load_entry(path)
+    calib = entry.dir / "data" / "calib"
+    if not entry.onnx.is_file() or not calib.is_dir():
+        pytest.skip(f"{entry.name}: no model or data under {entry.dir}; 'ZOO={entry.name} make zoo' makes them")
+    spec = tmp_path / f"{entry.name}.toml"
+    code, _out, err = cli("init", entry.onnx, "--data", calib, "-o", spec)
+    assert code == 0, err
+    code, _out, err = cli("calibrate", entry.onnx, "--spec", spec, "--limit", 16, "-o", tmp_path / "int8.cache")
+    assert code == 0, err
+    code, _out, err = cli("build", entry.onnx, "--precision", "fp16", "--precision", "int8", "--target", "sm_89",
+                          "--backend", "tensorrt-rtx", "--cache", tmp_path / "int8.cache", "--spec", spec,
+                          "-o", tmp_path / "engines")
+    assert code == 0, err
+    typed = tmp_path / "engines" / f"{entry.name}.int8.onnx"
+    code, out, err = cli("validate", typed, "--baseline", entry.onnx, "--spec", spec, "--limit", 16, "--json")
+    assert code in (0, 1), err  # judged either way (the zoo table judges quality); 2: the spec does not work
+    assert json.loads(out)["samples"] > 0

@@ -11,12 +11,20 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from trtpipe import backend as backends
 from trtpipe import data
-from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges
+from trtpipe.calibrate import (
+    DEFAULT_METHOD,
+    CalibrationOptions,
+    cache_grid,
+    calibrate,
+    calibrated_graph,
+    load_table,
+    observe_data_ranges,
+)
 from trtpipe.config import ModelSpec, Shape, decided_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import Outputs, check_output, ensure_dir, json_text, sha256, sidecar_path, staged_outputs, write_bytes
@@ -37,6 +45,8 @@ class BuildOptions:
     target: Target
     backend: str = "auto"
     cache: Path | None = None
+    # Caches per precision, before `cache`; what neither gives is calibrated from the data (`caches_for`).
+    caches: dict[Precision, Path] = field(default_factory=dict)
     shapes: dict[str, tuple[Shape, Shape, Shape]] = field(default_factory=dict)
     timing_cache: Path | None = None
     calibration: str = "explicit"  # explicit Q/DQ, or TensorRT 10's implicit INT8 calibrator
@@ -50,6 +60,10 @@ class BuildOptions:
     verbose: bool = False
     block_size: int | None = None  # int4: --block-size; None: the AWQ model's, the spec's, else 128
     min_weights: int = 0  # int8/fp8: layers with fewer weight elements stay unquantized (--min-weights)
+
+    def cache_of(self, precision: Precision) -> Path | None:
+        """Return the cache `precision` builds from: its own in `caches`, else `cache`."""
+        return self.caches.get(precision, self.cache)
 
     def record(self) -> dict:
         return {
@@ -153,7 +167,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
         engine=engine.name, backend=backend.name, backend_version=backend.version, target=target.sm,
         compute_capability=f"{target.major}.{target.minor}", precision=str(precision), onnx=str(source_onnx),
         onnx_sha256=sha256(source_onnx), engine_sha256=hashlib.sha256(plan).hexdigest(),
-        cache_sha256=sha256(options.cache) if options.cache and precision.quantized else None,
+        cache_sha256=sha256(options.cache_of(precision)) if precision.quantized and options.cache_of(precision) else None,
         build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_onnx.name}, tensors=tensors,
         kept_fp32=kept_nodes(records), unquantized_layers=unquantized_layers(records),
     )
@@ -288,14 +302,56 @@ class BuildResult:
     info: EngineInfo
 
 
+# The grid each quantized precision's scales are chosen on: NVFP4 engines take the FP8 cache.
+CACHE_GRID = {Precision.INT8: "int8", Precision.FP8: "fp8", Precision.FP4: "fp8"}
+
+
+def caches_for(model_path: Path, chosen: Sequence[Precision], options: BuildOptions,
+               output_dir: Path) -> tuple[dict[Precision, Path], dict[str, Path]]:
+    """Return the cache each quantized precision builds from, and the caches to calibrate first ({grid: path}).
+
+    A cache given (per precision, else --cache) is used where its grid fits; the others are
+    calibrated from the data (--data, else the spec's calibration directory) into
+    `output_dir/<model>.<grid>.cache`. Nothing is written here: a precision that has neither fails
+    before the first engine.
+    """
+    caches: dict[Precision, Path] = {}
+    to_calibrate: dict[str, Path] = {}
+    if options.calibration == "implicit":
+        return caches, to_calibrate
+    data_dir = options.calibration_data or (options.spec.calibration if options.spec else None)
+    for precision in chosen:
+        grid = CACHE_GRID.get(precision)
+        if grid is None:
+            continue
+        given = options.cache_of(precision)
+        if given is not None and (data_dir is None or cache_grid(given) in (None, grid)):
+            caches[precision] = given  # load_table says so when the grid is wrong and there is no data
+            continue
+        if data_dir is None:
+            raise TrtpipeError(f"--precision {precision} needs a calibration cache: pass --data DIR (or a --spec with "
+                               f"data.calibration) to calibrate it, or --cache CACHE from 'trtpipe calibrate "
+                               f"--precision {grid}'")
+        caches[precision] = to_calibrate.setdefault(grid, output_dir / f"{model_path.stem}.{grid}.cache")
+    return caches, to_calibrate
+
+
 def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisions: Sequence[str],
-          options: BuildOptions, on_engine=None) -> list[BuildResult]:
-    """Build an engine per precision into `output_dir`; return what was written."""
+          options: BuildOptions, on_engine=None, on_cache=None) -> list[BuildResult]:
+    """Build an engine per precision into `output_dir`; return what was written.
+
+    Every precision's needs are checked before anything is written; the INT8/FP8 caches that no
+    --cache gives are calibrated from the data first (`caches_for`), reported to `on_cache(grid, path, fresh)`.
+    """
     model_path = Path(model_path)
     model = onnxio.load(model_path)  # a bad model fails here, before any file is written
     spec = backends.choose_spec(options.backend, options.target)
     chosen = backends.plan_precisions(precisions, options.target, spec)
-    table = load_table(options.cache, [p for p in chosen if p.quantized]) if options.cache is not None else None
+    output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise TrtpipeError(f"-o {output_dir}: is a file; build writes engines into a directory, name one")
+    caches, to_calibrate = caches_for(model_path, chosen, options, output_dir)
+    tables = {precision: load_table(path, [precision]) for precision, path in caches.items() if path not in to_calibrate.values()}
     check_exclude(model, options.exclude, model_path, cleaned=lambda: calibrated_graph(model, options.spec))
     block = int4_block(model, options.block_size, options.spec.block_size if options.spec else None) \
         if Precision.INT4 in chosen else None
@@ -309,15 +365,22 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
             f"--calibration implicit: {backend.name} {backend.version} has no implicit INT8 (TensorRT 10 only); "
             "use --calibration explicit"
         )
-    output_dir = Path(output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise TrtpipeError(f"-o {output_dir}: is a file; build writes engines into a directory, name one")
-    inputs = [model_path, options.cache, options.timing_cache, options.calibration_data,
+    inputs = [model_path, options.timing_cache, *caches.values(), options.calibration_data,
               options.spec.path if options.spec is not None else None]
     for precision in chosen:  # before anything is written: no output may be an input
         engine = engine_path(output_dir, model_path.stem, precision, options.target)
         check_output(engine, inputs, siblings=[sidecar_path(engine), output_dir / f"{model_path.stem}.{precision}.onnx"])
+    for path in to_calibrate.values():
+        check_output(path, [model_path, options.timing_cache, options.spec.path if options.spec else None],
+                     siblings=[sidecar_path(path)])
     output_dir = ensure_dir(output_dir)
+    data_dir = options.calibration_data or (options.spec.calibration if options.spec else None)
+    for grid, path in to_calibrate.items():
+        table, fresh = calibrate(model_path, data_dir, path, CalibrationOptions(DEFAULT_METHOD[grid], grid=grid), options.spec)
+        tables.update({p: table for p, c in caches.items() if c == path})
+        if on_cache is not None:
+            on_cache(grid, path, fresh)
+    options = replace(options, caches=caches)  # the sidecars record the cache each engine was built from
     ranges = None
     if options.calibration_data is not None and options.calibration == "explicit" \
             and any(p not in (Precision.FP32, Precision.TF32) for p in chosen):
@@ -332,7 +395,7 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
         try:
             with staged_outputs() as outputs:
                 draft = outputs.stage(typed, last=True)
-                write_typed_onnx(model, precision, draft, table, options.exclude,
+                write_typed_onnx(model, precision, draft, tables.get(precision), options.exclude,
                                  implicit=options.calibration == "implicit", unquantized=options.unquantized, ranges=ranges,
                                  block=block, shapes=options.shapes, fixed=fixed, min_weights=options.min_weights)
                 info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name,

@@ -321,6 +321,14 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
 TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs", "zoo")
 
 
+def toml_string(text: str) -> str:
+    """Return `text` as a TOML basic string, quotes included: valid for any text, as a value or a key."""
+    escapes = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    # TOML refuses unescaped control characters and DEL; \uXXXX covers them all.
+    return '"' + "".join(escapes.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
+                         for c in text) + '"'
+
+
 def validate_raw(raw: dict) -> dict:
     """Return the parsed TOML checked against SCHEMA; raise _Invalid naming the first mistake."""
     out = {}

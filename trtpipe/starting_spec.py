@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtpipe.config import DTYPES, toml_string
 from trtpipe.data import IMAGE_SUFFIXES, list_files, load_arrays
 from trtpipe.errors import TrtpipeError
 
@@ -42,7 +43,8 @@ def tensor_facts(model) -> tuple[list[TensorFacts], list[TensorFacts]]:
 
     def facts(value) -> TensorFacts:
         tensor = value.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
+        # A dim_value of 0 is how some exporters write a dynamic dimension; the spec writes those -1.
+        shape = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tensor.shape.dim]
         dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type)) if tensor.elem_type else "float32"
         return TensorFacts(value.name, shape, dtype)
 
@@ -74,87 +76,216 @@ def _dim(d: int) -> str:
     return "?" if d < 0 else str(d)
 
 
-def profile_shapes(spec_shape: list[int], sample_shape: tuple[int, ...] | None) -> str | None:
-    """Return "MIN/OPT/MAX" for a dynamic input, dims other than the batch taken from a data sample; None if unknown."""
-    dims = list(spec_shape[1:])
+def profile_shapes(spec_shape: list[int], sample_shape: tuple[int, ...] | None, batch_axis: int | None = 0) -> str | None:
+    """Return "MIN/OPT/MAX" for a dynamic input, dims other than the batch taken from a data sample; None if unknown.
+
+    `sample_shape`: one sample's dims, without the batch axis. A fixed batch (an export for batch 1)
+    stays what it is in all three: a profile is refused that does not fit the input's own shape.
+    `batch_axis` None: an input the batch shares, its dims all from the sample.
+    """
+    dims = [d for i, d in enumerate(spec_shape) if i != batch_axis]
     if any(d < 0 for d in dims):
-        if sample_shape is None or len(sample_shape) != len(dims):
+        if sample_shape is None or len(sample_shape) != len(dims) or any(s < 1 for s in sample_shape):
             return None
         dims = [s if d < 0 else d for d, s in zip(dims, sample_shape)]
-    return "/".join("x".join(str(d) for d in [batch, *dims]) for batch in PROFILE_BATCHES)
+    if batch_axis is None:
+        return "/".join(["x".join(map(str, dims))] * 3)
+    batches = PROFILE_BATCHES if spec_shape[batch_axis] < 0 else (spec_shape[batch_axis],) * 3
+    return "/".join("x".join(str(d) for d in [*dims[:batch_axis], batch, *dims[batch_axis:]]) for batch in batches)
 
 
-def _sample_shape(directory: Path, name: str, rank: int) -> tuple[int, ...] | None:
-    """Return one sample's shape (no batch axis) for input `name`, read from the first .npy/.npz file."""
+def _first_arrays(directory: Path, inputs: list[TensorFacts]):
+    """Return {input: array} of the first .npy or .npz file (a .npy holds the one input's samples)."""
     for path in list_files(directory):
-        if path.suffix.lower() not in (".npy", ".npz"):
-            continue
-        arrays = load_arrays(path)
-        array = arrays.get("" if path.suffix.lower() == ".npy" else name)
-        if array is None:
-            continue
-        return tuple(array.shape[1:]) if array.ndim == rank else tuple(array.shape)
+        if path.suffix.lower() == ".npy" and len(inputs) == 1:
+            return {inputs[0].name: load_arrays(path)[""]}
+        if path.suffix.lower() == ".npz":
+            arrays = load_arrays(path)
+            return {t.name: arrays[t.name] for t in inputs if t.name in arrays}
+    return {}
+
+
+def _batch_axis(tensor: TensorFacts, array, count: int | None) -> int | None:
+    """Return the axis samples stack on: 0, else the dynamic axis whose size in the data is the sample
+    count (an RNN state [layers, batch, hidden]); None for a scalar, which the batch shares."""
+    if not tensor.shape:
+        return None
+    if tensor.shape[0] < 0 or array is None or array.ndim != len(tensor.shape) or count is None:
+        return 0
+    return next((i for i, d in enumerate(tensor.shape) if d < 0 and array.shape[i] == count), 0)
+
+
+def _sample_dims(tensor: TensorFacts, array, axis: int | None) -> tuple[int, ...] | None:
+    """Return one sample's dims (no batch axis) as the data holds them."""
+    if array is None:
+        return None
+    if axis is None or array.ndim == len(tensor.shape) - 1:
+        return tuple(array.shape)
+    return tuple(d for i, d in enumerate(array.shape) if i != axis) if array.ndim == len(tensor.shape) else None
+
+
+def _shared_value(array) -> str | None:
+    """Return the TOML number of a scalar in the data (a sample rate), None when it is not one finite number."""
+    import math
+
+    if array is None or array.ndim != 0 or array.dtype.kind not in "iuf":
+        return None
+    value = array.item()
+    return str(value) if isinstance(value, int) else repr(value) if math.isfinite(value) else None
+
+
+def _image_size(directory: Path) -> tuple[int, int] | None:
+    """Return (height, width) of the first image in `directory`, None when it cannot be read."""
+    from PIL import Image, UnidentifiedImageError
+
+    for path in list_files(directory):
+        if path.suffix.lower() in IMAGE_SUFFIXES:
+            try:
+                with Image.open(path) as img:
+                    return img.size[1], img.size[0]
+            except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
+                return None
     return None
 
 
-def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> str:
-    """Return the text of a model.toml for `model`: inputs, build shapes, a guessed task, and data paths."""
+def _comment(text: str) -> str:
+    """Return `text` safe in a TOML comment: a tensor name with a newline would end the comment."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathLike | None = None,
+                  spec_path: str | os.PathLike | None = None) -> str:
+    """Return the text of a model.toml for `model`: inputs, build shapes, a guessed task, and data paths.
+
+    `spec_path`: where the text will be written; data paths are relative to its folder, as the
+    loader reads them (None: the model's folder).
+    """
     inputs, outputs = tensor_facts(model)
     guess = guess_task(inputs, outputs)
     name = Path(model_path).stem
-    lines = [f"# {name}: a starting spec written by 'trtpipe init'. Check every line marked CHECK.",
-             f'name = "{name}"',
-             f'task = "{guess.task}"  # CHECK: guessed because {guess.why}', ""]
+    lines = [_comment(f"# {name}: a starting spec written by 'trtpipe init'. Check every line marked CHECK."),
+             f"name = {toml_string(name)}",
+             f'task = "{guess.task}"  # CHECK: guessed because {_comment(guess.why)}', ""]
     data_dir = Path(data_dir) if data_dir is not None else None
     images = data_dir is not None and any(p.suffix.lower() in IMAGE_SUFFIXES for p in list_files(data_dir))
-    shapes = {}
+    image = next((t for t in inputs if len(t.shape) == 4), None) if images and len(inputs) == 1 else None
+    size = _preprocess_size(image, _image_size(data_dir)) if image is not None else None
+    arrays = _first_arrays(data_dir, inputs) if data_dir is not None and not images else {}
+    # The samples in the first file: the first dim of an input whose batch is dynamic.
+    count = next((arrays[t.name].shape[0] for t in inputs if t.name in arrays and t.shape and t.shape[0] < 0
+                  and arrays[t.name].ndim == len(t.shape)), None)
+    shapes, axes = {}, []
     for tensor in inputs:
-        lines += ["[[inputs]]", f'name = "{tensor.name}"', f"shape = {tensor.shape}", f'dtype = "{tensor.dtype}"', ""]
-        if all(d > 0 for d in tensor.shape):
+        array = arrays.get(tensor.name)
+        axis = _batch_axis(tensor, array, count)
+        axes.append(axis)
+        lines += ["[[inputs]]", f"name = {toml_string(tensor.name)}", f"shape = {tensor.shape}"]
+        if tensor.dtype in DTYPES:
+            lines.append(f'dtype = "{tensor.dtype}"')
+        else:  # the loader takes the dtypes data files are read as; others are refused, so none is written
+            lines.append(f"# CHECK: the model's dtype {tensor.dtype} is not one trtpipe feeds; the spec's default is float32")
+        if axis is None:
+            lines.append("batched = false  # CHECK: a scalar: the whole batch shares it")
+            value = _shared_value(array)
+            if value is not None:
+                lines.append(f"value = {value}  # CHECK: the data's; say so only if the input always has it "
+                             "(control flow on it is then folded)")
+        elif axis:
+            lines.append(f"batch_axis = {axis}  # CHECK: the axis whose size in the data is the sample count")
+        lines.append("")
+        if not tensor.shape or all(d > 0 for d in tensor.shape):
             continue
-        sample = None
-        if data_dir is not None and not images:
-            sample = _sample_shape(data_dir, tensor.name, len(tensor.shape))
-        elif images and len(tensor.shape) == 4:
-            sample = _image_dims(tensor.shape)
-        shapes[tensor.name] = profile_shapes(tensor.shape, sample)
-    if images:
-        image_input = next((t for t in inputs if len(t.shape) == 4), None)
-        if image_input is None:
-            raise TrtpipeError(f"--data {data_dir}: holds images, but no input of {Path(model_path).name} is an image "
-                               "(rank 4); pass a directory of .npy or .npz samples")
-        lines += _preprocess_lines(image_input)
+        sample = _image_dims(tensor.shape, size) if tensor is image else _sample_dims(tensor, array, axis)
+        shapes[tensor.name] = (profile_shapes(tensor.shape, sample, axis), axis is not None and tensor.shape[axis] < 0)
+    if images and image is None:
+        why = (f"no input of {Path(model_path).name} is an image (rank 4)" if all(len(t.shape) != 4 for t in inputs)
+               else f"images feed a model with one input, and {Path(model_path).name} has {len(inputs)}")
+        raise TrtpipeError(f"--data {data_dir}: holds images, but {why}; pass a directory of .npy or .npz samples")
+    if image is not None:
+        lines += _preprocess_lines(image, size)
     if shapes:
         lines.append("[shapes]  # MIN/OPT/MAX per dynamic input, dims joined by x, as trtexec writes them")
-        for input_name, value in shapes.items():
+        for input_name, (value, dynamic_batch) in shapes.items():
+            key = toml_string(input_name)
             if value is None:
-                lines.append(f'# {input_name} = "..."  # CHECK: no sample to read the dynamic dims from; fill in')
+                lines.append(f'# {_comment(key)} = "..."  # CHECK: no sample to read the dynamic dims from; fill in')
             else:
-                lines.append(f'{input_name} = "{value}"  # CHECK: batch {PROFILE_BATCHES[0]} to {PROFILE_BATCHES[-1]}')
+                batch = f"  # CHECK: batch {PROFILE_BATCHES[0]} to {PROFILE_BATCHES[-1]}" if dynamic_batch else ""
+                lines.append(f'{key} = "{value}"{batch}')
         lines.append("")
+    lines += _output_lines(outputs, [(t, axis) for t, axis in zip(inputs, axes) if axis])
     lines.append("[data]")
     if data_dir is not None:
-        relative = os.path.relpath(data_dir.resolve(), Path(model_path).resolve().parent)
-        lines.append(f'calibration = "{relative}"  # CHECK: a different directory of the same kind for validation')
-        lines.append(f'validation = "{relative}"')
+        folder = Path(spec_path).resolve().parent if spec_path is not None else Path(model_path).resolve().parent
+        relative = toml_string(os.path.relpath(data_dir.resolve(), folder))
+        lines.append(f"calibration = {relative}  # CHECK: a different directory of the same kind for validation")
+        lines.append(f"validation = {relative}")
     else:
         lines += ['# calibration = "data/calib"  # .npy, .npz or images: see docs/data.md',
                   '# validation = "data/val"']
     return "\n".join(lines) + "\n"
 
 
-def _image_dims(shape: list[int]) -> tuple[int, ...]:
-    """Return a sample's dims with 224 for dynamic ones: the usual size of an image classifier's input."""
-    return tuple(d if d > 0 else 224 for d in shape[1:])
+def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, int]]) -> list[str]:
+    """Return [[outputs]] entries when an output is shaped like an input that stacks samples on a later
+    axis (an RNN's state out, like its state in); none otherwise: without entries every float output
+    is judged by the spec's task."""
+    def axis_of(output: TensorFacts) -> int:
+        return next((axis for state, axis in states if len(state.shape) == len(output.shape)
+                     and all(o < 0 or o == d for o, d in zip(output.shape, state.shape))), 0)
+
+    floats = [o for o in outputs if o.dtype.startswith("float")]
+    if not any(axis_of(o) for o in floats):
+        return []
+    lines = []
+    for output in floats:
+        lines += ["[[outputs]]", f"name = {toml_string(output.name)}"]
+        if axis_of(output):
+            lines.append(f"batch_axis = {axis_of(output)}  # CHECK: shaped like an input whose samples stack there")
+        lines.append("")
+    return lines
 
 
-def _preprocess_lines(image: TensorFacts) -> list[str]:
+# The usual size of an image classifier's input: what a dynamic height or width becomes when no
+# image says otherwise.
+DEFAULT_IMAGE_SIZE = 224
+
+
+def _layout(image: TensorFacts) -> tuple[bool, int, tuple[int, int]]:
+    """Return whether the image input is NCHW, its channels and its (height, width) dims (-1 where dynamic)."""
     nchw = image.shape[1] in (1, 3) or image.shape[3] not in (1, 3)
     channels = image.shape[1] if nchw else image.shape[3]
     height, width = (image.shape[2], image.shape[3]) if nchw else (image.shape[1], image.shape[2])
-    size = [d if d > 0 else 224 for d in (height, width)]
+    return nchw, channels, (height, width)
+
+
+# A CNN that takes any image size still needs one its strides divide: detectors and segmenters
+# downsample by 32 (YOLOv8n's Concat refuses 321x321), so a size read from an image is rounded to it.
+SIZE_MULTIPLE = 32
+
+
+def _preprocess_size(image: TensorFacts, found: tuple[int, int] | None) -> list[int]:
+    """Return [height, width] images are resized to: the model's where fixed, else the first image's
+    rounded to a multiple of SIZE_MULTIPLE."""
+    _, _, dims = _layout(image)
+    fallback = found or (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE)
+    return [d if d > 0 else max(SIZE_MULTIPLE, round(f / SIZE_MULTIPLE) * SIZE_MULTIPLE) for d, f in zip(dims, fallback)]
+
+
+def _image_dims(shape: list[int], size: list[int]) -> tuple[int, ...]:
+    """Return a sample's dims (no batch) for an image input resized to `size`."""
+    nchw, channels, _ = _layout(TensorFacts("", shape, ""))
+    channels = channels if channels > 0 else 3
+    return (channels, *size) if nchw else (*size, channels)
+
+
+def _preprocess_lines(image: TensorFacts, size: list[int]) -> list[str]:
+    nchw, channels, dims = _layout(image)
+    channels = channels if channels > 0 else 3
+    read = "" if all(d > 0 for d in dims) else \
+        f"  # CHECK: the first image's size to a multiple of {SIZE_MULTIPLE}; the model takes any"
     return ["[preprocess]  # CHECK: how the model was trained to see images",
-            f"size = {size}",
+            f"size = {size}{read}",
             f'color = "{"L" if channels == 1 else "RGB"}"',
             "scale = 0.00392156862745098  # 1/255",
             f"mean = {[0.0] * max(channels, 1)}",

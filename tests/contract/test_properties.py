@@ -363,6 +363,7 @@ OPTION_RANGES = {
     ("sensitivity", "--limit"): COUNT, ("sensitivity", "--batch-size"): COUNT, ("sensitivity", "--top"): COUNT,
     ("validate", "--batch-size"): COUNT, ("validate", "--limit"): COUNT,
     ("quantize", "--min-weights"): NONNEGATIVE, ("build", "--min-weights"): NONNEGATIVE,
+    ("deploy", "--budget-min"): ("float", 0, None, False, False), ("deploy", "--batch-size"): COUNT,
 }
 
 # Each command with a file it cannot open and an output it must refuse: once every option is
@@ -380,6 +381,7 @@ STOPPED = {
     "build": (["{d}/missing.onnx", "--precision", "fp16", "--target", "sm_89", "-o", "{d}/engines"], "no such file"),
     "sensitivity": (["{d}/missing.onnx", "--cache", "{d}/missing.cache", "--data", "{d}"], "no such file"),
     "validate": (["{d}/missing.onnx", "--baseline", "{d}/missing.onnx", "--data", "{d}"], "no such file"),
+    "deploy": (["{d}/missing.onnx", "--data", "{d}", "--target", "sm_89", "-o", "{d}/out"], "no such file"),
 }
 
 

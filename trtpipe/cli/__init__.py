@@ -118,6 +118,7 @@ def main():
 
 # The commands, one module per family; imported last so that they find `main`.
 from trtpipe.cli import (  # noqa: F401
+    deploy,
     lowbit,
     pipeline,
     quality,

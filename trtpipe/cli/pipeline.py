@@ -191,7 +191,9 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
               help="the GPU to build for: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
 @click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True,
               help="which TensorRT builds: auto picks an installed one that runs the target")
-@click.option("--cache", type=click.Path(path_type=Path), help="calibration cache for int8/fp8 (fp4 takes the fp8 one)")
+@click.option("--cache", type=click.Path(path_type=Path),
+              help="calibration cache for int8/fp8 (fp4 takes the fp8 one); default: calibrated from --data or the "
+                   "spec's calibration directory into DIR/<model>.<int8|fp8>.cache")
 @click.option("--shapes", multiple=True, help="NAME:MIN/OPT/MAX, dims joined by x (repeatable)")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: shapes come from it too")
 @click.option("--timing-cache", type=click.Path(path_type=Path),
@@ -199,7 +201,8 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
 @click.option("--calibration", type=click.Choice(["explicit", "implicit"]), default="explicit", show_default=True,
               help="explicit Q/DQ from --cache, or TensorRT 10's own IInt8EntropyCalibrator2 (implicit)")
 @click.option("--data", "data_dir", type=click.Path(path_type=Path),
-              help="samples: implicit calibration data; with explicit Q/DQ, nodes whose activations leave FP16's range stay FP32")
+              help="samples: what int8/fp8 calibrate from when no --cache fits (default: the spec's calibration "
+                   "directory); implicit calibration data; nodes whose activations on them leave FP16's range stay FP32")
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep in higher precision; default: the spec's")
 @UNQUANTIZED_OPTION
 @BLOCK_SIZE_OPTION
@@ -216,6 +219,10 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
       trtpipe build model.onnx --precision fp16 --target sm_89 --spec model.toml -o engines/
       trtpipe calibrate model.onnx --spec model.toml -o model.int8.cache
       trtpipe build model.onnx --precision int8 --target L4 --cache model.int8.cache --spec model.toml -o engines/
+      trtpipe build model.onnx --precision auto --target sm_89 --spec model.toml -o engines/
+
+    --precision auto (and int8/fp8 without --cache) calibrate from --data or the spec's calibration
+    directory first; every precision's needs are checked before the first engine is written.
     """
     from trtpipe.build import BuildOptions
     from trtpipe.build import build as run
@@ -236,7 +243,10 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
         click.echo(f"built {result.engine} ({size:.1f} MB, {result.info.build_seconds:.1f} s, "
                    f"{result.info.backend} {result.info.backend_version})")
 
-    run(model, output, list(precisions), options, on_engine=report)
+    def calibrated(grid, path, fresh):
+        click.echo(f"{'calibrated' if fresh else 'up to date:'} {path} ({grid} scales, from the data)")
+
+    run(model, output, list(precisions), options, on_engine=report, on_cache=calibrated)
 
 
 @main.command(name="inspect")
@@ -278,7 +288,7 @@ def init(model, data_dir, force, output):
     check_output(output, [model, data_dir])
     if output.exists() and not force:
         raise TrtpipeError(f"-o {output}: the file exists; pass --force to replace it, or choose another path")
-    text = starting_spec(onnxio.load(model), model, data_dir)
+    text = starting_spec(onnxio.load(model), model, data_dir, spec_path=output)
     write_text(output, text)
     load_spec(output)  # what init writes must load: a failure here is a bug, reported as one line
     click.echo(f"wrote {output}; check the lines marked CHECK")

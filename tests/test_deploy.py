@@ -1,0 +1,83 @@
+"""`trtpipe deploy` end to end on a small real model: TensorRT-RTX builds real sm_89 engines on this CPU,
+validation simulates them (their typed ONNX in ONNX Runtime) on real photos."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import needs_rtx
+
+import models
+from trtpipe.backend import SPECS, plan_precisions
+from trtpipe.config import load_spec
+from trtpipe.deploy import WIDTH_RANK
+from trtpipe.targets import Precision, Target
+
+pytestmark = needs_rtx
+RTX = ("--target", "sm_89", "--backend", "tensorrt-rtx")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A conv net that takes any image size, and six of scikit-image's photos cropped to 64x96."""
+    from PIL import Image
+    from skimage import data
+
+    root = tmp_path_factory.mktemp("deploy")
+    models.save(models.conv_net(batch="N", height="H", width="W"), root / "m.onnx")
+    (root / "photos").mkdir()
+    for name in ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "hubble_deep_field"):
+        Image.fromarray(np.ascontiguousarray(getattr(data, name)()[:64, :96, :3])).save(root / "photos" / f"{name}.png")
+    return root
+
+
+def test_deploy_leaves_only_passing_engines_a_summary_and_a_triton_repository(cli, workdir):
+    out = workdir / "out"
+    code, stdout, err = cli("deploy", workdir / "m.onnx", "--data", workdir / "photos", *RTX, "-o", out)
+    assert code == 0, stdout + err
+    spec = load_spec(out / "m.toml")  # written as init writes it, sized from the photos
+    assert spec.preprocess.size == (64, 96) and spec.calibration == (workdir / "photos").resolve()
+    reports = sorted((out / "reports").glob("m.*.onnx.json"))
+    verdicts = {json.loads(p.read_text())["precision"]: json.loads(p.read_text())["passed"] for p in reports}
+    assert {"fp16", "bf16", "int8", "fp8"} <= set(verdicts)  # int4: no layer as wide as a block
+    engines = {p.name.split(".")[1] for p in out.glob("*.engine")}
+    assert engines == {p for p, passed in verdicts.items() if passed}
+    assert all((out / f"m.{p}.sm89.engine.json").is_file() for p in engines)
+    auto = [str(p) for p in plan_precisions(["auto"], Target(8, 9), SPECS["tensorrt-rtx"])]
+    code, table, _ = cli("summary", *sorted(reports, key=lambda p: auto.index(p.name.split(".")[1])))
+    assert (out / "summary.md").read_text() == table  # the same table as 'trtpipe summary'
+    chosen = min(engines, key=lambda p: WIDTH_RANK[Precision(p)])
+    assert WIDTH_RANK[Precision(stdout.split("chose ")[1].split(".")[1])] == WIDTH_RANK[Precision(chosen)]
+    served = [p.parent.name for p in (out / "triton").glob("*/config.pbtxt")]
+    assert served == [f"m_{stdout.split('chose ')[1].split('.')[1]}"]
+    assert (out / "triton" / served[0] / "1" / "model.sm89.plan").is_file()
+
+
+def test_deploy_tunes_what_fails_and_leaves_no_failing_engine(cli, workdir):
+    spec = workdir / "strict.toml"  # a minimum no INT8 configuration of this model reaches
+    spec.write_text('[preprocess]\nsize = [64, 96]\n\n[shapes]\ninput = "1x3x64x96/8x3x64x96/32x3x64x96"\n\n'
+                    '[data]\ncalibration = "photos"\n\n[thresholds.int8]\ncosine = 0.9999999\n')
+    out = workdir / "strict"
+    code, stdout, err = cli("deploy", workdir / "m.onnx", "--spec", spec, *RTX, "--precision", "int8",
+                            "--budget-min", "0.05", "-o", out)
+    assert code == 1, stdout + err
+    assert "tuning it" in err and "int8: tuned" in stdout and "no precision passes" in stdout
+    assert (out / "m.int8.tuned.cache").is_file() and (out / "m.int8.tuned.toml").is_file()
+    assert not list(out.glob("*.engine")) and not list(out.glob("*.engine.json")) and not (out / "triton").exists()
+    assert "FAIL" in (out / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--data", "{w}/no-such-dir", *RTX), "--data {w}/no-such-dir: no such directory"),
+    (("--data", "{w}/photos", "--target", "sm_80", "--backend", "tensorrt-rtx", "--precision", "fp8"),
+     "fp8 needs compute capability 8.9"),
+    (("--data", "{w}/photos", *RTX, "--budget-min", "-1"), "--budget-min"),
+    (("--data", "{w}/wrong-shape", *RTX), "{w}/wrong-shape/000.npy: input 'input' has shape [4, 5]"),  # after init wrote
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, workdir, args, message):
+    models.save_batches(workdir / "wrong-shape", np.zeros((4, 5), np.float32))
+    out = workdir / "bad"
+    code, _out, err = cli("deploy", workdir / "m.onnx", *[a.format(w=workdir) for a in args], "-o", out)
+    errors = [line for line in err.splitlines() if not line.startswith("-- ")]  # "-- " lines are progress
+    assert code == 2 and len(errors) == 1 and message.format(w=workdir) in errors[0]
+    assert not out.exists()

@@ -1,0 +1,68 @@
+"""`trtpipe deploy`: from an ONNX model and data to passing engines, a summary and a Triton repository."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, PRECISION_CHOICES, main
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--data", "data_dir", type=click.Path(path_type=Path),
+              help="samples to calibrate on (and to validate on when the spec names no validation data); "
+                   "default: the spec's calibration directory")
+@click.option("--target", "target_text", default="auto", show_default=True,
+              help="the GPU to deploy on: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
+@click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto",
+              show_default=True, help="which TensorRT builds: auto picks an installed one that runs the target")
+@click.option("--precision", type=click.Choice([*PRECISION_CHOICES, "int4"]),
+              help="the one precision wanted (exit 0 only when it passes); default: every precision the target "
+                   "runs beyond fp32, and exit 0 when any passes")
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path),
+              help="model.toml; default: OUT/<model>.toml, written as 'trtpipe init' writes it when missing")
+@click.option("--budget-min", type=AT_LEAST_ZERO_FLOAT, default=10.0, show_default=True,
+              help="minutes of 'trtpipe tune' in all, shared by the INT8/FP8 engines that fail; 0: no tuning")
+@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
+@click.option("-o", "--output", type=click.Path(path_type=Path),
+              help="directory for the engines, reports/, summary.md and triton/; default: deploy/<model>")
+def deploy(model, data_dir, target_text, backend_name, precision, spec_path, budget_min, batch_size, output):
+    """Calibrate, build, validate and tune every precision the target runs; keep the engines that pass.
+
+    Leaves in OUT only engines that pass validation against FP32, their reports, summary.md (the
+    table 'trtpipe summary' prints) and triton/, a Triton model repository of the best engine that
+    passes (the narrowest precision; nearer FP32 among equals). Exit 0 when the precision asked for
+    (by default any beyond fp32) passes, 1 when none does, 2 on bad input.
+
+    \b
+    Examples:
+      trtpipe deploy model.onnx --data data/calib --target sm_89 --budget-min 1 -o deployed/
+      trtpipe deploy model.onnx --spec model.toml --target L4 --precision int8 --budget-min 1 -o deployed/
+    """
+    from trtpipe.deploy import DeployOptions
+    from trtpipe.deploy import deploy as run
+    from trtpipe.targets import Target
+
+    options = DeployOptions(target=Target.parse(target_text), backend=backend_name, precision=precision,
+                            budget_minutes=budget_min, batch_size=batch_size)
+    output = output or Path("deploy") / model.stem
+    result = run(model, output, options, data_dir, spec_path, on_step=lambda text: click.echo(f"-- {text}", err=True))
+    if result.summary:
+        click.echo(result.summary)
+    for outcome in result.outcomes:
+        if outcome.note:
+            click.echo(f"{outcome.precision}: {outcome.note}")
+    how = "simulated: the typed ONNX in ONNX Runtime, no such GPU here" if result.simulated else "measured on this GPU"
+    if result.chosen is None:
+        click.echo(f"no precision passes ({how}); no engine is left and no Triton repository written")
+    else:
+        click.echo(f"chose {result.chosen.engine} ({how}): {result.why}")
+        click.echo(f"wrote {result.repository}: a Triton model repository ('tritonserver --model-repository "
+                   f"{result.repository}' on the {options.target.sm} host; docs/serving.md)")
+    for note in result.notes:
+        click.echo(f"note: {note}")
+    wanted = result.chosen is not None and (options.precision is None or str(result.chosen.precision) == options.precision)
+    sys.exit(0 if wanted else 1)
