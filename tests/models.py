@@ -1,6 +1,6 @@
 """Small ONNX models the tests share, made with onnx.helper: a conv net with BatchNorm and a
-residual Add, an MLP, a model with a dynamic batch (the MLP with batch -1), and a table lookup whose
-index can be out of range."""
+residual Add, an MLP, a model with a dynamic batch (the MLP with batch -1), a table lookup whose index
+can be out of range, and a YOLOv8-style head."""
 
 from __future__ import annotations
 
@@ -95,6 +95,26 @@ def renamed_input(model: onnx.ModelProto, old: str, new: str) -> onnx.ModelProto
     for node in model.graph.node:
         node.input[:] = [new if name == old else name for name in node.input]
     return model
+
+
+def yolo_like(classes=18, seed=2) -> onnx.ModelProto:
+    """A YOLOv8-style head on 3x8x8 images: a 1x1 Conv to 4+classes channels, Sigmoid, box channels scaled
+    to pixels of a 64x64 image (cx, cy in [0, 64], w, h in [0, 16]), reshaped to [batch, 4+classes, 64]."""
+    rng = np.random.default_rng(seed)
+    width = 4 + classes
+    scale = np.array([64, 64, 16, 16] + [1] * classes, np.float32).reshape(1, width, 1, 1)
+    inits = [_init("head.w", rng.normal(0, 1.0, (width, 3, 1, 1))), _init("head.b", rng.normal(-1, 0.5, width)),
+             _init("pixels", scale), numpy_helper.from_array(np.array([0, width, 64], np.int64), "flat_shape")]
+    nodes = [
+        helper.make_node("Conv", ["images", "head.w", "head.b"], ["head"], name="head"),
+        helper.make_node("Sigmoid", ["head"], ["sig"], name="sigmoid"),
+        helper.make_node("Mul", ["sig", "pixels"], ["scaled"], name="to_pixels"),
+        helper.make_node("Reshape", ["scaled", "flat_shape"], ["output0"], name="flatten"),
+    ]
+    graph = helper.make_graph(nodes, "yolo_like",
+                              [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["N", width, 64])], inits)
+    return _model(graph)
 
 
 def dynamic_mlp() -> onnx.ModelProto:

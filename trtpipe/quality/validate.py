@@ -29,16 +29,31 @@ _LOOSE = {"top1_agreement": 0.98, "confident_top1_agreement": 0.99, "neighbour_a
           "map50": 0.9, "f1": 0.85, "box_iou": 0.9, "iou": 0.9, "pixel_agreement": 0.98}
 _TIGHT = {"top1_agreement": 0.98, "confident_top1_agreement": 0.995, "neighbour_agreement": 0.95,
           "map50": 0.95, "f1": 0.95, "box_iou": 0.95, "iou": 0.95, "pixel_agreement": 0.99}
+
+
+def snr_for_cosine(cosine: float) -> float:
+    """Return the SNR (dB) at which noise uncorrelated with the signal gives `cosine`: 10·log10(c²/(1−c²)).
+
+    A channel's cosine is blind to its scale (class scores x0.2 keep cosine 1), its SNR is not; held
+    to the SNR its cosine minimum implies, honest rounding noise passes both or neither, while a
+    scaled, offset or zeroed channel fails the SNR (x0.2 is 1.9 dB, zeroed 0 dB)."""
+    return math.floor(100 * math.log10(cosine ** 2 / (1 - cosine ** 2))) / 10  # to 0.1 dB, never stricter
+
+
+def _generic(cosine: float, channel_cosine: float) -> dict[str, float]:
+    return {"cosine": cosine, "channel_cosine_min": channel_cosine, "channel_snr_db_min": snr_for_cosine(channel_cosine)}
+
+
 DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
-    "fp32": {"cosine": 0.99999, "channel_cosine_min": 0.9999, **_TIGHT},
-    "tf32": {"cosine": 0.9999, "channel_cosine_min": 0.999, **_TIGHT},
-    "fp16": {"cosine": 0.9999, "channel_cosine_min": 0.999, **_TIGHT},
-    "bf16": {"cosine": 0.999, "channel_cosine_min": 0.99, **_TIGHT},
-    "int8": {"cosine": 0.99, "channel_cosine_min": 0.95, **_LOOSE},
-    "fp8": {"cosine": 0.99, "channel_cosine_min": 0.95, **_LOOSE},
+    "fp32": {**_generic(0.99999, 0.9999), **_TIGHT},
+    "tf32": {**_generic(0.9999, 0.999), **_TIGHT},
+    "fp16": {**_generic(0.9999, 0.999), **_TIGHT},
+    "bf16": {**_generic(0.999, 0.99), **_TIGHT},
+    "int8": {**_generic(0.99, 0.95), **_LOOSE},
+    "fp8": {**_generic(0.99, 0.95), **_LOOSE},
     # The low-bit issue's bar; MiniLM does not clear it yet (docs/lowbit.md has the figures).
-    "int4": {"cosine": 0.99, "channel_cosine_min": 0.95, **_LOOSE},
-    "fp4": {"cosine": 0.99, "channel_cosine_min": 0.95, **_LOOSE},
+    "int4": {**_generic(0.99, 0.95), **_LOOSE},
+    "fp4": {**_generic(0.99, 0.95), **_LOOSE},
 }
 CHECKED_METRICS = ("cosine", "cosine_min", "snr_db", "channel_cosine_min", "channel_snr_db_min", "top1_agreement",
                    "confident_top1_agreement", "top5_agreement", "accuracy", "neighbour_agreement", "map50", "f1",
