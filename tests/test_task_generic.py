@@ -7,8 +7,8 @@ import numpy as np
 import onnx
 import pytest
 from damage import offset_channel, scale_channels, zero_channel
-from models import save, save_batches, yolo_like
 
+from models import save, save_batches, yolo_like
 from trtpipe.quality.validate import DEFAULT_THRESHOLDS, snr_for_cosine
 
 CLASSES = 18

@@ -103,7 +103,7 @@ def test_validate_rejects_data_of_the_wrong_shape(workdir, cli):
 
 def test_thresholds_defaults_then_spec_then_command_line(tmp_path):
     spec_path = tmp_path / "model.toml"
-    spec_path.write_text('name = "m"\n[thresholds.int8]\ncosine = 0.995\ntop5_agreement = 0.97\n')
+    spec_path.write_text('name = "m"\ntask = "classification"\n[thresholds.int8]\ncosine = 0.995\ntop5_agreement = 0.97\n')
     spec = load_spec(spec_path)
     assert thresholds_for("int8") == DEFAULT_THRESHOLDS["int8"]
     assert (thresholds_for("int8")["cosine"], thresholds_for("int8")["top1_agreement"]) == (0.99, 0.98)
@@ -142,3 +142,32 @@ def test_validate_says_when_one_sample_decides_a_share(workdir, cli):
         assert ("Too few samples for top1_agreement on probs: one sample of 32 is 3.1%, more than the 2.0% "
                 "its minimum 0.98 allows" in markdown) == coarse
         assert ("validate on at least 50." in markdown) == coarse
+
+
+def test_a_threshold_no_task_of_the_spec_judges_is_refused_at_load(workdir, cli):
+    """The issue's case: snr_db = 200 on a classifier was ignored and the INT8 build passed."""
+    spec = workdir / "model.toml"
+    spec.write_text('task = "classification"\n[thresholds.int8]\nsnr_db = 200\n')
+    code, _, err = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+                       "--spec", spec)
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "[thresholds.int8] snr_db is not judged for task classification" in err
+    assert "which judges top1_agreement, confident_top1_agreement, top5_agreement, cosine, accuracy" in err
+    spec.write_text('[[outputs]]\nname = "probs"\ntask = "generic"\n[thresholds.int8]\nsnr_db = 200\n')
+    code, out, _ = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+                       "--spec", spec, "--json")
+    assert code == 1 and {"metric": "snr_db", "minimum": 200.0} in [
+        {k: c[k] for k in ("metric", "minimum")} for c in json.loads(out)["checks"] if not c["passed"]]
+
+
+@pytest.mark.parametrize("where", ["spec", "flag"])
+def test_a_named_threshold_the_data_cannot_measure_is_exit_2(workdir, cli, where):
+    """accuracy needs labels: a default minimum for it is left out quietly, one the user wrote is not."""
+    spec = workdir / "model.toml"
+    spec.write_text('task = "classification"\n' + ('[thresholds.int8]\naccuracy = 0.9\n' if where == "spec" else ""))
+    flag = ["--threshold", "accuracy=0.9"] if where == "flag" else []
+    code, _, err = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+                       "--spec", spec, *flag)
+    assert code == 2 and "Traceback" not in err
+    assert ("[thresholds.int8] accuracy" if where == "spec" else "--threshold accuracy") in err
+    assert "output 'probs' (classification) has no accuracy on this data: no sample has a label" in err

@@ -416,7 +416,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
     def rel(key):
         return (root / data[key]).resolve() if key in data else None
 
-    return ModelSpec(
+    spec = ModelSpec(
         name=raw.get("name", root.name), root=root, task=raw.get("task", "generic"), inputs=inputs,
         preprocess=preprocess, shapes=raw.get("shapes", {}), calibration=rel("calibration"),
         validation=rel("validation"), labels=rel("labels"), thresholds=raw.get("thresholds", {}),
@@ -424,6 +424,23 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
         min_weights=quantize.get("min_weights", 0), outputs=[OutputSpec(**o) for o in raw.get("outputs", [])],
         path=path,
     )
+    check_thresholds(spec)
+    return spec
+
+
+def check_thresholds(spec: ModelSpec) -> None:
+    """Raise unless every metric in [thresholds] is judged by a task the spec names ([[outputs]]' tasks,
+    else the top-level task): a minimum no task checks would pass silently, whatever the candidate does."""
+    from trtpipe.quality.tasks import judged_by
+
+    tasks = sorted({o.task for o in spec.outputs} if spec.outputs else {spec.task})
+    judged = list(dict.fromkeys(m for task in tasks for m in judged_by(task)))
+    for precision, limits in spec.thresholds.items():
+        for metric in limits:
+            if metric not in judged:
+                raise TrtpipeError(f"--spec {spec.path}: [thresholds.{precision}] {metric} is not judged for task "
+                                   f"{', '.join(tasks)}, which judges {', '.join(judged)}; use one of those, or name "
+                                   f"the output it applies to in [[outputs]] with a task that judges it")
 
 
 def resolve_inputs(spec: ModelSpec, model, model_path: str | os.PathLike) -> ModelSpec:

@@ -94,8 +94,7 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
     from trtpipe import data
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
-    from trtpipe.quality.tasks import make_tasks
-    from trtpipe.quality.validate import compare, report_paths, thresholds_for, write_report
+    from trtpipe.quality.validate import compare, named_thresholds, report_paths, thresholds_for, write_report
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     baseline_model = onnxio.load(baseline)
@@ -125,13 +124,8 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
         precision = runner.info.precision
     limits = thresholds_for(precision, spec, parsed)  # unknown metric names fail here, before anything runs
     with runner, OnnxRunner(baseline, model=baseline_model) as base:
-        judged = {metric for task in make_tasks(spec, base.outputs) for metric in task.judged}
-        for metric in parsed:
-            if metric not in judged:
-                raise TrtpipeError(f"--threshold {metric}: no judged output of {baseline} has this metric; "
-                                   f"its outputs' tasks judge {', '.join(sorted(judged))}")
-        report = compare(runner, base, spec, data_dir, precision, label_map,
-                         limits, batch_size, limit)
+        report = compare(runner, base, spec, data_dir, precision, label_map, limits, batch_size, limit,
+                         named=named_thresholds(precision, spec, parsed))
     if report_dir:
         write_report(report, report_dir, candidate.name)
     if as_json:

@@ -81,6 +81,25 @@ def thresholds_for(precision: str, spec: ModelSpec | None = None, overrides: dic
 UNBOUNDED_METRICS = ("snr_db", "channel_snr_db_min")
 
 
+def named_thresholds(precision: str, spec: ModelSpec | None = None, overrides: dict[str, float] | None = None) -> dict[str, str]:
+    """Return the metrics the user named for `precision` (not the defaults), each with where it was named:
+    those must be judged on every output whose task judges them, or validation stops (`judge`)."""
+    named = {}
+    if spec is not None:
+        named.update({m: f"--spec {spec.path}: [thresholds.{precision}] {m}" for m in spec.thresholds.get(precision, {})})
+    named.update({m: f"--threshold {m}" for m in overrides or {}})
+    return named
+
+
+def require_judged(tasks: list[Task], named: dict[str, str], model: str) -> None:
+    """Raise naming the first metric in `named` that no task of `tasks` judges, and those they judge."""
+    judged = list(dict.fromkeys(m for task in tasks for m in task.judged))
+    for metric, where in named.items():
+        if metric not in judged:
+            raise TrtpipeError(f"{where}: no judged output of {model} has this metric; its outputs' tasks "
+                               f"({', '.join(sorted({t.name for t in tasks}))}) judge {', '.join(judged)}")
+
+
 # Metrics that are a share of samples (a sample agrees or not), and the summary key counting the
 # samples each is a share of. With n samples one sample moves such a share by 1/n: when that is more
 # than the minimum allows, a single sample decides the check and the report says so (coarse_checks);
@@ -230,8 +249,12 @@ def describe_runner(runner: Runner) -> str:
     return type(runner).__name__
 
 
-def judge(tasks: list[Task], precision: str, thresholds: dict[str, float]) -> tuple[dict[str, dict], list[Check]]:
-    """Return each task's summary (raising Degenerate first) and the checks its thresholds make."""
+def judge(tasks: list[Task], precision: str, thresholds: dict[str, float],
+          named: dict[str, str] | None = None) -> tuple[dict[str, dict], list[Check]]:
+    """Return each task's summary (raising Degenerate first) and the checks its thresholds make.
+
+    A default minimum the data cannot measure (accuracy without labels) is left out; one the user
+    named (`named_thresholds`) raises instead, saying why: nothing the user wrote is skipped."""
     outputs, checks = {}, []
     for task in tasks:
         task.finish()
@@ -240,19 +263,25 @@ def judge(tasks: list[Task], precision: str, thresholds: dict[str, float]) -> tu
         for metric in task.judged:
             if metric in thresholds and metric in summary:
                 checks.append(Check(metric, task.output, float(summary[metric]), float(thresholds[metric]), task.name))
+            elif metric in (named or {}):
+                raise TrtpipeError(f"{named[metric]}: output '{task.output}' ({task.name}) has no {metric} on this "
+                                   f"data: {task.unmeasured(metric)}")
         checks.append(Check("finite", task.output, float(summary["finite"]), 1.0, task.name))
     return outputs, checks
 
 
 def compare(candidate: Runner, baseline: Runner, spec: ModelSpec, directory: str | os.PathLike, precision: str,
             labels: dict[str, int] | None = None, thresholds: dict[str, float] | None = None,
-            batch_size: int = 16, limit: int | None = None, show_progress: bool = True) -> Report:
-    """Run both on every sample of `directory` and return the judged report."""
+            batch_size: int = 16, limit: int | None = None, show_progress: bool = True,
+            named: dict[str, str] | None = None) -> Report:
+    """Run both on every sample of `directory` and return the judged report; `named` (metric: where the
+    user named it) must each be judged (`require_judged`, `judge`)."""
     names = [o.name for o in baseline.outputs]
     missing = [o for o in names if o not in {c.name for c in candidate.outputs}]
     if missing:
         raise TrtpipeError(f"{candidate.name}: has no output '{missing[0]}' that the baseline has; compare builds of one model")
     tasks = make_tasks(spec, baseline.outputs)
+    require_judged(tasks, named or {}, baseline.name)
     read = {name for task in tasks for name in task.reads}
     passthrough = {o.name: [0, 0] for o in baseline.outputs if not o.dtype.startswith(("float", "bfloat")) and o.name not in read}
     samples = 0
@@ -270,7 +299,7 @@ def compare(candidate: Runner, baseline: Runner, spec: ModelSpec, directory: str
             samples += len(batch)
             bar.update(len(batch))
     thresholds = thresholds if thresholds is not None else thresholds_for(precision)
-    outputs, checks = judge(tasks, precision, thresholds)
+    outputs, checks = judge(tasks, precision, thresholds, named)
     return Report(candidate.name, baseline.name, precision, candidate.measured, samples,
                   describe_runner(candidate), describe_runner(baseline), outputs,
                   {n: c[0] / max(c[1], 1) for n, c in passthrough.items()}, checks, thresholds,

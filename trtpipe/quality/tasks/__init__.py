@@ -118,6 +118,10 @@ class Task:
         result["samples"] = raw["samples"]
         return result
 
+    def unmeasured(self, metric: str) -> str:
+        """Return why this run gave no `metric` (one of `judged`), and what would give one."""
+        return "this data gives no value for it; remove the threshold"
+
     def picture(self):
         """Return what the report draws for this output (a small dataclass of trtpipe.quality.pictures)."""
         from trtpipe.quality.pictures import ErrorHistogram
@@ -157,17 +161,25 @@ def constant_cause(task: Task) -> str:
     return "an output that does not depend on the inputs (a constant or a passthrough), or inputs that are all alike"
 
 
-def make_task(spec: OutputSpec) -> Task:
-    """Return the task object for one `[[outputs]]` entry."""
+def task_kinds() -> dict[str, type[Task]]:
+    """Return every task class by its name (config.TASKS)."""
     from trtpipe.quality.tasks.classification import ClassificationTask
     from trtpipe.quality.tasks.dense import DenseTask
     from trtpipe.quality.tasks.detection import DetectionTask
     from trtpipe.quality.tasks.embedding import EmbeddingTask
     from trtpipe.quality.tasks.generic import GenericTask
 
-    kinds = {"classification": ClassificationTask, "embedding": EmbeddingTask, "detection": DetectionTask,
-             "dense": DenseTask, "generic": GenericTask}
-    return kinds[spec.task](spec)
+    return {kind.name: kind for kind in (ClassificationTask, EmbeddingTask, DetectionTask, DenseTask, GenericTask)}
+
+
+def judged_by(task: str) -> tuple[str, ...]:
+    """Return the metrics thresholds may check on an output of `task`."""
+    return task_kinds()[task].judged
+
+
+def make_task(spec: OutputSpec) -> Task:
+    """Return the task object for one `[[outputs]]` entry."""
+    return task_kinds()[spec.task](spec)
 
 
 def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:

@@ -66,6 +66,12 @@ class GenericTask(Task):
         if axis is not None:
             self.channels.update(np.nan_to_num(candidate), baseline, axis)
 
+    def unmeasured(self, metric: str) -> str:
+        if metric.startswith("channel_"):
+            return ("it has no channel axis (rank 1) or every channel is 0 in the FP32 baseline; set layout in "
+                    "[[outputs]] to say where C is, or drop the channel minimum")
+        return super().unmeasured(metric)
+
     def metrics(self) -> dict[str, float]:
         raw = self.raw.summary()
         return {"cosine": raw["cosine"], "cosine_min": raw["cosine_min"], "snr_db": raw["snr_db"], **self.channels.worst()}
