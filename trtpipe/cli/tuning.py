@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -60,6 +61,9 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
     Searches per-tensor calibration methods and the layers kept in FP16 for the lowest estimated
     latency on --target, judged on calibration data; then confirms the choice on the validation set.
     Build with it: trtpipe build MODEL --cache OUT.cache --exclude @OUT.toml ...
+
+    Exit 0 when what is written meets the thresholds (on the validation set, when there is one), 1
+    when nothing tried does: the closest is written all the same, and stderr says so.
 
     \b
     Examples:
@@ -132,3 +136,6 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
         click.echo(f"wrote {path}")
     if not chosen.passed:
         click.echo("no configuration tried meets the thresholds; the one closest is written", err=True)
+    # What is written must meet the spec where it was last judged: validation when there is a validation set.
+    confirmed = result.validation is None or result.validation.passed or result.confirmed is not None
+    sys.exit(0 if chosen.passed and confirmed else 1)
