@@ -171,3 +171,15 @@ def test_a_named_threshold_the_data_cannot_measure_is_exit_2(workdir, cli, where
     assert code == 2 and "Traceback" not in err
     assert ("[thresholds.int8] accuracy" if where == "spec" else "--threshold accuracy") in err
     assert "output 'probs' (classification) has no accuracy on this data: no sample has a label" in err
+
+
+@pytest.mark.parametrize("passed", ["false", 0, None])
+def test_summary_refuses_a_verdict_that_is_not_a_json_bool(workdir, cli, passed):
+    cli("validate", workdir / "mlp.fp16.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+        "--report", workdir / "reports")
+    path = workdir / "reports" / "mlp.fp16.onnx.json"
+    report = json.loads(path.read_text())
+    path.write_text(json.dumps({**report, "passed": passed}))
+    code, out, err = cli("summary", path)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert f"{path}: 'passed' is {json.dumps(passed)}, not true or false" in err

@@ -4,6 +4,7 @@ per-precision thresholds and written as a report that says what ran and where.""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -362,8 +363,6 @@ def headline(report: dict) -> str:
 
 def summary_rows(report_paths: list[Path]) -> list[dict]:
     """Return one row per report: model, precision, engine size, deciding metric, pass, mode."""
-    import json
-
     rows = []
     for path in report_paths:
         try:
@@ -376,6 +375,9 @@ def summary_rows(report_paths: list[Path]) -> list[dict]:
 
 def _summary_row(path: Path, report: dict) -> dict:
     """Return the summary row of one parsed report; KeyError or TypeError when it is not a report."""
+    if not isinstance(report["passed"], bool):  # the string "false" is truthy: only a JSON bool is a verdict
+        raise TrtpipeError(f"{path}: 'passed' is {json.dumps(report['passed'])}, not true or false, so it is not a "
+                           "verdict; rerun 'trtpipe validate --report' rather than editing the report")
     stem = Path(report["candidate"]).name
     model, precision = stem.split(".")[0], report["precision"]
     engines = sorted(Path(path).parent.parent.glob(f"{model}.{precision}.*.engine"))
