@@ -183,3 +183,26 @@ def test_summary_refuses_a_verdict_that_is_not_a_json_bool(workdir, cli, passed)
     code, out, err = cli("summary", path)
     assert code == 2 and out == "" and "Traceback" not in err
     assert f"{path}: 'passed' is {json.dumps(passed)}, not true or false" in err
+
+
+def test_labels_txt_in_the_data_directory_gives_accuracy(workdir, cli):
+    spec = workdir / "model.toml"
+    spec.write_text('task = "classification"\n')
+    args = ["validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+            "--spec", spec, "--json"]
+    assert "accuracy" not in json.loads(cli(*args)[1])["outputs"]["probs"]
+    x = np.concatenate([np.load(workdir / "data" / f"{i:03d}.npy") for i in range(0, 64, 16)])
+    truth = ort.InferenceSession(str(workdir / "mlp.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0].argmax(1)
+    truth[:8] = (truth[:8] + 1) % 8  # FP32 wrong on 8 of 64
+    (workdir / "data" / "labels.txt").write_text("".join(f"{i // 16 * 16:03d}.npy[{i % 16}] {c}\n" for i, c in enumerate(truth)))
+    metrics = json.loads(cli(*args)[1])["outputs"]["probs"]
+    assert metrics["baseline_accuracy"] == 56 / 64
+
+
+def test_data_that_contradicts_a_fixed_input_value_is_exit_2(workdir, cli):
+    spec = workdir / "model.toml"
+    spec.write_text('[[inputs]]\nname = "x"\nshape = [-1, 16]\nvalue = 0.5\n')
+    code, _, err = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+                       "--spec", spec)
+    assert code == 2 and "Traceback" not in err
+    assert "000.npy: input 'x' holds" in err and "[[inputs]] x value = 0.5 fixes it" in err

@@ -70,7 +70,8 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--baseline", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX")
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's validation directory")
-@click.option("--labels", type=click.Path(path_type=Path), help="'<sample id> <class>' lines; default: the spec's")
+@click.option("--labels", type=click.Path(path_type=Path),
+              help="'<sample id> <class>' lines; default: the spec's, else labels.txt in the data directory")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path),
               help="model.toml: inputs, preprocessing, data, thresholds, task and [[outputs]] to judge")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
@@ -100,7 +101,7 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
     baseline_model = onnxio.load(baseline)
     spec = _spec(spec_path, baseline_model, baseline)
     data_dir = _data_dir(data_dir, spec.validation, "validation")
-    labels = labels or spec.labels
+    labels = data.labels_path(labels, spec.labels, data_dir)
     if report_dir:
         json_path, *others = report_paths(report_dir, candidate.name)
         check_output(json_path, [candidate, baseline, spec_path, data_dir, labels], "--report", siblings=others)

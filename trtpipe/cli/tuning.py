@@ -88,7 +88,8 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
     check_output(output, inputs, siblings=[exclusions_path(output)])
     for path in report_paths(spec, precision, report_dir):
         check_output(path, [*inputs, output, exclusions_path(output)], "--report")
-    labels = data.read_labels(spec.labels) if spec.labels and validation_dir == spec.validation else None
+    labels = data.labels_path(None, spec.labels if validation_dir == spec.validation else None, validation_dir)
+    labels = data.read_labels(labels) if labels else None
 
     def on_phase(text):
         click.echo(f"-- {text}", err=True)
