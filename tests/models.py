@@ -97,23 +97,28 @@ def renamed_input(model: onnx.ModelProto, old: str, new: str) -> onnx.ModelProto
     return model
 
 
-def yolo_like(classes=18, seed=2) -> onnx.ModelProto:
-    """A YOLOv8-style head on 3x8x8 images: a 1x1 Conv to 4+classes channels, Sigmoid, box channels scaled
-    to pixels of a 64x64 image (cx, cy in [0, 64], w, h in [0, 16]), reshaped to [batch, 4+classes, 64]."""
+def yolo_like(classes=18, layout="yolov8", box_pixels=64.0, seed=2) -> onnx.ModelProto:
+    """A YOLO-style head on 3x64x64 images: an 8x8 stride-8 Conv to box, (objectness,) and class channels on an
+    8x8 grid, Sigmoid, box channels scaled to pixels (cx, cy in [0, box_pixels], w, h in [0, box_pixels / 4]),
+    written as YOLOv8's [batch, 4+classes, 64] or, with layout "yolov5", YOLOv5/YOLOX's [batch, 64, 5+classes]."""
     rng = np.random.default_rng(seed)
-    width = 4 + classes
-    scale = np.array([64, 64, 16, 16] + [1] * classes, np.float32).reshape(1, width, 1, 1)
-    inits = [_init("head.w", rng.normal(0, 1.0, (width, 3, 1, 1))), _init("head.b", rng.normal(-1, 0.5, width)),
+    width = 4 + (layout == "yolov5") + classes
+    scale = np.array([box_pixels] * 2 + [box_pixels / 4] * 2 + [1] * (width - 4), np.float32).reshape(1, width, 1, 1)
+    inits = [_init("head.w", rng.normal(0, 0.15, (width, 3, 8, 8))), _init("head.b", rng.normal(-1, 0.5, width)),
              _init("pixels", scale), numpy_helper.from_array(np.array([0, width, 64], np.int64), "flat_shape")]
     nodes = [
-        helper.make_node("Conv", ["images", "head.w", "head.b"], ["head"], name="head"),
+        helper.make_node("Conv", ["images", "head.w", "head.b"], ["head"], strides=[8, 8], name="head"),
         helper.make_node("Sigmoid", ["head"], ["sig"], name="sigmoid"),
         helper.make_node("Mul", ["sig", "pixels"], ["scaled"], name="to_pixels"),
-        helper.make_node("Reshape", ["scaled", "flat_shape"], ["output0"], name="flatten"),
+        helper.make_node("Reshape", ["scaled", "flat_shape"], ["output0" if layout == "yolov8" else "flat"], name="flatten"),
     ]
+    shape = ["N", width, 64]
+    if layout == "yolov5":
+        nodes.append(helper.make_node("Transpose", ["flat"], ["output0"], perm=[0, 2, 1], name="boxes_first"))
+        shape = ["N", 64, width]
     graph = helper.make_graph(nodes, "yolo_like",
-                              [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, 8, 8])],
-                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["N", width, 64])], inits)
+                              [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, 64, 64])],
+                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, shape)], inits)
     return _model(graph)
 
 

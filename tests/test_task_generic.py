@@ -25,8 +25,8 @@ def head(tmp_path_factory):
     root = tmp_path_factory.mktemp("head")
     save(yolo_like(CLASSES), root / "head.onnx")
     rng = np.random.default_rng(0)
-    save_batches(root / "calib", rng.uniform(0, 1, (64, 3, 8, 8)).astype(np.float32))
-    save_batches(root / "val", rng.uniform(0, 1, (64, 3, 8, 8)).astype(np.float32))
+    save_batches(root / "calib", rng.uniform(0, 1, (64, 3, 64, 64)).astype(np.float32))
+    save_batches(root / "val", rng.uniform(0, 1, (64, 3, 64, 64)).astype(np.float32))
     (root / "model.toml").write_text('task = "generic"\n[data]\ncalibration = "calib"\nvalidation = "val"\n')
     for precision in ("fp16", "int8", "fp8"):
         steps = [["quantize", root / "head.onnx", "--precision", precision, "-o", root / f"head.{precision}.onnx"]]

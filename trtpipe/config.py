@@ -86,7 +86,9 @@ class ModelSpec:
 
     name: str
     root: Path
-    task: str = "generic"  # one of TASKS: the task of float outputs that `outputs` does not name
+    # One of TASKS: the task of float outputs that `outputs` does not name. None: inferred from the
+    # model's inputs and outputs the way `trtpipe init` guesses it (quality.tasks.make_tasks).
+    task: str | None = None
     inputs: list[InputSpec] = field(default_factory=list)
     preprocess: Preprocess | None = None
     shapes: dict[str, str] = field(default_factory=dict)  # name -> "MIN/OPT/MAX" as trtexec writes them
@@ -268,9 +270,10 @@ SCHEMA = {
 # (scripts/spec_docs.py writes docs/model-toml.md from SCHEMA and this; a test keeps them in step).
 KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "name": ("the file's folder name", "the model's name in reports and summaries"),
-    "task": ('"generic"', ("how float outputs that [[outputs]] does not name are judged: classification (top-1/top-5 "
-                           "agreement, accuracy with labels), embedding (cosine, nearest-neighbour agreement), detection, "
-                           "dense (mask IoU), generic (cosine, SNR, worst channel)")),
+    "task": ("inferred", ("how float outputs that [[outputs]] does not name are judged: classification (top-1/top-5 "
+                          "agreement, accuracy with labels), embedding (cosine, nearest-neighbour agreement), detection, "
+                          "dense (mask IoU), generic (cosine, SNR, worst channel); without it, inferred from the model's "
+                          "shapes as 'trtpipe init' guesses, and the report says why")),
     "inputs": (None, "one entry per model input; without any, the model's own inputs are taken"),
     "inputs.name": (None, "the input's name in the ONNX graph"),
     "inputs.shape": (None, "dims, -1 for a dynamic one, e.g. [-1, 3, 224, 224]"),
@@ -303,9 +306,10 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "quantize.block_size": ("128", "rows of a weight sharing one INT4 scale: 32, 64 or 128 (as --block-size of awq, quantize, build)"),
     "outputs": (None, "outputs to judge and how; without any, every float output is judged by task"),
     "outputs.name": (None, "the output's name in the ONNX graph"),
-    "outputs.task": ("the spec's task", "classification, embedding, detection, dense or generic"),
-    "outputs.layout": ("none", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" [batch, boxes, 5+classes] '
-                                'or "separate" (score_output, class_output)')),
+    "outputs.task": ("the spec's task, else generic", "classification, embedding, detection, dense or generic"),
+    "outputs.layout": ("inferred", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" (also YOLOX) [batch, boxes, '
+                                    '5+classes] or "separate" (score_output, class_output); without it, the shorter of '
+                                    'the last two axes is read as the values per box. dense/generic: where C is, e.g. NCHW')),
     "outputs.conf": ("0.25", "detection: the confidence threshold"),
     "outputs.iou": ("0.45", "detection: NMS IoU"),
     "outputs.classes": ("from the shape", "detection: the number of classes"),
@@ -417,11 +421,12 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
         return (root / data[key]).resolve() if key in data else None
 
     spec = ModelSpec(
-        name=raw.get("name", root.name), root=root, task=raw.get("task", "generic"), inputs=inputs,
+        name=raw.get("name", root.name), root=root, task=raw.get("task"), inputs=inputs,
         preprocess=preprocess, shapes=raw.get("shapes", {}), calibration=rel("calibration"),
         validation=rel("validation"), labels=rel("labels"), thresholds=raw.get("thresholds", {}),
         smooth=quantize.get("smooth"), exclude=quantize.get("exclude", []), block_size=quantize.get("block_size"),
-        min_weights=quantize.get("min_weights", 0), outputs=[OutputSpec(**o) for o in raw.get("outputs", [])],
+        min_weights=quantize.get("min_weights", 0),
+        outputs=[OutputSpec(**{"task": raw.get("task", "generic"), **o}) for o in raw.get("outputs", [])],
         path=path,
     )
     check_thresholds(spec)
@@ -433,6 +438,8 @@ def check_thresholds(spec: ModelSpec) -> None:
     else the top-level task): a minimum no task checks would pass silently, whatever the candidate does."""
     from trtpipe.quality.tasks import judged_by
 
+    if not spec.outputs and spec.task is None:
+        return  # inferred from the model when it runs: validation checks the metrics then (require_judged)
     tasks = sorted({o.task for o in spec.outputs} if spec.outputs else {spec.task})
     judged = list(dict.fromkeys(m for task in tasks for m in judged_by(task)))
     for precision, limits in spec.thresholds.items():

@@ -217,9 +217,14 @@ class Report:
                        f"{coarse['minimum']:g} allows, so a single sample decides it; validate on at least {coarse['needed']}."), ""]
         for name, metrics in self.outputs.items():
             judged = {c.metric: c for c in self.checks if c.output == name}
-            lines += [f"## {name} ({metrics['task']})", "", "| metric | value | minimum | result |", "|---|---|---|---|"]
+            kind = metrics["task"] + (f", layout {metrics['layout']}" if "layout" in metrics else "")
+            lines += [f"## {name} ({kind})", ""]
+            for key, words in (("why", "Task"), ("layout_why", "Layout")):
+                if key in metrics:
+                    lines += [f"{words}: {metrics[key]}.", ""]
+            lines += ["| metric | value | minimum | result |", "|---|---|---|---|"]
             for metric, value in metrics.items():
-                if metric == "task":
+                if metric in DESCRIBED:
                     continue
                 check = judged.get(metric)
                 shown = f"{value:.6g}" if isinstance(value, float) else str(value)
@@ -231,6 +236,10 @@ class Report:
         for name, equal in self.passthrough.items():
             lines.append(f"- {name}: not a float output, not judged; equal to the baseline in {equal:.2%} of elements")
         return "\n".join(lines).rstrip() + "\n"
+
+
+# The keys of a report's outputs that say how the output was read (Task.described), not what it measured.
+DESCRIBED = ("task", "why", "layout", "layout_why")
 
 
 def _describe(check: Check) -> str:
@@ -260,7 +269,7 @@ def judge(tasks: list[Task], precision: str, thresholds: dict[str, float],
     for task in tasks:
         task.finish()
         summary = task.summary()
-        outputs[task.output] = {"task": task.name, **summary}
+        outputs[task.output] = {"task": task.name, **task.described(), **summary}
         for metric in task.judged:
             if metric in thresholds and metric in summary:
                 checks.append(Check(metric, task.output, float(summary[metric]), float(thresholds[metric]), task.name))

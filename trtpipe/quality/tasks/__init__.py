@@ -41,6 +41,7 @@ class Task:
 
     def __init__(self, spec: OutputSpec):
         self.spec = spec
+        self.why = ""  # where the task came from: the spec, or what it was inferred from (make_tasks)
         self.raw = OutputMetrics()
         self.baseline_min = np.inf
         self.baseline_max = -np.inf
@@ -118,6 +119,10 @@ class Task:
         result["samples"] = raw["samples"]
         return result
 
+    def described(self) -> dict[str, str]:
+        """Return how this output was read, for the report: why this task (and a detector's layout)."""
+        return {"why": self.why} if self.why else {}
+
     def unmeasured(self, metric: str) -> str:
         """Return why this run gave no `metric` (one of `judged`), and what would give one."""
         return "this data gives no value for it; remove the threshold"
@@ -184,7 +189,9 @@ def make_task(spec: OutputSpec) -> Task:
 
 def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
     """Return the tasks that judge a model with `outputs` (IOSpecs): the spec's `[[outputs]]`, else
-    every float output with the spec's task where its shape fits (the rest generic)."""
+    every float output with the spec's task where its shape fits (the rest generic). Without a task
+    in the spec, the task is the one `trtpipe init` guesses from the spec's inputs and these outputs,
+    and each task's `why` says so."""
     by_name = {o.name: o for o in outputs}
     floats = [o for o in outputs if o.dtype.startswith(("float", "bfloat"))]
     if spec is not None and spec.outputs:
@@ -193,17 +200,36 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
                 if name is not None and name not in by_name:
                     raise TrtpipeError(f"--spec: [[outputs]] names '{name}', which the model does not have "
                                        f"(it has {', '.join(by_name)}); fix the name")
-        return [make_task(entry) for entry in spec.outputs]
+        return [_with_why(make_task(entry), "named in the spec's [[outputs]]") for entry in spec.outputs]
     if not floats:
         raise TrtpipeError(f"the model has no float output to judge (outputs: {', '.join(by_name)}); "
                            "name the outputs that matter in the spec's [[outputs]]")
-    task = spec.task if spec is not None else "generic"
+    task, why = _model_task(spec, outputs)
     tasks = []
     for i, output in enumerate(floats):
         fits = {"classification": len(output.shape) == 2, "embedding": len(output.shape) >= 2,
                 "detection": i == 0 and len(output.shape) == 3, "dense": len(output.shape) in (3, 4)}
-        tasks.append(make_task(OutputSpec(output.name, task if fits.get(task, True) else "generic")))
+        fit = fits.get(task, True)
+        tasks.append(_with_why(make_task(OutputSpec(output.name, task if fit else "generic")),
+                               why if fit else f"{why}; its shape {list(output.shape)} does not fit {task}, so generic"))
     return tasks
+
+
+def _model_task(spec: ModelSpec | None, outputs: Sequence) -> tuple[str, str]:
+    """Return the spec's task, or the one `trtpipe init` guesses (starting_spec.guess_task), and why."""
+    if spec is not None and spec.task is not None:
+        return spec.task, "the spec's task"
+    from trtpipe.starting_spec import TensorFacts, guess_task
+
+    facts = [TensorFacts(o.name, list(o.shape), o.dtype) for o in outputs]
+    inputs = [TensorFacts(i.name, list(i.shape), i.dtype) for i in (spec.inputs if spec is not None else [])]
+    guess = guess_task(inputs, facts)
+    return guess.task, f"no task in the spec; inferred as 'trtpipe init' does: {guess.why} (set task to change it)"
+
+
+def _with_why(task: Task, why: str) -> Task:
+    task.why = why
+    return task
 
 
 def judge_model(model, tasks, batches: Sequence[Mapping[str, np.ndarray]],
