@@ -56,6 +56,13 @@ def offset_channel(model: onnx.ModelProto, output: str, channel: int, offset: fl
     return _rewire_output(model, output, "Add", shift.reshape((1, channels) + (1,) * (axis_rank - 2)))
 
 
+def favour_class(model: onnx.ModelProto, output: str, cls: int, amount: float, classes: int) -> onnx.ModelProto:
+    """Return `model` with `amount` added to class `cls` on the last axis of `output` (a sequence's per-step scores)."""
+    shift = np.zeros(classes, np.float32)
+    shift[cls] = amount
+    return _rewire_output(model, output, "Add", shift)
+
+
 def shift_boxes(model: onnx.ModelProto, output: str, pixels: float, channels: int) -> onnx.ModelProto:
     """Return a YOLOv8-layout `model` whose box centres (channels 0 and 1) move by `pixels` right and down."""
     offset = np.zeros(channels, np.float32)

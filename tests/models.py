@@ -122,6 +122,32 @@ def yolo_like(classes=18, layout="yolov8", box_pixels=64.0, seed=2) -> onnx.Mode
     return _model(graph)
 
 
+def ctc_head(steps=24, features=8, classes=12, seed=4) -> onnx.ModelProto:
+    """A CTC recognizer's last layer: features [batch, steps, features] -> MatMul-Add -> Softmax ->
+    `probs` [batch, steps, classes], class 0 the blank."""
+    rng = np.random.default_rng(seed)
+    inits = [_init("w", rng.normal(0, 1.0, (features, classes))), _init("b", rng.normal(0, 0.3, classes))]
+    nodes = [helper.make_node("MatMul", ["features", "w"], ["mm"], name="fc"),
+             helper.make_node("Add", ["mm", "b"], ["logits"], name="bias"),
+             helper.make_node("Softmax", ["logits"], ["probs"], axis=-1, name="softmax")]
+    graph = helper.make_graph(nodes, "ctc_head",
+                              [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["N", steps, features])],
+                              [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", steps, classes])], inits)
+    return _model(graph)
+
+
+def unbatched(length=16, seed=5) -> onnx.ModelProto:
+    """A per-character scorer with no batch axis, as a word segmenter writes it: x [length] -> sigmoid(x*w+b) [length]."""
+    rng = np.random.default_rng(seed)
+    inits = [_init("w", rng.normal(1, 0.2, length)), _init("b", rng.normal(0, 0.2, length))]
+    nodes = [helper.make_node("Mul", ["chars", "w"], ["scaled"], name="scale"),
+             helper.make_node("Add", ["scaled", "b"], ["logits"], name="bias"),
+             helper.make_node("Sigmoid", ["logits"], ["boundaries"], name="sigmoid")]
+    graph = helper.make_graph(nodes, "unbatched", [helper.make_tensor_value_info("chars", TensorProto.FLOAT, [length])],
+                              [helper.make_tensor_value_info("boundaries", TensorProto.FLOAT, [length])], inits)
+    return _model(graph)
+
+
 def dynamic_mlp() -> onnx.ModelProto:
     return mlp(batch="N")
 

@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 import pytest
 from damage import scale_channels
-from models import save, save_batches, yolo_like
 
+from models import save, save_batches, yolo_like
 from trtpipe.quality.tasks.detection import infer_layout
 
 
@@ -60,8 +60,7 @@ def test_no_spec_fails_the_issues_yolov8n_with_class_scores_scaled_by_a_fifth(cl
 
 @pytest.mark.parametrize("kwargs,spec,needle", [
     # YOLOX's [batch, boxes, 5+classes] declared as YOLOv8: 60 "classes" on 23 "boxes"
-    ({"layout": "yolov5"}, 'layout = "yolov8"', "has 60 classes on 23 boxes, more classes than boxes; set layout in the "
-                                                "spec's [[outputs]]"),
+    ({"layout": "yolov5"}, 'layout = "yolov8"', "has 60 classes on 23 boxes, more classes than boxes; set layout"),
     ({"box_pixels": 640.0}, "", "FP32 boxes have their centre outside the 64x64 image, read as layout yolov8"),
     ({"box_pixels": 0.5}, "", "FP32 boxes are centred within"),  # normalized boxes in a 64x64 image: the top-left corner
     ({"classes": 0}, "", "which is neither YOLOv8's [batch, 4+classes, boxes] nor YOLOv5/YOLOX's"),

@@ -54,15 +54,16 @@ class Preprocess:
     dtype: str = "float32"
 
 
-TASKS = ("classification", "embedding", "detection", "dense", "generic")
+TASKS = ("classification", "embedding", "detection", "dense", "sequence", "generic")
 
 
 @dataclass
 class OutputSpec:
     """One `[[outputs]]` entry: an output that validation judges, its task and how to read it.
 
-    Keys: name, task, layout, and per task: conf, iou (NMS), classes, score_output, class_output
-    (detection), margin (classification), neighbours (embedding), threshold (dense).
+    Keys: name, task, layout, batch_axis, and per task: conf, iou (NMS), classes, score_output,
+    class_output (detection), margin (classification), neighbours (embedding), threshold (dense),
+    blank, step_axis (sequence).
     None means the task's default (trtpipe.quality.tasks says which and why).
     """
 
@@ -77,7 +78,11 @@ class OutputSpec:
     margin: float | None = None
     neighbours: int | None = None
     threshold: float | None = None
-    batch_axis: int = 0  # the axis samples stack on (1 for an RNN state [layers, batch, hidden])
+    blank: int | None = None
+    step_axis: int | None = None
+    # The axis samples stack on (1 for an RNN state [layers, batch, hidden]); None: the output has no
+    # batch axis ([seq_len]) and the whole tensor is one sample per run.
+    batch_axis: int | None = 0
 
 
 @dataclass
@@ -166,6 +171,17 @@ def _boolean(value, where):
 
 
 _boolean.kind = "boolean"
+
+
+def _axis_or_none(value, where):
+    if value == "none":
+        return None
+    if isinstance(value, str):
+        raise _Invalid(f"{where} is {value!r}; write an axis (an integer) or \"none\" for an output without a batch axis")
+    return _integer(value, where)
+
+
+_axis_or_none.kind = 'integer or "none"'
 
 
 def _choice(*choices):
@@ -261,7 +277,8 @@ SCHEMA = {
     "outputs": _array_of_tables(_table({"name": _string, "task": _choice(*TASKS), "layout": _string, "conf": _number,
                                         "iou": _number, "classes": _integer, "score_output": _string,
                                         "class_output": _string, "margin": _number, "neighbours": _integer,
-                                        "threshold": _number, "batch_axis": _integer}, "outputs", required=("name",)),
+                                        "threshold": _number, "blank": _integer, "step_axis": _integer,
+                                        "batch_axis": _axis_or_none}, "outputs", required=("name",)),
                              "outputs"),
     # The public model zoo's pins and input recipe (scripts/zoo.py reads it; the pipeline does not).
     "zoo": _free_table,
@@ -306,7 +323,7 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "quantize.block_size": ("128", "rows of a weight sharing one INT4 scale: 32, 64 or 128 (as --block-size of awq, quantize, build)"),
     "outputs": (None, "outputs to judge and how; without any, every float output is judged by task"),
     "outputs.name": (None, "the output's name in the ONNX graph"),
-    "outputs.task": ("the spec's task, else generic", "classification, embedding, detection, dense or generic"),
+    "outputs.task": ("the spec's task, else generic", "classification, embedding, detection, dense, sequence or generic"),
     "outputs.layout": ("inferred", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" (also YOLOX) [batch, boxes, '
                                     '5+classes] or "separate" (score_output, class_output); without it, the shorter of '
                                     'the last two axes is read as the values per box. dense/generic: where C is, e.g. NCHW')),
@@ -319,7 +336,10 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.neighbours": ("5", "embedding: how many nearest neighbours must agree"),
     "outputs.threshold": ("0.5", "dense: the foreground threshold of the map"),
     "outputs.batch_axis": ("0", ("the axis samples stack on: 1 for an RNN state [layers, batch, hidden] "
-                                 "(else its layers are judged as the samples)")),
+                                 "(else its layers are judged as the samples); \"none\" for an output without one "
+                                 "([seq_len]): the whole tensor is one sample per run")),
+    "outputs.blank": ("0", "sequence: the CTC blank class, dropped after repeats are collapsed"),
+    "outputs.step_axis": ("1", "sequence: the output's axis of time steps ([batch, steps, classes]); classes on the other"),
     "zoo": (None, "make zoo's pins and input recipe for a public model; the pipeline ignores it"),
 }
 TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs", "zoo")

@@ -6,6 +6,7 @@ batch by batch and gives back the metrics users judge that kind of output by.
 - embedding: cosine per sample and nearest-neighbour agreement within the set;
 - detection: decoded boxes matched to the baseline's (precision, recall, F1, mAP@0.5, box IoU);
 - dense: IoU and pixel agreement of thresholded maps;
+- sequence: CTC greedy decoding, the share of exactly equal strings and of agreeing characters;
 - generic: cosine, SNR, and the worst channel's cosine and SNR.
 
 Every task also keeps the raw-tensor numbers (cosine, SNR, errors) of its output, shown but judged
@@ -63,7 +64,10 @@ class Task:
                inputs: Mapping[str, np.ndarray], labels: np.ndarray | None = None) -> None:
         """Add one batch: the candidate's outputs `got`, the baseline's `want`, the sample ids and inputs,
         and the labels (-1: unknown) where there are any."""
-        if self.spec.batch_axis:  # samples first, as every metric below reads them
+        if self.spec.batch_axis is None:  # no batch axis: the whole tensor is one sample of this run
+            got, want = ({**arrays, self.output: np.asarray(arrays[self.output])[None]} for arrays in (got, want))
+            ids, labels = [ids[0] if len(ids) == 1 else f"{ids[0]}..{ids[-1]}"], None
+        elif self.spec.batch_axis:  # samples first, as every metric below reads them
             shape = np.shape(want[self.output])
             if not 0 < self.spec.batch_axis < len(shape):
                 raise TrtpipeError(f"--spec: [[outputs]] {self.output}: batch_axis {self.spec.batch_axis} is not an axis "
@@ -173,8 +177,10 @@ def task_kinds() -> dict[str, type[Task]]:
     from trtpipe.quality.tasks.detection import DetectionTask
     from trtpipe.quality.tasks.embedding import EmbeddingTask
     from trtpipe.quality.tasks.generic import GenericTask
+    from trtpipe.quality.tasks.sequence import SequenceTask
 
-    return {kind.name: kind for kind in (ClassificationTask, EmbeddingTask, DetectionTask, DenseTask, GenericTask)}
+    return {kind.name: kind for kind in (ClassificationTask, EmbeddingTask, DetectionTask, DenseTask, SequenceTask,
+                                         GenericTask)}
 
 
 def judged_by(task: str) -> tuple[str, ...]:
@@ -208,7 +214,8 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
     tasks = []
     for i, output in enumerate(floats):
         fits = {"classification": len(output.shape) == 2, "embedding": len(output.shape) >= 2,
-                "detection": i == 0 and len(output.shape) == 3, "dense": len(output.shape) in (3, 4)}
+                "detection": i == 0 and len(output.shape) == 3, "dense": len(output.shape) in (3, 4),
+                "sequence": len(output.shape) == 3}
         fit = fits.get(task, True)
         tasks.append(_with_why(make_task(OutputSpec(output.name, task if fit else "generic")),
                                why if fit else f"{why}; its shape {list(output.shape)} does not fit {task}, so generic"))
