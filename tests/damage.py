@@ -1,5 +1,5 @@
 """Candidates damaged on purpose, so that a test can show validation fails them: one layer's
-quantization scale off by a factor, one output channel zeroed, boxes shifted."""
+quantization scale off by a factor, output channels zeroed, scaled or offset, boxes shifted."""
 
 from __future__ import annotations
 
@@ -39,6 +39,28 @@ def zero_channel(model: onnx.ModelProto, output: str, channel: int, channels: in
     mask = np.ones(channels, np.float32)
     mask[channel] = 0
     return _rewire_output(model, output, "Mul", mask.reshape((1, channels) + (1,) * (axis_rank - 2)))
+
+
+def scale_channels(model: onnx.ModelProto, output: str, channels: int, factors: dict[int, float], axis_rank: int = 3) -> onnx.ModelProto:
+    """Return `model` with the channels of `output` (axis 1) in `factors` multiplied by their factor."""
+    scale = np.ones(channels, np.float32)
+    for channel, factor in factors.items():
+        scale[channel] = factor
+    return _rewire_output(model, output, "Mul", scale.reshape((1, channels) + (1,) * (axis_rank - 2)))
+
+
+def offset_channel(model: onnx.ModelProto, output: str, channel: int, offset: float, channels: int, axis_rank: int = 3) -> onnx.ModelProto:
+    """Return `model` with `offset` added to channel `channel` (axis 1) of `output`."""
+    shift = np.zeros(channels, np.float32)
+    shift[channel] = offset
+    return _rewire_output(model, output, "Add", shift.reshape((1, channels) + (1,) * (axis_rank - 2)))
+
+
+def favour_class(model: onnx.ModelProto, output: str, cls: int, amount: float, classes: int) -> onnx.ModelProto:
+    """Return `model` with `amount` added to class `cls` on the last axis of `output` (a sequence's per-step scores)."""
+    shift = np.zeros(classes, np.float32)
+    shift[cls] = amount
+    return _rewire_output(model, output, "Add", shift)
 
 
 def shift_boxes(model: onnx.ModelProto, output: str, pixels: float, channels: int) -> onnx.ModelProto:

@@ -1,6 +1,6 @@
 """Small ONNX models the tests share, made with onnx.helper: a conv net with BatchNorm and a
-residual Add, an MLP, a model with a dynamic batch (the MLP with batch -1), and a table lookup whose
-index can be out of range."""
+residual Add, an MLP, a model with a dynamic batch (the MLP with batch -1), a table lookup whose index
+can be out of range, and a YOLOv8-style head."""
 
 from __future__ import annotations
 
@@ -95,6 +95,57 @@ def renamed_input(model: onnx.ModelProto, old: str, new: str) -> onnx.ModelProto
     for node in model.graph.node:
         node.input[:] = [new if name == old else name for name in node.input]
     return model
+
+
+def yolo_like(classes=18, layout="yolov8", box_pixels=64.0, seed=2) -> onnx.ModelProto:
+    """A YOLO-style head on 3x64x64 images: an 8x8 stride-8 Conv to box, (objectness,) and class channels on an
+    8x8 grid, Sigmoid, box channels scaled to pixels (cx, cy in [0, box_pixels], w, h in [0, box_pixels / 4]),
+    written as YOLOv8's [batch, 4+classes, 64] or, with layout "yolov5", YOLOv5/YOLOX's [batch, 64, 5+classes]."""
+    rng = np.random.default_rng(seed)
+    width = 4 + (layout == "yolov5") + classes
+    scale = np.array([box_pixels] * 2 + [box_pixels / 4] * 2 + [1] * (width - 4), np.float32).reshape(1, width, 1, 1)
+    inits = [_init("head.w", rng.normal(0, 0.15, (width, 3, 8, 8))), _init("head.b", rng.normal(-1, 0.5, width)),
+             _init("pixels", scale), numpy_helper.from_array(np.array([0, width, 64], np.int64), "flat_shape")]
+    nodes = [
+        helper.make_node("Conv", ["images", "head.w", "head.b"], ["head"], strides=[8, 8], name="head"),
+        helper.make_node("Sigmoid", ["head"], ["sig"], name="sigmoid"),
+        helper.make_node("Mul", ["sig", "pixels"], ["scaled"], name="to_pixels"),
+        helper.make_node("Reshape", ["scaled", "flat_shape"], ["output0" if layout == "yolov8" else "flat"], name="flatten"),
+    ]
+    shape = ["N", width, 64]
+    if layout == "yolov5":
+        nodes.append(helper.make_node("Transpose", ["flat"], ["output0"], perm=[0, 2, 1], name="boxes_first"))
+        shape = ["N", 64, width]
+    graph = helper.make_graph(nodes, "yolo_like",
+                              [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, 64, 64])],
+                              [helper.make_tensor_value_info("output0", TensorProto.FLOAT, shape)], inits)
+    return _model(graph)
+
+
+def ctc_head(steps=24, features=8, classes=12, seed=4) -> onnx.ModelProto:
+    """A CTC recognizer's last layer: features [batch, steps, features] -> MatMul-Add -> Softmax ->
+    `probs` [batch, steps, classes], class 0 the blank."""
+    rng = np.random.default_rng(seed)
+    inits = [_init("w", rng.normal(0, 1.0, (features, classes))), _init("b", rng.normal(0, 0.3, classes))]
+    nodes = [helper.make_node("MatMul", ["features", "w"], ["mm"], name="fc"),
+             helper.make_node("Add", ["mm", "b"], ["logits"], name="bias"),
+             helper.make_node("Softmax", ["logits"], ["probs"], axis=-1, name="softmax")]
+    graph = helper.make_graph(nodes, "ctc_head",
+                              [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["N", steps, features])],
+                              [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", steps, classes])], inits)
+    return _model(graph)
+
+
+def unbatched(length=16, seed=5) -> onnx.ModelProto:
+    """A per-character scorer with no batch axis, as a word segmenter writes it: x [length] -> sigmoid(x*w+b) [length]."""
+    rng = np.random.default_rng(seed)
+    inits = [_init("w", rng.normal(1, 0.2, length)), _init("b", rng.normal(0, 0.2, length))]
+    nodes = [helper.make_node("Mul", ["chars", "w"], ["scaled"], name="scale"),
+             helper.make_node("Add", ["scaled", "b"], ["logits"], name="bias"),
+             helper.make_node("Sigmoid", ["logits"], ["boundaries"], name="sigmoid")]
+    graph = helper.make_graph(nodes, "unbatched", [helper.make_tensor_value_info("chars", TensorProto.FLOAT, [length])],
+                              [helper.make_tensor_value_info("boundaries", TensorProto.FLOAT, [length])], inits)
+    return _model(graph)
 
 
 def dynamic_mlp() -> onnx.ModelProto:

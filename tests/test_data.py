@@ -108,3 +108,24 @@ def test_a_model_exported_for_batch_one_gets_batches_of_one(tmp_path, cli):
     assert code == 0, err  # was: "the model cannot run on this data ... Got invalid dimensions for input"
     code, _, err = cli("sensitivity", tmp_path / "conv.onnx", "--cache", tmp_path / "conv.cache", "--data", tmp_path)
     assert code == 0, err
+
+
+def test_data_that_contradicts_a_fixed_input_value_names_the_file_and_input(tmp_path):
+    """silero-vad's If on the sample rate is folded for value = 16000: 8000 Hz data would run a branch that is gone."""
+    fixed = ModelSpec("m", root=".", inputs=[InputSpec("x", [-1, 6]), InputSpec("sr", [], "int64", batch_axis=None, value=16000)])
+    np.savez(tmp_path / "a.npz", x=np.ones((2, 6), np.float32), sr=np.array(16000))
+    assert int(next(iter_batches(fixed, tmp_path)).arrays["sr"]) == 16000
+    np.savez(tmp_path / "b.npz", x=np.ones((2, 6), np.float32), sr=np.array(8000))
+    with pytest.raises(TrtpipeError, match=r"b.npz: input 'sr' holds 8000, but the spec's \[\[inputs\]\] sr value = 16000 "
+                                           "fixes it; give data with that value, or change or remove value"):
+        list(iter_batches(fixed, tmp_path))
+
+
+def test_labels_come_from_the_flag_the_spec_or_the_data_directory(tmp_path):
+    from trtpipe.data import labels_path
+
+    assert labels_path(None, None, tmp_path) is None
+    (tmp_path / "labels.txt").write_text("a.npy 1\n")
+    assert labels_path(None, None, tmp_path) == tmp_path / "labels.txt"
+    assert labels_path(None, tmp_path / "spec.txt", tmp_path) == tmp_path / "spec.txt"
+    assert labels_path(tmp_path / "flag.txt", tmp_path / "spec.txt", tmp_path) == tmp_path / "flag.txt"

@@ -188,4 +188,6 @@ def test_report_json_names_runners_and_the_deciding_check(tmp_path, cli):
     report = json.loads(out)
     assert code == 0 and report["mode"] == "simulated" and report["baseline_mode"] == "baseline"
     assert report["candidate_runner"] == report["baseline_runner"] == "ONNX Runtime CPUExecutionProvider"
-    assert report["decided_by"]["output"] == "probs" and report["outputs"]["probs"]["task"] == "generic"
+    # no spec: [batch, 8] is judged as a classifier, as `trtpipe init` would guess it, and the report says so
+    assert report["decided_by"]["output"] == "probs" and report["outputs"]["probs"]["task"] == "classification"
+    assert "output 'probs' is [batch, 8]: one score per class" in report["outputs"]["probs"]["why"]

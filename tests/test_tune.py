@@ -41,12 +41,19 @@ def workdir(tmp_path):
     return _workdir(tmp_path)
 
 
-def _tune(cli, workdir, cosine, *extra, spec_extra=""):
+def _run_tune(cli, workdir, cosine, *extra, spec_extra=""):
+    """Return tune's exit code, stdout, stderr and the report it wrote."""
     (workdir / "spec.toml").write_text(SPEC.format(cosine=cosine) + spec_extra)
     code, out, err = cli("tune", workdir / "conv.onnx", "--spec", workdir / "spec.toml", "--precision", "int8",
                          "--budget-min", 2, "-o", workdir / "out" / "conv.int8.tuned.cache", *extra)
-    assert code == 0, err
-    report = json.loads((workdir / "out" / "reports" / "conv.int8.tune.json").read_text())
+    assert code in (0, 1), err
+    return code, out, err, json.loads((workdir / "out" / "reports" / "conv.int8.tune.json").read_text())
+
+
+def _tune(cli, workdir, cosine, *extra, spec_extra="", meets=True):
+    """Return stdout, stderr and the report of a tune run that exits 0 (`meets`: what is written meets the spec) or 1."""
+    code, out, err, report = _run_tune(cli, workdir, cosine, *extra, spec_extra=spec_extra)
+    assert code == (0 if meets else 1), err
     return out, err, report
 
 
@@ -140,6 +147,13 @@ def test_tune_finds_what_the_default_misses_and_confirms_on_validation(strict):
     assert set(table.amax) == {"input", "r0", "flat"}
     assert load_exclusions(workdir / "out" / "conv.int8.tuned.toml") == chosen["exclude"]
     assert (workdir / "out" / "reports" / "conv.int8.tune.png").stat().st_size > 1000
+
+
+def test_tune_exits_1_when_nothing_meets_the_thresholds_and_writes_the_closest(workdir, cli):
+    _, err, report = _tune(cli, workdir, 0.9999999, "--budget-min", 0.05, meets=False)
+    assert not report["chosen"]["passed"]
+    assert "no configuration tried meets the thresholds; the one closest is written" in err
+    assert (workdir / "out" / "conv.int8.tuned.cache").exists() and (workdir / "out" / "conv.int8.tuned.toml").exists()
 
 
 def test_tune_stops_at_the_first_method_when_it_passes(workdir, cli):
@@ -276,7 +290,7 @@ def test_a_choice_that_fails_on_validation_walks_the_ladder(workdir, cli):
     # Validation photos six times brighter than calibration: every quantized tensor clips there.
     rng = np.random.default_rng(1)
     save_batches(workdir / "bright", rng.normal(0, 6, (32, 3, 16, 16)).astype(np.float32))
-    _, err, report = _tune(cli, workdir, 0.99, "--validation", workdir / "bright", "--slack", 0)  # the most quantized
+    code, _, err, report = _run_tune(cli, workdir, 0.99, "--validation", workdir / "bright", "--slack", 0)  # the most quantized
     chosen = report["chosen"]
     assert chosen["passed"] and not report["validation"]["passed"]
     rungs = report["rungs"]
@@ -290,6 +304,7 @@ def test_a_choice_that_fails_on_validation_walks_the_ladder(workdir, cli):
     toml = (workdir / "out" / "conv.int8.tuned.toml").read_text()
     written = load_exclusions(workdir / "out" / "conv.int8.tuned.toml")
     confirmed = report["confirmed"]
+    assert code == (1 if confirmed is None else 0)
     if confirmed is None:
         assert "no rung" in err and written == chosen["exclude"] and not any(r["validation"]["passed"] for r in rungs)
     else:
@@ -302,6 +317,6 @@ def test_a_choice_that_fails_on_validation_walks_the_ladder(workdir, cli):
 def test_a_choice_that_fails_on_validation_without_a_ladder_says_so(workdir, cli):
     rng = np.random.default_rng(1)
     save_batches(workdir / "bright", rng.normal(0, 6, (32, 3, 16, 16)).astype(np.float32))
-    _, err, report = _tune(cli, workdir, 0.99, "--validation", workdir / "bright", "--slack", 0, "--no-ladder")
+    _, err, report = _tune(cli, workdir, 0.99, "--validation", workdir / "bright", "--slack", 0, "--no-ladder", meets=False)
     assert report["chosen"]["passed"] and not report["validation"]["passed"] and not report["rungs"]
     assert "fails on validation and no rung was tried (--no-ladder)" in err and "does not meet the spec" in err

@@ -53,7 +53,8 @@ def test_runner_rejects_wrong_inputs(workdir, feeds, message):
 
 
 def test_validate_passes_writes_the_report_and_says_simulated(workdir, cli):
-    code, out, err = cli("validate", workdir / "mlp.fp16.onnx", "--baseline", workdir / "mlp.onnx",
+    (workdir / "generic.toml").write_text('task = "generic"\n')  # a histogram of errors, whether or not any sample flips
+    code, out, err = cli("validate", workdir / "mlp.fp16.onnx", "--baseline", workdir / "mlp.onnx", "--spec", workdir / "generic.toml",
                          "--data", workdir / "data", "--report", workdir / "report", "--json")
     assert code == 0, err
     report = json.loads(out)
@@ -64,6 +65,7 @@ def test_validate_passes_writes_the_report_and_says_simulated(workdir, cli):
     assert json.loads((workdir / "report" / "mlp.fp16.onnx.json").read_text()) == report
     markdown = (workdir / "report" / "mlp.fp16.onnx.md").read_text()
     assert "simulated" in markdown and "## probs (generic)" in markdown and "**PASS**" in markdown
+    assert "Task: the spec's task." in markdown
     assert "| cosine | " in markdown and "| 0.9999 | pass |" in markdown
     assert "![probs](mlp.fp16.onnx.probs.png)" in markdown  # the picture sits under its table
     assert (workdir / "report" / "mlp.fp16.onnx.probs.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -71,7 +73,8 @@ def test_validate_passes_writes_the_report_and_says_simulated(workdir, cli):
 
 def test_validate_exit_code_1_when_a_threshold_fails(workdir, cli):
     # INT8 of this MLP reaches a cosine near 0.999; asking for 0.99999 must fail, and say which check did.
-    code, out, _ = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx",
+    (workdir / "generic.toml").write_text('task = "generic"\n')
+    code, out, _ = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--spec", workdir / "generic.toml",
                        "--data", workdir / "data", "--threshold", "cosine=0.99999", "--json")
     report = json.loads(out)
     assert code == 1 and not report["passed"]
@@ -103,7 +106,7 @@ def test_validate_rejects_data_of_the_wrong_shape(workdir, cli):
 
 def test_thresholds_defaults_then_spec_then_command_line(tmp_path):
     spec_path = tmp_path / "model.toml"
-    spec_path.write_text('name = "m"\n[thresholds.int8]\ncosine = 0.995\ntop5_agreement = 0.97\n')
+    spec_path.write_text('name = "m"\ntask = "classification"\n[thresholds.int8]\ncosine = 0.995\ntop5_agreement = 0.97\n')
     spec = load_spec(spec_path)
     assert thresholds_for("int8") == DEFAULT_THRESHOLDS["int8"]
     assert (thresholds_for("int8")["cosine"], thresholds_for("int8")["top1_agreement"]) == (0.99, 0.98)
@@ -121,7 +124,7 @@ def test_summary_names_the_check_that_failed(workdir, cli):
     fp16, int8 = out.splitlines()[2:]
     assert code == 1  # a report failed
     assert "| mlp | fp16 |" in fp16 and "| pass |" in fp16 and "below minimum" not in fp16
-    assert "| FAIL | simulated |" in int8 and "below minimum: cosine 0.99" in int8 and "< 0.99999" in int8
+    assert "| FAIL | simulated |" in int8 and "below minimum: " in int8 and "cosine 0.99" in int8 and "< 0.99999" in int8
     assert cli("summary", "--no-fail", *reports)[0] == 0
 
 
@@ -142,3 +145,67 @@ def test_validate_says_when_one_sample_decides_a_share(workdir, cli):
         assert ("Too few samples for top1_agreement on probs: one sample of 32 is 3.1%, more than the 2.0% "
                 "its minimum 0.98 allows" in markdown) == coarse
         assert ("validate on at least 50." in markdown) == coarse
+
+
+def test_a_threshold_no_task_of_the_spec_judges_is_refused_at_load(workdir, cli):
+    """The issue's case: snr_db = 200 on a classifier was ignored and the INT8 build passed."""
+    spec = workdir / "model.toml"
+    spec.write_text('task = "classification"\n[thresholds.int8]\nsnr_db = 200\n')
+    code, _, err = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+                       "--spec", spec)
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "[thresholds.int8] snr_db is not judged for task classification" in err
+    assert "which judges top1_agreement, confident_top1_agreement, top5_agreement, cosine, accuracy" in err
+    spec.write_text('[[outputs]]\nname = "probs"\ntask = "generic"\n[thresholds.int8]\nsnr_db = 200\n')
+    code, out, _ = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+                       "--spec", spec, "--json")
+    assert code == 1 and {"metric": "snr_db", "minimum": 200.0} in [
+        {k: c[k] for k in ("metric", "minimum")} for c in json.loads(out)["checks"] if not c["passed"]]
+
+
+@pytest.mark.parametrize("where", ["spec", "flag"])
+def test_a_named_threshold_the_data_cannot_measure_is_exit_2(workdir, cli, where):
+    """accuracy needs labels: a default minimum for it is left out quietly, one the user wrote is not."""
+    spec = workdir / "model.toml"
+    spec.write_text('task = "classification"\n' + ('[thresholds.int8]\naccuracy = 0.9\n' if where == "spec" else ""))
+    flag = ["--threshold", "accuracy=0.9"] if where == "flag" else []
+    code, _, err = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+                       "--spec", spec, *flag)
+    assert code == 2 and "Traceback" not in err
+    assert ("[thresholds.int8] accuracy" if where == "spec" else "--threshold accuracy") in err
+    assert "output 'probs' (classification) has no accuracy on this data: no sample has a label" in err
+
+
+@pytest.mark.parametrize("passed", ["false", 0, None])
+def test_summary_refuses_a_verdict_that_is_not_a_json_bool(workdir, cli, passed):
+    cli("validate", workdir / "mlp.fp16.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+        "--report", workdir / "reports")
+    path = workdir / "reports" / "mlp.fp16.onnx.json"
+    report = json.loads(path.read_text())
+    path.write_text(json.dumps({**report, "passed": passed}))
+    code, out, err = cli("summary", path)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert f"{path}: 'passed' is {json.dumps(passed)}, not true or false" in err
+
+
+def test_labels_txt_in_the_data_directory_gives_accuracy(workdir, cli):
+    spec = workdir / "model.toml"
+    spec.write_text('task = "classification"\n')
+    args = ["validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+            "--spec", spec, "--json"]
+    assert "accuracy" not in json.loads(cli(*args)[1])["outputs"]["probs"]
+    x = np.concatenate([np.load(workdir / "data" / f"{i:03d}.npy") for i in range(0, 64, 16)])
+    truth = ort.InferenceSession(str(workdir / "mlp.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0].argmax(1)
+    truth[:8] = (truth[:8] + 1) % 8  # FP32 wrong on 8 of 64
+    (workdir / "data" / "labels.txt").write_text("".join(f"{i // 16 * 16:03d}.npy[{i % 16}] {c}\n" for i, c in enumerate(truth)))
+    metrics = json.loads(cli(*args)[1])["outputs"]["probs"]
+    assert metrics["baseline_accuracy"] == 56 / 64
+
+
+def test_data_that_contradicts_a_fixed_input_value_is_exit_2(workdir, cli):
+    spec = workdir / "model.toml"
+    spec.write_text('[[inputs]]\nname = "x"\nshape = [-1, 16]\nvalue = 0.5\n')
+    code, _, err = cli("validate", workdir / "mlp.int8.onnx", "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+                       "--spec", spec)
+    assert code == 2 and "Traceback" not in err
+    assert "000.npy: input 'x' holds" in err and "[[inputs]] x value = 0.5 fixes it" in err

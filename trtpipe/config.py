@@ -54,15 +54,16 @@ class Preprocess:
     dtype: str = "float32"
 
 
-TASKS = ("classification", "embedding", "detection", "dense", "generic")
+TASKS = ("classification", "embedding", "detection", "dense", "sequence", "generic")
 
 
 @dataclass
 class OutputSpec:
     """One `[[outputs]]` entry: an output that validation judges, its task and how to read it.
 
-    Keys: name, task, layout, and per task: conf, iou (NMS), classes, score_output, class_output
-    (detection), margin (classification), neighbours (embedding), threshold (dense).
+    Keys: name, task, layout, batch_axis, and per task: conf, iou (NMS), classes, score_output,
+    class_output (detection), margin (classification), neighbours (embedding), threshold (dense),
+    blank, step_axis (sequence).
     None means the task's default (trtpipe.quality.tasks says which and why).
     """
 
@@ -77,7 +78,11 @@ class OutputSpec:
     margin: float | None = None
     neighbours: int | None = None
     threshold: float | None = None
-    batch_axis: int = 0  # the axis samples stack on (1 for an RNN state [layers, batch, hidden])
+    blank: int | None = None
+    step_axis: int | None = None
+    # The axis samples stack on (1 for an RNN state [layers, batch, hidden]); None: the output has no
+    # batch axis ([seq_len]) and the whole tensor is one sample per run.
+    batch_axis: int | None = 0
 
 
 @dataclass
@@ -86,7 +91,9 @@ class ModelSpec:
 
     name: str
     root: Path
-    task: str = "generic"  # one of TASKS: the task of float outputs that `outputs` does not name
+    # One of TASKS: the task of float outputs that `outputs` does not name. None: inferred from the
+    # model's inputs and outputs the way `trtpipe init` guesses it (quality.tasks.make_tasks).
+    task: str | None = None
     inputs: list[InputSpec] = field(default_factory=list)
     preprocess: Preprocess | None = None
     shapes: dict[str, str] = field(default_factory=dict)  # name -> "MIN/OPT/MAX" as trtexec writes them
@@ -164,6 +171,17 @@ def _boolean(value, where):
 
 
 _boolean.kind = "boolean"
+
+
+def _axis_or_none(value, where):
+    if value == "none":
+        return None
+    if isinstance(value, str):
+        raise _Invalid(f"{where} is {value!r}; write an axis (an integer) or \"none\" for an output without a batch axis")
+    return _integer(value, where)
+
+
+_axis_or_none.kind = 'integer or "none"'
 
 
 def _choice(*choices):
@@ -259,7 +277,8 @@ SCHEMA = {
     "outputs": _array_of_tables(_table({"name": _string, "task": _choice(*TASKS), "layout": _string, "conf": _number,
                                         "iou": _number, "classes": _integer, "score_output": _string,
                                         "class_output": _string, "margin": _number, "neighbours": _integer,
-                                        "threshold": _number, "batch_axis": _integer}, "outputs", required=("name",)),
+                                        "threshold": _number, "blank": _integer, "step_axis": _integer,
+                                        "batch_axis": _axis_or_none}, "outputs", required=("name",)),
                              "outputs"),
     # The public model zoo's pins and input recipe (scripts/zoo.py reads it; the pipeline does not).
     "zoo": _free_table,
@@ -268,9 +287,10 @@ SCHEMA = {
 # (scripts/spec_docs.py writes docs/model-toml.md from SCHEMA and this; a test keeps them in step).
 KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "name": ("the file's folder name", "the model's name in reports and summaries"),
-    "task": ('"generic"', ("how float outputs that [[outputs]] does not name are judged: classification (top-1/top-5 "
-                           "agreement, accuracy with labels), embedding (cosine, nearest-neighbour agreement), detection, "
-                           "dense (mask IoU), generic (cosine, SNR, worst channel)")),
+    "task": ("inferred", ("how float outputs that [[outputs]] does not name are judged: classification (top-1/top-5 "
+                          "agreement, accuracy with labels), embedding (cosine, nearest-neighbour agreement), detection, "
+                          "dense (mask IoU), generic (cosine, SNR, worst channel); without it, inferred from the model's "
+                          "shapes as 'trtpipe init' guesses, and the report says why")),
     "inputs": (None, "one entry per model input; without any, the model's own inputs are taken"),
     "inputs.name": (None, "the input's name in the ONNX graph"),
     "inputs.shape": (None, "dims, -1 for a dynamic one, e.g. [-1, 3, 224, 224]"),
@@ -303,9 +323,10 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "quantize.block_size": ("128", "rows of a weight sharing one INT4 scale: 32, 64 or 128 (as --block-size of awq, quantize, build)"),
     "outputs": (None, "outputs to judge and how; without any, every float output is judged by task"),
     "outputs.name": (None, "the output's name in the ONNX graph"),
-    "outputs.task": ("the spec's task", "classification, embedding, detection, dense or generic"),
-    "outputs.layout": ("none", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" [batch, boxes, 5+classes] '
-                                'or "separate" (score_output, class_output)')),
+    "outputs.task": ("the spec's task, else generic", "classification, embedding, detection, dense, sequence or generic"),
+    "outputs.layout": ("inferred", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" (also YOLOX) [batch, boxes, '
+                                    '5+classes] or "separate" (score_output, class_output); without it, the shorter of '
+                                    'the last two axes is read as the values per box. dense/generic: where C is, e.g. NCHW')),
     "outputs.conf": ("0.25", "detection: the confidence threshold"),
     "outputs.iou": ("0.45", "detection: NMS IoU"),
     "outputs.classes": ("from the shape", "detection: the number of classes"),
@@ -315,7 +336,10 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.neighbours": ("5", "embedding: how many nearest neighbours must agree"),
     "outputs.threshold": ("0.5", "dense: the foreground threshold of the map"),
     "outputs.batch_axis": ("0", ("the axis samples stack on: 1 for an RNN state [layers, batch, hidden] "
-                                 "(else its layers are judged as the samples)")),
+                                 "(else its layers are judged as the samples); \"none\" for an output without one "
+                                 "([seq_len]): the whole tensor is one sample per run")),
+    "outputs.blank": ("0", "sequence: the CTC blank class, dropped after repeats are collapsed"),
+    "outputs.step_axis": ("1", "sequence: the output's axis of time steps ([batch, steps, classes]); classes on the other"),
     "zoo": (None, "make zoo's pins and input recipe for a public model; the pipeline ignores it"),
 }
 TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs", "zoo")
@@ -416,14 +440,34 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
     def rel(key):
         return (root / data[key]).resolve() if key in data else None
 
-    return ModelSpec(
-        name=raw.get("name", root.name), root=root, task=raw.get("task", "generic"), inputs=inputs,
+    spec = ModelSpec(
+        name=raw.get("name", root.name), root=root, task=raw.get("task"), inputs=inputs,
         preprocess=preprocess, shapes=raw.get("shapes", {}), calibration=rel("calibration"),
         validation=rel("validation"), labels=rel("labels"), thresholds=raw.get("thresholds", {}),
         smooth=quantize.get("smooth"), exclude=quantize.get("exclude", []), block_size=quantize.get("block_size"),
-        min_weights=quantize.get("min_weights", 0), outputs=[OutputSpec(**o) for o in raw.get("outputs", [])],
+        min_weights=quantize.get("min_weights", 0),
+        outputs=[OutputSpec(**{"task": raw.get("task", "generic"), **o}) for o in raw.get("outputs", [])],
         path=path,
     )
+    check_thresholds(spec)
+    return spec
+
+
+def check_thresholds(spec: ModelSpec) -> None:
+    """Raise unless every metric in [thresholds] is judged by a task the spec names ([[outputs]]' tasks,
+    else the top-level task): a minimum no task checks would pass silently, whatever the candidate does."""
+    from trtpipe.quality.tasks import judged_by
+
+    if not spec.outputs and spec.task is None:
+        return  # inferred from the model when it runs: validation checks the metrics then (require_judged)
+    tasks = sorted({o.task for o in spec.outputs} if spec.outputs else {spec.task})
+    judged = list(dict.fromkeys(m for task in tasks for m in judged_by(task)))
+    for precision, limits in spec.thresholds.items():
+        for metric in limits:
+            if metric not in judged:
+                raise TrtpipeError(f"--spec {spec.path}: [thresholds.{precision}] {metric} is not judged for task "
+                                   f"{', '.join(tasks)}, which judges {', '.join(judged)}; use one of those, or name "
+                                   f"the output it applies to in [[outputs]] with a task that judges it")
 
 
 def resolve_inputs(spec: ModelSpec, model, model_path: str | os.PathLike) -> ModelSpec:

@@ -123,6 +123,11 @@ def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndar
     expected = np.dtype(spec.dtype)
     if array.dtype != expected and not np.can_cast(array.dtype, expected, casting="same_kind"):
         raise TrtpipeError(f"{path}: input '{name}' is {array.dtype}, the model expects {expected}; convert the data")
+    if spec.value is not None and not np.isclose(array, spec.value, rtol=1e-6, atol=0).all():
+        # The graph was folded for that value (graph.control): other data would run a branch that is gone.
+        found = array[~np.isclose(array, spec.value, rtol=1e-6, atol=0)].flat[0]
+        raise TrtpipeError(f"{path}: input '{name}' holds {found:g}, but the spec's [[inputs]] {name} value = "
+                           f"{spec.value:g} fixes it; give data with that value, or change or remove value")
     return array.astype(expected, copy=False)
 
 
@@ -234,6 +239,19 @@ def count_samples(directory: str | os.PathLike, limit: int | None = None) -> int
     if any(p.suffix.lower() not in IMAGE_SUFFIXES for p in files):
         return limit
     return len(files) if limit is None else min(limit, len(files))
+
+
+LABELS_FILE = "labels.txt"
+
+
+def labels_path(given: str | os.PathLike | None, from_spec: str | os.PathLike | None,
+                directory: str | os.PathLike | None) -> Path | None:
+    """Return the labels to read: --labels, else the spec's [data] labels, else a labels.txt inside the
+    data directory (docs/data.md); None when there are none."""
+    if given is not None or from_spec is not None:
+        return Path(given if given is not None else from_spec)
+    found = Path(directory) / LABELS_FILE if directory is not None else None
+    return found if found is not None and found.is_file() else None
 
 
 def read_labels(path: str | os.PathLike) -> dict[str, int]:

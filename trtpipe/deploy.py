@@ -128,7 +128,7 @@ def _runs_here(target: Target) -> bool:
 def _validate(outcome: Outcome, model_path: Path, spec: ModelSpec, reports: Path, on_engine: bool,
               batch_size: int) -> None:
     """Judge the outcome's engine (or, simulated, its typed ONNX) against FP32 on the validation data; write its report."""
-    from trtpipe.quality.validate import compare, thresholds_for, write_report
+    from trtpipe.quality.validate import compare, named_thresholds, thresholds_for, write_report
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     if on_engine:
@@ -137,11 +137,12 @@ def _validate(outcome: Outcome, model_path: Path, spec: ModelSpec, reports: Path
         runner, candidate = Engine(outcome.engine), outcome.engine
     else:
         runner, candidate = OnnxRunner(outcome.typed_onnx), outcome.typed_onnx
-    labels = data.read_labels(spec.labels) if spec.labels else None
+    labels = data.labels_path(None, spec.labels, spec.validation)
+    labels = data.read_labels(labels) if labels else None
     precision = str(outcome.precision)
     with runner, OnnxRunner(model_path) as base, data.model_runs_on(spec.validation):
         outcome.report = compare(runner, base, spec, spec.validation, precision, labels,
-                                 thresholds_for(precision, spec), batch_size)
+                                 thresholds_for(precision, spec), batch_size, named=named_thresholds(precision, spec))
     outcome.report_path = write_report(outcome.report, reports, candidate.name)[0]
 
 

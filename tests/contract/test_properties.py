@@ -25,6 +25,7 @@ from calibrators.cache import INT8_MAX, CacheError, CalibrationTable, parse, ren
 from trtpipe.config import DTYPES, InputSpec, ModelSpec, load_spec, parse_shapes
 from trtpipe.data import iter_batches
 from trtpipe.errors import TrtpipeError
+from trtpipe.quality.tasks import judged_by
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, read_sidecar
 
 # No example database: runs stay independent and nothing is written into the checkout.
@@ -130,9 +131,12 @@ alphas = st.none() | st.floats(0, 1)
 channel_values = st.lists(finite, min_size=1, max_size=2)
 sizes = st.lists(st.integers(1, 1024), min_size=2, max_size=2)
 colors = st.sampled_from(["RGB", "BGR", "L"])
-threshold_tables = st.dictionaries(st.sampled_from(["fp16", "int8", "fp8"]),
-                                   st.dictionaries(st.sampled_from(["cosine", "top1_agreement", "snr_db"]), finite,
-                                                   min_size=1, max_size=2), max_size=1)
+
+
+def threshold_tables(task: str):
+    """Thresholds of metrics `task` judges (a spec naming another is refused at load)."""
+    return st.dictionaries(st.sampled_from(["fp16", "int8", "fp8"]),
+                           st.dictionaries(st.sampled_from(judged_by(task)), finite, min_size=1, max_size=2), max_size=1)
 
 
 @st.composite
@@ -140,8 +144,8 @@ def specs(draw):
     """Return (sections, expected values) for a valid spec: sections maps a table header ('' for the
     top-level keys) to its lines, so a test can replace one table."""
     inputs = draw(input_specs)
-    sections = {"": [f"name = {_toml(draw(identifiers))}",
-                     f"task = {_toml(draw(tasks))}"]}
+    task = draw(tasks)
+    sections = {"": [f"name = {_toml(draw(identifiers))}", f"task = {_toml(task)}"]}
     sections["[[inputs]]"] = [line for name, shape, dtype in inputs for line in
                               ("[[inputs]]", f"name = {_toml(name)}", f"shape = {_toml(shape)}", f"dtype = {_toml(dtype)}")]
     exclude = draw(excludes)
@@ -152,7 +156,7 @@ def specs(draw):
     size = draw(sizes)
     sections["[preprocess]"] = ["[preprocess]", f"size = {_toml(size)}", f"mean = {_toml(mean)}", f"std = {_toml(std)}",
                                 f"color = {_toml(draw(colors))}"]
-    thresholds = draw(threshold_tables)
+    thresholds = draw(threshold_tables(task))
     for precision, values in thresholds.items():
         sections[f"[thresholds.{precision}]"] = [f"[thresholds.{precision}]"] + [f"{k} = {v!r}" for k, v in values.items()]
     expected = {"inputs": inputs, "exclude": exclude, "smooth": smooth, "mean": mean, "std": std, "size": tuple(size),

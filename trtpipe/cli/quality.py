@@ -70,7 +70,8 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--baseline", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX")
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's validation directory")
-@click.option("--labels", type=click.Path(path_type=Path), help="'<sample id> <class>' lines; default: the spec's")
+@click.option("--labels", type=click.Path(path_type=Path),
+              help="'<sample id> <class>' lines; default: the spec's, else labels.txt in the data directory")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path),
               help="model.toml: inputs, preprocessing, data, thresholds, task and [[outputs]] to judge")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
@@ -94,14 +95,13 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
     from trtpipe import data
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
-    from trtpipe.quality.tasks import make_tasks
-    from trtpipe.quality.validate import compare, report_paths, thresholds_for, write_report
+    from trtpipe.quality.validate import compare, named_thresholds, report_paths, thresholds_for, write_report
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     baseline_model = onnxio.load(baseline)
     spec = _spec(spec_path, baseline_model, baseline)
     data_dir = _data_dir(data_dir, spec.validation, "validation")
-    labels = labels or spec.labels
+    labels = data.labels_path(labels, spec.labels, data_dir)
     if report_dir:
         json_path, *others = report_paths(report_dir, candidate.name)
         check_output(json_path, [candidate, baseline, spec_path, data_dir, labels], "--report", siblings=others)
@@ -125,13 +125,8 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
         precision = runner.info.precision
     limits = thresholds_for(precision, spec, parsed)  # unknown metric names fail here, before anything runs
     with runner, OnnxRunner(baseline, model=baseline_model) as base:
-        judged = {metric for task in make_tasks(spec, base.outputs) for metric in task.judged}
-        for metric in parsed:
-            if metric not in judged:
-                raise TrtpipeError(f"--threshold {metric}: no judged output of {baseline} has this metric; "
-                                   f"its outputs' tasks judge {', '.join(sorted(judged))}")
-        report = compare(runner, base, spec, data_dir, precision, label_map,
-                         limits, batch_size, limit)
+        report = compare(runner, base, spec, data_dir, precision, label_map, limits, batch_size, limit,
+                         named=named_thresholds(precision, spec, parsed))
     if report_dir:
         write_report(report, report_dir, candidate.name)
     if as_json:

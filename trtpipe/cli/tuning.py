@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -61,6 +62,9 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
     latency on --target, judged on calibration data; then confirms the choice on the validation set.
     Build with it: trtpipe build MODEL --cache OUT.cache --exclude @OUT.toml ...
 
+    Exit 0 when what is written meets the thresholds (on the validation set, when there is one), 1
+    when nothing tried does: the closest is written all the same, and stderr says so.
+
     \b
     Examples:
       trtpipe tune model.onnx --spec model.toml --precision int8 --target L4 --budget-min 0.5 -o model.int8.tuned.cache
@@ -84,7 +88,8 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
     check_output(output, inputs, siblings=[exclusions_path(output)])
     for path in report_paths(spec, precision, report_dir):
         check_output(path, [*inputs, output, exclusions_path(output)], "--report")
-    labels = data.read_labels(spec.labels) if spec.labels and validation_dir == spec.validation else None
+    labels = data.labels_path(None, spec.labels if validation_dir == spec.validation else None, validation_dir)
+    labels = data.read_labels(labels) if labels else None
 
     def on_phase(text):
         click.echo(f"-- {text}", err=True)
@@ -132,3 +137,6 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
         click.echo(f"wrote {path}")
     if not chosen.passed:
         click.echo("no configuration tried meets the thresholds; the one closest is written", err=True)
+    # What is written must meet the spec where it was last judged: validation when there is a validation set.
+    confirmed = result.validation is None or result.validation.passed or result.confirmed is not None
+    sys.exit(0 if chosen.passed and confirmed else 1)

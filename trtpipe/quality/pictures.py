@@ -85,6 +85,27 @@ class Flips:
 
 
 @dataclass
+class SequenceChanges:
+    """Sequences: the samples whose decoded sequence changed (tasks.sequence.Change), FP32's above the candidate's."""
+
+    changes: list
+    changed: int
+    samples: int
+
+    def draw(self, plt, title: str):
+        if not self.changes:
+            return None
+        fig, (ax,) = _figure(plt, 1, 9.0, columns=1)
+        ax.axis("off")
+        rows = [f"{c.sample[:24]:24}  FP32      {' '.join(map(str, c.baseline))}\n{'':24}  candidate {' '.join(map(str, c.candidate))}"
+                f"   ({c.distance} edit{'s' if c.distance > 1 else ''})" for c in self.changes]
+        ax.text(0, 1, "\n".join(rows), family="monospace", fontsize=7, va="top", transform=ax.transAxes)
+        _title(fig, f"{title}: decoded sequence changed on {self.changed} of {self.samples} samples "
+                    f"(first {len(self.changes)}, class indices)")
+        return fig
+
+
+@dataclass
 class BoxSamples:
     """Detection: the samples with the most unmatched boxes (tasks.detection.DetectionSample)."""
 

@@ -6,6 +6,7 @@ batch by batch and gives back the metrics users judge that kind of output by.
 - embedding: cosine per sample and nearest-neighbour agreement within the set;
 - detection: decoded boxes matched to the baseline's (precision, recall, F1, mAP@0.5, box IoU);
 - dense: IoU and pixel agreement of thresholded maps;
+- sequence: CTC greedy decoding, the share of exactly equal strings and of agreeing characters;
 - generic: cosine, SNR, and the worst channel's cosine and SNR.
 
 Every task also keeps the raw-tensor numbers (cosine, SNR, errors) of its output, shown but judged
@@ -41,6 +42,7 @@ class Task:
 
     def __init__(self, spec: OutputSpec):
         self.spec = spec
+        self.why = ""  # where the task came from: the spec, or what it was inferred from (make_tasks)
         self.raw = OutputMetrics()
         self.baseline_min = np.inf
         self.baseline_max = -np.inf
@@ -62,7 +64,10 @@ class Task:
                inputs: Mapping[str, np.ndarray], labels: np.ndarray | None = None) -> None:
         """Add one batch: the candidate's outputs `got`, the baseline's `want`, the sample ids and inputs,
         and the labels (-1: unknown) where there are any."""
-        if self.spec.batch_axis:  # samples first, as every metric below reads them
+        if self.spec.batch_axis is None:  # no batch axis: the whole tensor is one sample of this run
+            got, want = ({**arrays, self.output: np.asarray(arrays[self.output])[None]} for arrays in (got, want))
+            ids, labels = [ids[0] if len(ids) == 1 else f"{ids[0]}..{ids[-1]}"], None
+        elif self.spec.batch_axis:  # samples first, as every metric below reads them
             shape = np.shape(want[self.output])
             if not 0 < self.spec.batch_axis < len(shape):
                 raise TrtpipeError(f"--spec: [[outputs]] {self.output}: batch_axis {self.spec.batch_axis} is not an axis "
@@ -118,6 +123,14 @@ class Task:
         result["samples"] = raw["samples"]
         return result
 
+    def described(self) -> dict[str, str]:
+        """Return how this output was read, for the report: why this task (and a detector's layout)."""
+        return {"why": self.why} if self.why else {}
+
+    def unmeasured(self, metric: str) -> str:
+        """Return why this run gave no `metric` (one of `judged`), and what would give one."""
+        return "this data gives no value for it; remove the threshold"
+
     def picture(self):
         """Return what the report draws for this output (a small dataclass of trtpipe.quality.pictures)."""
         from trtpipe.quality.pictures import ErrorHistogram
@@ -157,22 +170,34 @@ def constant_cause(task: Task) -> str:
     return "an output that does not depend on the inputs (a constant or a passthrough), or inputs that are all alike"
 
 
-def make_task(spec: OutputSpec) -> Task:
-    """Return the task object for one `[[outputs]]` entry."""
+def task_kinds() -> dict[str, type[Task]]:
+    """Return every task class by its name (config.TASKS)."""
     from trtpipe.quality.tasks.classification import ClassificationTask
     from trtpipe.quality.tasks.dense import DenseTask
     from trtpipe.quality.tasks.detection import DetectionTask
     from trtpipe.quality.tasks.embedding import EmbeddingTask
     from trtpipe.quality.tasks.generic import GenericTask
+    from trtpipe.quality.tasks.sequence import SequenceTask
 
-    kinds = {"classification": ClassificationTask, "embedding": EmbeddingTask, "detection": DetectionTask,
-             "dense": DenseTask, "generic": GenericTask}
-    return kinds[spec.task](spec)
+    return {kind.name: kind for kind in (ClassificationTask, EmbeddingTask, DetectionTask, DenseTask, SequenceTask,
+                                         GenericTask)}
+
+
+def judged_by(task: str) -> tuple[str, ...]:
+    """Return the metrics thresholds may check on an output of `task`."""
+    return task_kinds()[task].judged
+
+
+def make_task(spec: OutputSpec) -> Task:
+    """Return the task object for one `[[outputs]]` entry."""
+    return task_kinds()[spec.task](spec)
 
 
 def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
     """Return the tasks that judge a model with `outputs` (IOSpecs): the spec's `[[outputs]]`, else
-    every float output with the spec's task where its shape fits (the rest generic)."""
+    every float output with the spec's task where its shape fits (the rest generic). Without a task
+    in the spec, the task is the one `trtpipe init` guesses from the spec's inputs and these outputs,
+    and each task's `why` says so."""
     by_name = {o.name: o for o in outputs}
     floats = [o for o in outputs if o.dtype.startswith(("float", "bfloat"))]
     if spec is not None and spec.outputs:
@@ -181,17 +206,37 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
                 if name is not None and name not in by_name:
                     raise TrtpipeError(f"--spec: [[outputs]] names '{name}', which the model does not have "
                                        f"(it has {', '.join(by_name)}); fix the name")
-        return [make_task(entry) for entry in spec.outputs]
+        return [_with_why(make_task(entry), "named in the spec's [[outputs]]") for entry in spec.outputs]
     if not floats:
         raise TrtpipeError(f"the model has no float output to judge (outputs: {', '.join(by_name)}); "
                            "name the outputs that matter in the spec's [[outputs]]")
-    task = spec.task if spec is not None else "generic"
+    task, why = _model_task(spec, outputs)
     tasks = []
     for i, output in enumerate(floats):
         fits = {"classification": len(output.shape) == 2, "embedding": len(output.shape) >= 2,
-                "detection": i == 0 and len(output.shape) == 3, "dense": len(output.shape) in (3, 4)}
-        tasks.append(make_task(OutputSpec(output.name, task if fits.get(task, True) else "generic")))
+                "detection": i == 0 and len(output.shape) == 3, "dense": len(output.shape) in (3, 4),
+                "sequence": len(output.shape) == 3}
+        fit = fits.get(task, True)
+        tasks.append(_with_why(make_task(OutputSpec(output.name, task if fit else "generic")),
+                               why if fit else f"{why}; its shape {list(output.shape)} does not fit {task}, so generic"))
     return tasks
+
+
+def _model_task(spec: ModelSpec | None, outputs: Sequence) -> tuple[str, str]:
+    """Return the spec's task, or the one `trtpipe init` guesses (starting_spec.guess_task), and why."""
+    if spec is not None and spec.task is not None:
+        return spec.task, "the spec's task"
+    from trtpipe.starting_spec import TensorFacts, guess_task
+
+    facts = [TensorFacts(o.name, list(o.shape), o.dtype) for o in outputs]
+    inputs = [TensorFacts(i.name, list(i.shape), i.dtype) for i in (spec.inputs if spec is not None else [])]
+    guess = guess_task(inputs, facts)
+    return guess.task, f"no task in the spec; inferred as 'trtpipe init' does: {guess.why} (set task to change it)"
+
+
+def _with_why(task: Task, why: str) -> Task:
+    task.why = why
+    return task
 
 
 def judge_model(model, tasks, batches: Sequence[Mapping[str, np.ndarray]],

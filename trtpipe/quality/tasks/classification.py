@@ -90,6 +90,15 @@ class ClassificationTask(Task):
         result.update(confident_samples=self.confident, confident_margin=self.margin, top1_flips=self.flipped)
         return result
 
+    def unmeasured(self, metric: str) -> str:
+        if metric == "accuracy":
+            return ("no sample has a label; give --labels, [data] labels, or a labels.txt in the data directory "
+                    "(docs/data.md)")
+        if metric == "confident_top1_agreement":
+            return (f"FP32's top class beats the runner-up by {self.margin:g} on no sample; lower margin in "
+                    "[[outputs]] or use data the model is sure of")
+        return super().unmeasured(metric)
+
     def picture(self):
         from trtpipe.quality.pictures import Flips
 

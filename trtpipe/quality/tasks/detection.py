@@ -14,7 +14,7 @@ from trtpipe.quality.tasks import Degenerate, Task
 
 LAYOUTS = {
     "yolov8": "[batch, 4+classes, boxes]: cx, cy, w, h, then one score per class",
-    "yolov5": "[batch, boxes, 4+1+classes]: cx, cy, w, h, objectness, then one score per class",
+    "yolov5": "[batch, boxes, 4+1+classes]: cx, cy, w, h, objectness, then one score per class (YOLOv5, YOLOX)",
     "separate": "boxes [batch, boxes, 4] as x1, y1, x2, y2, with score_output [batch, boxes] and "
                 "class_output [batch, boxes] (or score_output [batch, boxes, classes])",
 }
@@ -74,9 +74,31 @@ def nms(dets: Detections, iou: float, limit: int = MAX_BOXES) -> Detections:
     return Detections(dets.boxes[keep], dets.scores[keep], dets.classes[keep])
 
 
+# A layout is confirmed on the FP32 boxes (DetectionTask.confirm): most centres inside the image (this
+# share of its size beyond the edge is allowed: boxes cut by the edge), and not all in one place
+# (centres spread over less than SAME_PLACE of the image).
+OUTSIDE = 0.1
+SAME_PLACE = 0.02
+
+
+def infer_layout(name: str, shape) -> tuple[str, str]:
+    """Return the layout a rank-3 detector output of `shape` is read by, and why: the shorter of its last two
+    axes holds the values per box (4+classes for YOLOv8, 5+classes for YOLOv5/YOLOX), the longer the boxes."""
+    shape = list(shape)
+    if len(shape) == 3 and 5 <= shape[1] < shape[2]:
+        return "yolov8", (f"inferred from [batch, {shape[1]}, {shape[2]}]: {shape[1]} values per box (4 + "
+                          f"{shape[1] - 4} classes) on {shape[2]} boxes, as YOLOv8 writes {LAYOUTS['yolov8']}")
+    if len(shape) == 3 and 6 <= shape[2] < shape[1]:
+        return "yolov5", (f"inferred from [batch, {shape[1]}, {shape[2]}]: {shape[1]} boxes of {shape[2]} values "
+                          f"(4 + objectness + {shape[2] - 5} classes), as YOLOv5 and YOLOX write {LAYOUTS['yolov5']}")
+    raise TrtpipeError(f"output '{name}' has shape {shape}, which is neither YOLOv8's [batch, 4+classes, boxes] nor "
+                       "YOLOv5/YOLOX's [batch, boxes, 5+classes]; set layout in the spec's [[outputs]] (separate: decoded boxes "
+                       "with score_output and class_output), or task = \"generic\" for this output")
+
+
 def decode(outputs: dict, index: int, spec, conf: float | None = None) -> Detections:
     """Return sample `index`'s detections above `conf` (default: the spec's), after NMS, by `spec.layout`."""
-    layout = spec.layout or "yolov8"
+    layout = spec.layout
     if conf is None:
         conf = spec.conf if spec.conf is not None else CONF
     main = np.asarray(outputs[spec.name][index], np.float64)
@@ -98,6 +120,15 @@ def decode(outputs: dict, index: int, spec, conf: float | None = None) -> Detect
     scores = class_scores.max(axis=1) if class_scores.shape[1] else np.zeros(len(boxes))
     keep = scores >= conf
     return nms(Detections(boxes[keep], scores[keep], classes[keep]), _nms_iou(spec))
+
+
+def image_size(inputs) -> tuple[int, int] | None:
+    """Return the height and width of the only 4-D input (NCHW, or NHWC when its last axis is 1 or 3), else None."""
+    images = [np.shape(a) for a in inputs.values() if np.ndim(a) == 4]
+    if len(images) != 1:
+        return None
+    shape = images[0]
+    return (shape[1], shape[2]) if shape[3] in (1, 3) and shape[1] not in (1, 3) else (shape[2], shape[3])
 
 
 def _nms_iou(spec) -> float:
@@ -154,10 +185,11 @@ class DetectionTask(Task):
 
     def __init__(self, spec):
         super().__init__(spec)
-        layout = spec.layout or "yolov8"
-        if layout not in LAYOUTS:
+        layout = spec.layout
+        if layout is not None and layout not in LAYOUTS:
             raise TrtpipeError(f"--spec: [[outputs]] {spec.name}: layout {layout} is not one of "
                                f"{', '.join(LAYOUTS)} ({'; '.join(f'{k}: {v}' for k, v in LAYOUTS.items())})")
+        self.layout_why = "given in the spec's [[outputs]]" if layout is not None else ""
         if layout == "separate" and spec.score_output is None:
             raise TrtpipeError(f"--spec: [[outputs]] {spec.name}: layout separate needs score_output (and class_output)")
         self.scores: list[np.ndarray] = []  # candidate scores, classes and TP flags over the set, for AP
@@ -170,17 +202,26 @@ class DetectionTask(Task):
         self.tp = 0
         self.conf = spec.conf if spec.conf is not None else CONF
         self.samples: list[DetectionSample] = []
+        self.centres: list[np.ndarray] = []  # the FP32 boxes' centres over the set, to confirm the layout
+        self.image_size: tuple[int, int] | None = None  # height, width of the image input, when there is one
 
     @property
     def reads(self) -> list[str]:
         return [n for n in (self.spec.name, self.spec.score_output, self.spec.class_output) if n is not None]
 
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
+        from dataclasses import replace
+
         from trtpipe.quality.tasks.classification import thumbnail
 
+        if self.spec.layout is None:  # read from the first batch's shape: a dynamic dimension has a size there
+            layout, self.layout_why = infer_layout(self.output, baseline.shape)
+            self.spec = replace(self.spec, layout=layout)
         self._check_shape(baseline)
+        self.image_size = self.image_size or image_size(inputs)
         for i, sample in enumerate(ids):
             base, ranked = decode(want, i, self.spec), decode(got, i, self.spec, AP_CONF)
+            self.centres.append((base.boxes[:, :2] + base.boxes[:, 2:]) / 2)
             at_conf = ranked.scores >= self.conf
             cand = Detections(ranked.boxes[at_conf], ranked.scores[at_conf], ranked.classes[at_conf])
             ious, matched = match(cand, base)
@@ -201,7 +242,7 @@ class DetectionTask(Task):
                 del self.samples[PICTURES:]
 
     def _check_shape(self, baseline: np.ndarray) -> None:
-        layout = self.spec.layout or "yolov8"
+        layout = self.spec.layout
         width = {"yolov8": (baseline.shape[1] if baseline.ndim == 3 else 0),
                  "yolov5": (baseline.shape[2] if baseline.ndim == 3 else 0), "separate": None}[layout]
         if layout != "separate" and (baseline.ndim != 3 or width < 5):
@@ -210,6 +251,12 @@ class DetectionTask(Task):
         if self.spec.classes is not None and layout != "separate" and width - (4 if layout == "yolov8" else 5) != self.spec.classes:
             raise TrtpipeError(f"output '{self.output}' has {width} values per box, not {self.spec.classes} classes plus "
                                f"the box ({LAYOUTS[layout]}); fix classes or layout in the spec's [[outputs]]")
+        boxes = baseline.shape[2] if layout == "yolov8" else baseline.shape[1]
+        if layout != "separate" and width - (4 if layout == "yolov8" else 5) > boxes:
+            # YOLOX's [1, 3549, 6] read as YOLOv8: 3545 classes on 6 boxes. No detector has more classes than boxes.
+            raise TrtpipeError(f"output '{self.output}' {list(baseline.shape)} read as layout {layout} ({LAYOUTS[layout]}) "
+                               f"has {width - (4 if layout == 'yolov8' else 5)} classes on {boxes} boxes, more classes "
+                               "than boxes; set layout in the spec's [[outputs]] (yolov5 for [batch, boxes, 5+classes])")
 
     def finish(self) -> None:
         super().finish()
@@ -219,6 +266,30 @@ class DetectionTask(Task):
                              f"{self.raw.count} samples, so no box can be compared; likely cause: data without the "
                              "objects this model finds, preprocessing that differs from training, or a wrong layout; "
                              "use data with objects or lower conf in [[outputs]]")
+        self.confirm()
+
+    def confirm(self) -> None:
+        """Raise unless the FP32 boxes look like boxes in the image: most centres inside it, and spread
+        over it, not all at one place (other values read as boxes by a wrong layout)."""
+        centres = np.concatenate(self.centres) if self.centres else np.zeros((0, 2))
+        fix = (f"layout {self.spec.layout} ({self.layout_why}); set layout in the spec's [[outputs]] for "
+               f"'{self.output}': yolov8, yolov5 or separate, as docs/validation.md describes them")
+        if self.image_size is not None:
+            height, width = self.image_size
+            inside = ((centres[:, 0] >= -OUTSIDE * width) & (centres[:, 0] <= (1 + OUTSIDE) * width)
+                      & (centres[:, 1] >= -OUTSIDE * height) & (centres[:, 1] <= (1 + OUTSIDE) * height))
+            if inside.mean() < 0.5:
+                raise TrtpipeError(f"output '{self.output}': {1 - inside.mean():.0%} of the {len(centres)} FP32 boxes have "
+                                   f"their centre outside the {width}x{height} image, read as {fix}")
+        scale = max(self.image_size) if self.image_size is not None else None
+        spread = float(np.ptp(centres, axis=0).max()) if len(centres) else 0.0
+        if len(centres) >= 3 and scale is not None and spread < SAME_PLACE * scale:
+            x, y = centres.mean(axis=0)
+            raise TrtpipeError(f"output '{self.output}': all {len(centres)} FP32 boxes are centred within {spread:.3g} "
+                               f"pixels of ({x:.3g}, {y:.3g}), read as {fix}")
+
+    def described(self) -> dict[str, str]:
+        return {**super().described(), "layout": self.spec.layout, "layout_why": self.layout_why}
 
     def metrics(self) -> dict[str, float]:
         hits = np.concatenate(self.hits) if self.hits else np.zeros(0, bool)

@@ -1,5 +1,7 @@
 """Generic outputs: cosine and SNR over the tensor, and the worst channel's, so that a small
-channel (a class score next to box coordinates, a rarely active feature) cannot hide behind a large one."""
+channel (a class score next to box coordinates, a rarely active feature) cannot hide behind a large one.
+The channel's cosine sees its direction, its SNR its magnitude: a channel scaled by 0.2, offset or
+zeroed keeps a high cosine or none at all, but its SNR falls to a few dB."""
 
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ class ChannelSums:
                 total += part
 
     def worst(self) -> dict[str, float]:
-        """Return the worst channel's cosine and SNR (channels silent in the baseline are skipped)."""
+        """Return the worst channel's cosine and the worst channel's SNR, with the index of each (channels
+        silent in the baseline are skipped)."""
         if self.dot is None:
             return {}
         live = self.base > 0
@@ -46,7 +49,7 @@ class ChannelSums:
         cosine = np.where(live, self.dot / np.sqrt(np.maximum(self.cand * self.base, 1e-300)), np.inf)
         snr = np.array([snr_db(s, n) if s > 0 else np.inf for s, n in zip(self.base, self.noise)])
         return {"channel_cosine_min": float(cosine.min()), "channel_snr_db_min": float(snr.min()),
-                "worst_channel": int(cosine.argmin()), "channels": len(self.dot)}
+                "worst_channel": int(cosine.argmin()), "worst_snr_channel": int(snr.argmin()), "channels": len(self.dot)}
 
 
 class GenericTask(Task):
@@ -62,6 +65,12 @@ class GenericTask(Task):
         axis = channel_axis(self.spec.layout, candidate.ndim)
         if axis is not None:
             self.channels.update(np.nan_to_num(candidate), baseline, axis)
+
+    def unmeasured(self, metric: str) -> str:
+        if metric.startswith("channel_"):
+            return ("it has no channel axis (rank 1) or every channel is 0 in the FP32 baseline; set layout in "
+                    "[[outputs]] to say where C is, or drop the channel minimum")
+        return super().unmeasured(metric)
 
     def metrics(self) -> dict[str, float]:
         raw = self.raw.summary()

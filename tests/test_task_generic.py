@@ -1,0 +1,83 @@
+"""The generic judge sees magnitude: a YOLOv8-style head whose class channels are scaled by 0.2 (boxes
+exact), one channel offset or one zeroed fails, while the honest FP16, INT8 and FP8 typed ONNX pass."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from damage import offset_channel, scale_channels, zero_channel
+
+from models import save, save_batches, yolo_like
+from trtpipe.quality.validate import DEFAULT_THRESHOLDS, snr_for_cosine
+
+CLASSES = 18
+WIDTH = 4 + CLASSES
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory):
+    """The FP32 head, its typed FP16/INT8/FP8 ONNX, a spec judging output0 as generic, and 64 images."""
+    from click.testing import CliRunner
+
+    from trtpipe.cli import main
+
+    root = tmp_path_factory.mktemp("head")
+    save(yolo_like(CLASSES), root / "head.onnx")
+    rng = np.random.default_rng(0)
+    save_batches(root / "calib", rng.uniform(0, 1, (64, 3, 64, 64)).astype(np.float32))
+    save_batches(root / "val", rng.uniform(0, 1, (64, 3, 64, 64)).astype(np.float32))
+    (root / "model.toml").write_text('task = "generic"\n[data]\ncalibration = "calib"\nvalidation = "val"\n')
+    for precision in ("fp16", "int8", "fp8"):
+        steps = [["quantize", root / "head.onnx", "--precision", precision, "-o", root / f"head.{precision}.onnx"]]
+        if precision != "fp16":
+            steps.insert(0, ["calibrate", root / "head.onnx", "--spec", root / "model.toml", "--precision", precision,
+                             "-o", root / f"head.{precision}.cache"])
+            steps[1] += ["--cache", root / f"head.{precision}.cache"]
+        for args in steps:
+            result = CliRunner().invoke(main, [str(a) for a in args])
+            assert result.exit_code == 0, result.output
+    return root
+
+
+def _validate(cli, head, candidate):
+    code, out, err = cli("validate", candidate, "--baseline", head / "head.onnx", "--spec", head / "model.toml", "--json")
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+def test_channel_snr_minimum_is_what_the_cosine_minimum_implies():
+    # noise uncorrelated with the signal at SNR S gives cosine 1/sqrt(1 + 1/S)
+    for precision, limits in DEFAULT_THRESHOLDS.items():
+        snr = 10 ** (limits["channel_snr_db_min"] / 10)
+        assert limits["channel_cosine_min"] - 1e-3 < 1 / np.sqrt(1 + 1 / snr) <= limits["channel_cosine_min"], precision
+    assert snr_for_cosine(0.95) == 9.6 and snr_for_cosine(0.999) == 26.9
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int8", "fp8"])
+def test_honest_typed_onnx_passes(cli, head, precision):
+    code, report = _validate(cli, head, head / f"head.{precision}.onnx")
+    metrics = report["outputs"]["output0"]
+    assert code == 0 and report["passed"], report["decided_by"]
+    assert metrics["channel_snr_db_min"] >= DEFAULT_THRESHOLDS[precision]["channel_snr_db_min"]
+    assert "channel_snr_db_min" in {c["metric"] for c in report["checks"]}
+
+
+@pytest.mark.parametrize("damage,channel", [
+    (lambda m: scale_channels(m, "output0", WIDTH, {4 + c: 0.2 for c in range(CLASSES)}), None),  # the issue's YOLOv8n
+    (lambda m: offset_channel(m, "output0", 6, 0.3, WIDTH), 6),  # a class score 0.3 too high everywhere
+    (lambda m: zero_channel(m, "output0", 9, WIDTH), 9),
+])
+def test_damaged_channel_fails_on_its_snr(cli, head, damage, channel):
+    honest = onnx.load(str(head / "head.int8.onnx"))
+    save(damage(honest), head / "damaged.int8.onnx")
+    code, report = _validate(cli, head, head / "damaged.int8.onnx")
+    metrics = report["outputs"]["output0"]
+    failed = {c["metric"] for c in report["checks"] if not c["passed"]}
+    assert code == 1 and not report["passed"]
+    assert "channel_snr_db_min" in failed and metrics["channel_snr_db_min"] < 3.0
+    assert metrics["cosine"] > 0.99  # the boxes dominate the tensor: its cosine alone passes all three
+    if channel is not None:
+        assert metrics["worst_snr_channel"] == channel
+    else:
+        assert metrics["worst_snr_channel"] >= 4 and metrics["channel_cosine_min"] > 0.95  # scale: cosine is blind

@@ -1,0 +1,97 @@
+"""Sequences are judged by the strings they decode to (CTC greedy: argmax per step, repeats collapsed,
+blank dropped); an output without a batch axis is one sample per run."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from damage import favour_class
+
+from models import ctc_head, save, save_batches, unbatched
+from trtpipe.config import OutputSpec
+from trtpipe.quality.tasks import make_task
+from trtpipe.quality.tasks.sequence import ctc_greedy, edit_distance
+from trtpipe.quality.validate import DEFAULT_THRESHOLDS, judge
+
+SPEC = '[[outputs]]\nname = "probs"\ntask = "sequence"\n'
+
+
+def test_ctc_greedy_collapses_repeats_then_drops_the_blank():
+    steps = np.eye(4)[[[1, 1, 0, 1, 2, 2, 0, 0, 3]]]  # one-hot classes per step
+    assert ctc_greedy(steps, blank=0) == [(1, 1, 2, 3)]  # the blank between the 1s keeps both
+    assert ctc_greedy(steps, blank=2) == [(1, 0, 1, 0, 3)]
+    assert edit_distance((1, 2, 3), (1, 3)) == 1 and edit_distance((), (4, 4)) == 2 and edit_distance((5,), (5,)) == 0
+
+
+def test_the_captcha_case_fails_at_the_default_minimum():
+    """INT8 changed 6.2% of a CTC captcha recognizer's strings and passed; at exact_match >= 0.98 it fails."""
+    rng = np.random.default_rng(0)
+    baseline = np.eye(12)[rng.integers(0, 12, (500, 24))]
+    candidate = baseline.copy()
+    changed = rng.choice(500, 31, replace=False)  # 6.2%
+    candidate[changed, 5] = np.roll(candidate[changed, 5], 1, axis=-1)
+    task = make_task(OutputSpec("probs", "sequence"))
+    for lo in range(0, 500, 100):
+        ids = [f"s{i}" for i in range(lo, lo + 100)]
+        task.update({"probs": candidate[lo:lo + 100]}, {"probs": baseline[lo:lo + 100]}, ids, {})
+    outputs, checks = judge([task], "int8", DEFAULT_THRESHOLDS["int8"])
+    exact = next(c for c in checks if c.metric == "exact_match")
+    assert not exact.passed and exact.value == pytest.approx(1 - outputs["probs"]["changed_sequences"] / 500)
+    assert outputs["probs"]["changed_sequences"] <= 31 and exact.value < 0.95  # a roll can leave a blank step blank
+
+
+@pytest.fixture(scope="module")
+def recognizer(tmp_path_factory):
+    from click.testing import CliRunner
+
+    from trtpipe.cli import main
+
+    root = tmp_path_factory.mktemp("ctc")
+    save(ctc_head(), root / "ctc.onnx")
+    rng = np.random.default_rng(0)
+    save_batches(root / "val", rng.normal(0, 1, (64, 24, 8)).astype(np.float32))
+    (root / "model.toml").write_text(SPEC)
+    result = CliRunner().invoke(main, ["quantize", str(root / "ctc.onnx"), "--precision", "fp16", "-o", str(root / "ctc.fp16.onnx")])
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def _validate(cli, root, candidate, *args):
+    code, out, err = cli("validate", candidate, "--baseline", root / "ctc.onnx", "--data", root / "val",
+                         "--spec", root / "model.toml", "--json", *args)
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+def test_honest_fp16_reads_the_same_strings(cli, recognizer):
+    code, report = _validate(cli, recognizer, recognizer / "ctc.fp16.onnx", "--report", recognizer / "reports")
+    probs = report["outputs"]["probs"]
+    assert code == 0 and probs["task"] == "sequence" and probs["exact_match"] == 1.0 and probs["baseline_characters"] > 64 * 10
+    assert {"exact_match", "char_agreement"} <= {c["metric"] for c in report["checks"]}
+
+
+def test_a_class_favoured_by_a_little_changes_strings_and_fails(cli, recognizer):
+    damaged = favour_class(onnx.load(str(recognizer / "ctc.fp16.onnx")), "probs", 3, 0.1, 12)
+    save(damaged, recognizer / "ctc.damaged.onnx")
+    code, report = _validate(cli, recognizer, recognizer / "ctc.damaged.onnx")
+    probs = report["outputs"]["probs"]
+    assert code == 1 and probs["exact_match"] < 0.98 and probs["changed_sequences"] > 1
+    assert "exact_match" in {c["metric"] for c in report["checks"] if not c["passed"]}
+
+
+def test_an_output_without_a_batch_axis_is_one_sample_per_run(tmp_path, cli):
+    save(unbatched(), tmp_path / "seg.onnx")
+    code, _, err = cli("quantize", tmp_path / "seg.onnx", "--precision", "fp16", "-o", tmp_path / "seg.fp16.onnx")
+    assert code == 0, err
+    (tmp_path / "val").mkdir()
+    for i, sample in enumerate(np.random.default_rng(0).normal(0, 2, (8, 16)).astype(np.float32)):
+        np.save(tmp_path / "val" / f"{i}.npy", sample)
+    inputs = '[[inputs]]\nname = "chars"\nshape = [16]\nbatched = false\n'
+    for batch_axis, samples in (("", 8 * 16), ('batch_axis = "none"\n', 8)):
+        (tmp_path / "model.toml").write_text(f'{inputs}[[outputs]]\nname = "boundaries"\n{batch_axis}')
+        code, out, err = cli("validate", tmp_path / "seg.fp16.onnx", "--baseline", tmp_path / "seg.onnx", "--data", tmp_path / "val",
+                             "--spec", tmp_path / "model.toml", "--batch-size", 1, "--json")
+        assert code in (0, 1), err
+        # read on axis 0, each run's 16 values were 16 samples of one value; without a batch axis, one sample per run
+        assert json.loads(out)["outputs"]["boundaries"]["samples"] == samples

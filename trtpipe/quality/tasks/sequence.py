@@ -1,0 +1,107 @@
+"""Sequences: a CTC recognizer's per-step class scores decoded greedily (argmax per step, repeats
+collapsed, the blank dropped), judged by whether the candidate reads the string FP32 reads: the share
+of samples whose strings agree exactly, and the characters that agree (1 - character error rate)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trtpipe.errors import TrtpipeError
+from trtpipe.quality.tasks import Degenerate, Task
+
+BLANK = 0  # PaddleOCR's, and PyTorch's nn.CTCLoss default
+STEP_AXIS = 1  # [batch, steps, classes]
+CHANGES_KEPT = 12
+
+
+def ctc_greedy(steps: np.ndarray, blank: int) -> list[tuple[int, ...]]:
+    """Return each sample's decoded classes from scores [samples, steps, classes]: the best class per step,
+    repeats collapsed, then `blank` dropped (so a blank between two equal classes keeps both)."""
+    best = steps.argmax(-1)
+    decoded = []
+    for row in best:
+        distinct = np.ones(len(row), bool)
+        distinct[1:] = row[1:] != row[:-1]
+        decoded.append(tuple(int(c) for c in row[distinct] if c != blank))
+    return decoded
+
+
+def edit_distance(a: tuple, b: tuple) -> int:
+    """Return the Levenshtein distance between two sequences (insertions, deletions, substitutions)."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+@dataclass
+class Change:
+    """A sample whose decoded sequence changed: FP32's and the candidate's classes, and their distance."""
+
+    sample: str
+    baseline: tuple[int, ...]
+    candidate: tuple[int, ...]
+    distance: int
+
+
+class SequenceTask(Task):
+    name = "sequence"
+    judged = ("exact_match", "char_agreement")
+    primary = "exact_match"
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        self.blank = spec.blank if spec.blank is not None else BLANK
+        self.step_axis = spec.step_axis if spec.step_axis is not None else STEP_AXIS
+        self.count = self.exact = self.edits = self.characters = 0
+        self.changes: list[Change] = []
+
+    def _steps(self, values: np.ndarray) -> np.ndarray:
+        """Return `values` (batch axis first, as Task.update leaves it) as [samples, steps, classes]."""
+        batch = self.spec.batch_axis  # None: the output has no batch axis, and update added one in front
+        rank = values.ndim if batch is not None else values.ndim - 1  # the output's own rank
+        axes = [a for a in range(rank) if a != batch]  # its other axes, in the order update left them
+        if values.ndim != 3 or self.step_axis not in axes:
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: a sequence is steps x classes per sample, with the "
+                               f"steps on step_axis (now {self.step_axis}), but the output has {rank} axes with batch_axis "
+                               f"{'none' if batch is None else batch}; fix step_axis or batch_axis, or use another task")
+        return np.moveaxis(values, 1 + axes.index(self.step_axis), 1)
+
+    def add(self, candidate, baseline, got, want, ids, inputs) -> None:
+        baseline, candidate = self._steps(baseline), self._steps(candidate)
+        if not 0 <= self.blank < baseline.shape[-1]:
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank {self.blank} is not one of its "
+                               f"{baseline.shape[-1]} classes; fix blank")
+        wanted, gotten = ctc_greedy(baseline, self.blank), ctc_greedy(candidate, self.blank)
+        for sample, base, cand in zip(ids, wanted, gotten):
+            distance = edit_distance(base, cand)
+            self.count += 1
+            self.exact += base == cand
+            self.edits += distance
+            self.characters += len(base)
+            if distance and len(self.changes) < CHANGES_KEPT:
+                self.changes.append(Change(sample, base, cand, distance))
+
+    def finish(self) -> None:
+        super().finish()
+        if self.count and not self.characters:
+            raise Degenerate(f"output '{self.output}': FP32 decodes every one of the {self.count} samples to an empty "
+                             f"sequence (blank {self.blank}, steps on axis {self.step_axis}), so no string can be "
+                             "compared; likely cause: another blank index or step axis (set blank or step_axis in "
+                             "[[outputs]]), or data without text")
+
+    def metrics(self) -> dict[str, float]:
+        errors = self.edits / max(self.characters, 1)
+        return {"exact_match": self.exact / max(self.count, 1), "char_agreement": max(0.0, 1 - errors),
+                "char_error_rate": errors, "changed_sequences": self.count - self.exact,
+                "baseline_characters": self.characters, "blank": self.blank, "step_axis": self.step_axis}
+
+    def picture(self):
+        from trtpipe.quality.pictures import SequenceChanges
+
+        return SequenceChanges(self.changes, self.count - self.exact, self.count)
