@@ -10,7 +10,8 @@ import pytest
 from damage import scale_channels
 
 from models import save, save_batches, yolo_like
-from trtpipe.quality.tasks.detection import infer_layout
+from trtpipe.config import OutputSpec
+from trtpipe.quality.tasks.detection import decode, infer_layout, yolox_grid
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,6 @@ def test_no_spec_fails_the_issues_yolov8n_with_class_scores_scaled_by_a_fifth(cl
     ({"layout": "yolov5"}, 'layout = "yolov8"', "has 60 classes on 23 boxes, more classes than boxes; set layout"),
     ({"box_pixels": 640.0}, "", "FP32 boxes have their centre outside the 64x64 image, read as layout yolov8"),
     ({"box_pixels": 0.5}, "", "FP32 boxes are centred within"),  # normalized boxes in a 64x64 image: the top-left corner
-    ({"classes": 0}, "", "which is neither YOLOv8's [batch, 4+classes, boxes] nor YOLOv5/YOLOX's"),
 ])
 def test_a_layout_the_outputs_do_not_confirm_is_exit_2_naming_the_key(cli, images, kwargs, spec, needle):
     model = _head(cli, images, "wrong", fp16=False, **kwargs)
@@ -76,8 +76,39 @@ def test_a_layout_the_outputs_do_not_confirm_is_exit_2_naming_the_key(cli, image
     assert needle in err and "layout" in err
 
 
+def test_a_rank3_output_no_yolo_layout_reads_is_judged_generic_and_says_why(cli, images):
+    """[batch, 4, 64]: four values per box and no class is neither YOLO layout, so no detection is guessed."""
+    model = _head(cli, images, "boxes_only", fp16=False, classes=0)
+    code, out, err = _validate(cli, model, model, images / "val", "--json")
+    assert code == 0, err
+    output = json.loads(out)["outputs"]["output0"]
+    assert output["task"] == "generic" and "no task recognised" in output["why"]
+
+
 def test_infer_layout_reads_the_shorter_axis_as_values_per_box():
     assert infer_layout("o", [1, 84, 8400])[0] == "yolov8"
     assert infer_layout("o", [1, 3549, 6])[0] == "yolov5"  # YOLOX-nano at 416: 4 + objectness + 1 class
     with pytest.raises(Exception, match="neither YOLOv8's"):
         infer_layout("o", [1, 100, 4])
+
+
+def test_yolox_undecoded_boxes_are_placed_on_their_grid():
+    """YOLOX's export writes x, y as offsets in a cell and w, h as logs of the stride (ddddocr's detector):
+    decoded on the 64x64 image's grid (8x8 + 4x4 + 2x2 cells), one box lands where YOLOX's own
+    post-processing puts it; the same tensor decoded to pixels reads as yolov5."""
+    cells, strides = yolox_grid(64, 64)
+    assert len(cells) == 84 and strides[0, 0] == 8 and strides[-1, 0] == 32
+    raw = np.zeros((1, 84, 7), np.float32)
+    raw[0, :, 2:4] = -3.0  # every other box tiny and unsure
+    k = 2 * 8 + 3  # stride 8, row 2, column 3
+    raw[0, k] = [0.5, 0.5, np.log(2), np.log(3), 0.9, 0.1, 0.8]  # centre (28, 20), 16 x 24, class 1
+    layout, why = infer_layout("o", raw.shape, (64, 64), raw)
+    assert layout == "yolox" and "grid cell" in why
+    dets = decode({"o": raw}, 0, OutputSpec("o", "detection", "yolox"), image=(64, 64))
+    np.testing.assert_allclose(dets.boxes, [[20, 8, 36, 32]], atol=1e-4)
+    assert dets.classes.tolist() == [1] and abs(dets.scores[0] - 0.72) < 1e-6
+    decoded = raw.copy()
+    decoded[0, :, :2] = (raw[0, :, :2] + cells) * strides
+    assert infer_layout("o", decoded.shape, (64, 64), decoded)[0] == "yolov5"
+    with pytest.raises(Exception, match="YOLOX grid cells; set layout yolov5"):
+        decode({"o": raw[:, :80]}, 0, OutputSpec("o", "detection", "yolox"), image=(64, 64))

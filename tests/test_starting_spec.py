@@ -29,6 +29,33 @@ def test_guesses_each_task_from_shapes():
     assert guess_task(image, facts(("x", [-1, 7, 7, 7, 7], "float32"))).task == "generic"
 
 
+def test_rank3_outputs_tell_detectors_from_recognizers_by_their_shapes():
+    """The zoo's rank-3 outputs: YOLOv8n, ddddocr's YOLOX, PP-OCRv4's recognizer (6625 classes), a
+    time-first CRNN captcha reader, PicoDet's head split by level, a 32-high English CRNN."""
+    dynamic = facts(("images", [-1, 3, -1, -1], "float32"))
+    yolox = facts(("images", [1, 3, 416, 416], "float32"))
+    captcha = facts(("image", [-1, 3, 60, 160], "float32"))
+    assert guess_task(dynamic, facts(("output0", [-1, 22, -1], "float32"))).task == "detection"
+    assert "YOLOv5/YOLOX" in guess_task(yolox, facts(("output", [1, 3549, 6], "float32"))).why
+    assert guess_task(dynamic, facts(("softmax", [-1, -1, 6625], "float32"))).task == "sequence"
+    time_first = guess_task(captcha, facts(("logits", [20, -1, 37], "float32")))
+    assert (time_first.task, time_first.keys) == ("sequence", {"batch_axis": 1, "step_axis": 0})
+    picodet = facts(*[(f"t{i}", [1, n, width], "float32") for width in (10, 32) for i, n in enumerate((7600, 1900))])
+    assert guess_task(facts(("image", [1, 3, 800, 608], "float32")), picodet).task == "generic"
+    line = facts(("x", [-1, 3, 32, -1], "float32"))
+    assert guess_task(line, facts(("probs", [-1, -1, 37], "float32"))).task == "sequence"
+
+
+def test_init_writes_the_keys_a_time_first_sequence_needs(tmp_path):
+    from trtpipe.config import load_spec
+    from trtpipe.starting_spec import _output_lines
+
+    lines = _output_lines(facts(("logits", [20, -1, 37], "float32")), [], {"batch_axis": 1, "step_axis": 0})
+    (tmp_path / "m.toml").write_text('task = "sequence"\n' + "\n".join(lines) + "\n")
+    output = load_spec(tmp_path / "m.toml").outputs[0]
+    assert (output.name, output.batch_axis, output.step_axis) == ("logits", 1, 0)
+
+
 def test_profile_takes_dynamic_dims_from_a_sample():
     assert profile_shapes([-1, 3, 224, 224], None) == "1x3x224x224/8x3x224x224/32x3x224x224"
     assert profile_shapes([-1, -1], (128,)) == "1x128/8x128/32x128"

@@ -69,7 +69,7 @@ class OutputSpec:
 
     name: str
     task: str = "generic"
-    layout: str | None = None  # detection: yolov8, yolov5, separate; dense/generic: e.g. NCHW, NHWC
+    layout: str | None = None  # detection: yolov8, yolov5, yolox, separate; dense/generic: e.g. NCHW, NHWC
     conf: float | None = None
     iou: float | None = None
     classes: int | None = None
@@ -324,9 +324,11 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs": (None, "outputs to judge and how; without any, every float output is judged by task"),
     "outputs.name": (None, "the output's name in the ONNX graph"),
     "outputs.task": ("the spec's task, else generic", "classification, embedding, detection, dense, sequence or generic"),
-    "outputs.layout": ("inferred", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" (also YOLOX) [batch, boxes, '
-                                    '5+classes] or "separate" (score_output, class_output); without it, the shorter of '
-                                    'the last two axes is read as the values per box. dense/generic: where C is, e.g. NCHW')),
+    "outputs.layout": ("inferred", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" (also decoded YOLOX) '
+                                    '[batch, boxes, 5+classes], "yolox" (YOLOX undecoded: grid offsets at strides 8, 16, 32) '
+                                    'or "separate" (score_output, class_output); without it, the shorter of the last two '
+                                    'axes is read as the values per box, and one box per grid cell in cell offsets as yolox. '
+                                    'dense/generic: where C is, e.g. NCHW')),
     "outputs.conf": ("0.25", "detection: the confidence threshold"),
     "outputs.iou": ("0.45", "detection: NMS IoU"),
     "outputs.classes": ("from the shape", "detection: the number of classes"),

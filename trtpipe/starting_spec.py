@@ -7,7 +7,7 @@ user knows which lines to check. The text it returns loads with `config.load_spe
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtpipe.config import DTYPES, toml_string
@@ -29,10 +29,19 @@ class TensorFacts:
 
 @dataclass
 class TaskGuess:
-    """A task and the one-line reason it was guessed."""
+    """A task and the one-line reason it was guessed; `keys`: [[outputs]] keys the first float output needs."""
 
     task: str
     why: str
+    keys: dict[str, int] = field(default_factory=dict)
+
+
+# 4 box coordinates (and an objectness score) plus classes: LVIS's 1,203 classes are the most a
+# detector exported today is trained on; a wider last axis is a recognizer's alphabet.
+MOST_DETECTION_CHANNELS = 5 + 1203
+# A text line: recognizers take images at most this high (PP-OCR 48, CRNNs 32, captchas 60-64), and
+# at least twice as wide.
+TEXT_LINE_HEIGHT = 64
 
 
 def tensor_facts(model) -> tuple[list[TensorFacts], list[TensorFacts]]:
@@ -65,11 +74,37 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> TaskGue
     if len(first.shape) == 2 and (first.shape[1] == -1 or first.shape[1] >= 2):
         return TaskGuess("classification", f"output '{first.name}' is [batch, {_dim(first.shape[1])}]: one score per class")
     if len(first.shape) == 3 and image is not None:
-        return TaskGuess("detection", f"image input and output '{first.name}' of rank 3, as YOLO-style detectors write "
-                                      "[batch, 4+classes, boxes]; check the layout")
+        return _rank3_guess(first, image, floats)
     if len(first.shape) == 4 and image is not None and first.shape[2:] == image.shape[2:]:
         return TaskGuess("dense", f"output '{first.name}' has the input's height and width: a per-pixel map")
     return TaskGuess("generic", f"no task recognised from output '{first.name}' {first.shape}")
+
+
+def _rank3_guess(first: TensorFacts, image: TensorFacts, floats: list[TensorFacts]) -> TaskGuess:
+    """Tell a YOLO-style detector ([batch, 4+classes, boxes] or [batch, boxes, 5+classes]) from a
+    recognizer's per-step class scores ([batch, steps, classes], or [steps, batch, classes]) by the
+    shapes alone; generic when neither fits."""
+    batch, a, b = first.shape
+    shape = "x".join(map(_dim, first.shape))
+    _nchw, _channels, (height, width) = _layout(image)
+    text_line = 0 < height <= TEXT_LINE_HEIGHT and (width < 0 or width >= 2 * height)
+    if image.shape[0] < 0 and batch > 0 and a < 0:  # the batch is on axis 1: time first, as CRNNs export
+        return TaskGuess("sequence", f"output '{first.name}' is [{shape}]: the input's dynamic batch on axis 1, "
+                                     "per-step class scores first", {"batch_axis": 1, "step_axis": 0})
+    if sum(len(o.shape) == 3 for o in floats) > 1:
+        return TaskGuess("generic", f"{sum(len(o.shape) == 3 for o in floats)} outputs of rank 3, as a head split by "
+                                    "level writes them: no one tensor of boxes to decode")
+    if 5 <= a <= MOST_DETECTION_CHANNELS and (b < 0 or b > a) and not text_line:
+        return TaskGuess("detection", f"image input and output '{first.name}' [{shape}], as YOLOv8 writes "
+                                      "[batch, 4+classes, boxes]; check the layout")
+    if 6 <= b <= MOST_DETECTION_CHANNELS and (a < 0 or a > b) and not text_line:
+        return TaskGuess("detection", f"image input and output '{first.name}' [{shape}], as YOLOv5/YOLOX write "
+                                      "[batch, boxes, 5+classes]; check the layout")
+    if b > 1 and (text_line or b > MOST_DETECTION_CHANNELS):
+        why = f"a text-line input ({height} high)" if text_line else f"{b} classes, more than a detector's"
+        return TaskGuess("sequence", f"output '{first.name}' [{shape}] with {why}: per-step class scores, "
+                                     "decoded as CTC; check blank")
+    return TaskGuess("generic", f"no task recognised from output '{first.name}' [{shape}]")
 
 
 def _dim(d: int) -> str:
@@ -213,7 +248,7 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
                 batch = f"  # CHECK: batch {PROFILE_BATCHES[0]} to {PROFILE_BATCHES[-1]}" if dynamic_batch else ""
                 lines.append(f'{key} = "{value}"{batch}')
         lines.append("")
-    lines += _output_lines(outputs, [(t, axis) for t, axis in zip(inputs, axes) if axis])
+    lines += _output_lines(outputs, [(t, axis) for t, axis in zip(inputs, axes) if axis], guess.keys)
     lines.append("[data]")
     if data_dir is not None:
         folder = Path(spec_path).resolve().parent if spec_path is not None else Path(model_path).resolve().parent
@@ -226,21 +261,25 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     return "\n".join(lines) + "\n"
 
 
-def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, int]]) -> list[str]:
+def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, int]],
+                  first_keys: dict[str, int] | None = None) -> list[str]:
     """Return [[outputs]] entries when an output is shaped like an input that stacks samples on a later
-    axis (an RNN's state out, like its state in); none otherwise: without entries every float output
-    is judged by the spec's task."""
+    axis (an RNN's state out, like its state in), or when the guessed task needs keys on the first
+    float output (a time-first sequence); none otherwise: without entries every float output is
+    judged by the spec's task."""
     def axis_of(output: TensorFacts) -> int:
         return next((axis for state, axis in states if len(state.shape) == len(output.shape)
                      and all(o < 0 or o == d for o, d in zip(output.shape, state.shape))), 0)
 
     floats = [o for o in outputs if o.dtype.startswith("float")]
-    if not any(axis_of(o) for o in floats):
+    if not any(axis_of(o) for o in floats) and not first_keys:
         return []
     lines = []
-    for output in floats:
+    for i, output in enumerate(floats):
         lines += ["[[outputs]]", f"name = {toml_string(output.name)}"]
-        if axis_of(output):
+        if i == 0 and first_keys:
+            lines += [f"{key} = {value}  # CHECK: read from the output's shape" for key, value in first_keys.items()]
+        elif axis_of(output):
             lines.append(f"batch_axis = {axis_of(output)}  # CHECK: shaped like an input whose samples stack there")
         lines.append("")
     return lines

@@ -15,6 +15,8 @@ from trtpipe.quality.tasks import Degenerate, Task
 LAYOUTS = {
     "yolov8": "[batch, 4+classes, boxes]: cx, cy, w, h, then one score per class",
     "yolov5": "[batch, boxes, 4+1+classes]: cx, cy, w, h, objectness, then one score per class (YOLOv5, YOLOX)",
+    "yolox": "[batch, boxes, 4+1+classes] as YOLOX's export writes it undecoded: one box per grid cell at strides "
+             "8, 16, 32, x, y as offsets in cells and w, h as logs of cells, then objectness and class scores",
     "separate": "boxes [batch, boxes, 4] as x1, y1, x2, y2, with score_output [batch, boxes] and "
                 "class_output [batch, boxes] (or score_output [batch, boxes, classes])",
 }
@@ -81,10 +83,32 @@ OUTSIDE = 0.1
 SAME_PLACE = 0.02
 
 
-def infer_layout(name: str, shape) -> tuple[str, str]:
+YOLOX_STRIDES = (8, 16, 32)
+# An undecoded YOLOX box's x, y are offsets within its cell (about -1..2); decoded ones are pixels.
+UNDECODED_OFFSET = 4.0
+
+
+def yolox_grid(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return each YOLOX box's cell (x, y) and stride, in the order its export writes them: stride 8 first, rows."""
+    cells, strides = [], []
+    for stride in YOLOX_STRIDES:
+        ys, xs = np.meshgrid(np.arange(height // stride), np.arange(width // stride), indexing="ij")
+        cells.append(np.stack([xs.ravel(), ys.ravel()], axis=1))
+        strides.append(np.full((xs.size, 1), stride))
+    return np.concatenate(cells).astype(np.float64), np.concatenate(strides).astype(np.float64)
+
+
+def infer_layout(name: str, shape, image: tuple[int, int] | None = None, values: np.ndarray | None = None) -> tuple[str, str]:
     """Return the layout a rank-3 detector output of `shape` is read by, and why: the shorter of its last two
-    axes holds the values per box (4+classes for YOLOv8, 5+classes for YOLOv5/YOLOX), the longer the boxes."""
+    axes holds the values per box (4+classes for YOLOv8, 5+classes for YOLOv5/YOLOX), the longer the boxes.
+    A [batch, boxes, 5+classes] output with one box per grid cell of the `image` (height, width) whose
+    `values` hold cell offsets, not pixels, is YOLOX's undecoded export."""
     shape = list(shape)
+    if (len(shape) == 3 and 6 <= shape[2] < shape[1] and image is not None and values is not None
+            and shape[1] == len(yolox_grid(*image)[0]) and np.abs(values[..., :2]).max() < UNDECODED_OFFSET):
+        return "yolox", (f"inferred from [batch, {shape[1]}, {shape[2]}]: one box per grid cell of the "
+                         f"{image[1]}x{image[0]} input at strides 8, 16, 32, with x, y offsets under {UNDECODED_OFFSET:g} "
+                         f"cells, as YOLOX's export writes them undecoded ({shape[2] - 5} classes)")
     if len(shape) == 3 and 5 <= shape[1] < shape[2]:
         return "yolov8", (f"inferred from [batch, {shape[1]}, {shape[2]}]: {shape[1]} values per box (4 + "
                           f"{shape[1] - 4} classes) on {shape[2]} boxes, as YOLOv8 writes {LAYOUTS['yolov8']}")
@@ -96,8 +120,9 @@ def infer_layout(name: str, shape) -> tuple[str, str]:
                        "with score_output and class_output), or task = \"generic\" for this output")
 
 
-def decode(outputs: dict, index: int, spec, conf: float | None = None) -> Detections:
-    """Return sample `index`'s detections above `conf` (default: the spec's), after NMS, by `spec.layout`."""
+def decode(outputs: dict, index: int, spec, conf: float | None = None, image: tuple[int, int] | None = None) -> Detections:
+    """Return sample `index`'s detections above `conf` (default: the spec's), after NMS, by `spec.layout`;
+    `image` (height, width) places YOLOX's undecoded boxes on their grid."""
     layout = spec.layout
     if conf is None:
         conf = spec.conf if spec.conf is not None else CONF
@@ -105,6 +130,17 @@ def decode(outputs: dict, index: int, spec, conf: float | None = None) -> Detect
     if layout == "yolov8":
         rows = main.T  # boxes x (4 + classes)
         boxes, class_scores = cxcywh_to_xyxy(rows[:, :4]), rows[:, 4:]
+    elif layout == "yolox":
+        if image is None:
+            raise TrtpipeError(f"output '{spec.name}': layout yolox places boxes on the image's grid, but no one image "
+                               "input (rank 4) gives its size; set layout yolov5 for decoded boxes")
+        cells, strides = yolox_grid(*image)
+        if len(cells) != len(main):
+            raise TrtpipeError(f"output '{spec.name}' has {len(main)} boxes, but a {image[1]}x{image[0]} image has "
+                               f"{len(cells)} YOLOX grid cells; set layout yolov5 for decoded boxes")
+        centres = (main[:, :2] + cells) * strides
+        sizes = np.exp(np.clip(main[:, 2:4], -20, 20)) * strides
+        boxes, class_scores = cxcywh_to_xyxy(np.concatenate([centres, sizes], 1)), main[:, 5:] * main[:, 4:5]
     elif layout == "yolov5":
         boxes, class_scores = cxcywh_to_xyxy(main[:, :4]), main[:, 5:] * main[:, 4:5]
     else:
@@ -214,13 +250,14 @@ class DetectionTask(Task):
 
         from trtpipe.quality.tasks.classification import thumbnail
 
+        self.image_size = self.image_size or image_size(inputs)
         if self.spec.layout is None:  # read from the first batch's shape: a dynamic dimension has a size there
-            layout, self.layout_why = infer_layout(self.output, baseline.shape)
+            layout, self.layout_why = infer_layout(self.output, baseline.shape, self.image_size, baseline)
             self.spec = replace(self.spec, layout=layout)
         self._check_shape(baseline)
-        self.image_size = self.image_size or image_size(inputs)
         for i, sample in enumerate(ids):
-            base, ranked = decode(want, i, self.spec), decode(got, i, self.spec, AP_CONF)
+            base = decode(want, i, self.spec, image=self.image_size)
+            ranked = decode(got, i, self.spec, AP_CONF, self.image_size)
             self.centres.append((base.boxes[:, :2] + base.boxes[:, 2:]) / 2)
             at_conf = ranked.scores >= self.conf
             cand = Detections(ranked.boxes[at_conf], ranked.scores[at_conf], ranked.classes[at_conf])
@@ -244,7 +281,8 @@ class DetectionTask(Task):
     def _check_shape(self, baseline: np.ndarray) -> None:
         layout = self.spec.layout
         width = {"yolov8": (baseline.shape[1] if baseline.ndim == 3 else 0),
-                 "yolov5": (baseline.shape[2] if baseline.ndim == 3 else 0), "separate": None}[layout]
+                 "yolov5": (baseline.shape[2] if baseline.ndim == 3 else 0), "separate": None}.get(
+                     layout, baseline.shape[2] if baseline.ndim == 3 else 0)  # yolox: as yolov5
         if layout != "separate" and (baseline.ndim != 3 or width < 5):
             raise TrtpipeError(f"output '{self.output}' has shape {list(baseline.shape)}, which layout {layout} cannot "
                                f"read ({LAYOUTS[layout]}); set layout in the spec's [[outputs]]")
@@ -273,7 +311,7 @@ class DetectionTask(Task):
         over it, not all at one place (other values read as boxes by a wrong layout)."""
         centres = np.concatenate(self.centres) if self.centres else np.zeros((0, 2))
         fix = (f"layout {self.spec.layout} ({self.layout_why}); set layout in the spec's [[outputs]] for "
-               f"'{self.output}': yolov8, yolov5 or separate, as docs/validation.md describes them")
+               f"'{self.output}': yolov8, yolov5, yolox or separate, as docs/validation.md describes them")
         if self.image_size is not None:
             height, width = self.image_size
             inside = ((centres[:, 0] >= -OUTSIDE * width) & (centres[:, 0] <= (1 + OUTSIDE) * width)
