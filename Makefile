@@ -27,22 +27,44 @@ endif
 .PHONY: all demo demo-lowbit test lint engines validate clean bench-copies bench-calibrate wheelhouse venv serve bench-serve check-reproducible tune bench-quality
 all: demo
 
-$(VENV)/.created:
+# Every install takes the exact versions in constraints.txt, so that no release can change what a
+# fresh clone installs (ml_dtypes 0.7, numpy 2 only, once broke the Triton stub). PIP_CONSTRAINT, not
+# -c, so that pip's isolated build of trtpipe itself takes the locked setuptools too. `make lock`
+# resolves everything anew and rewrites the file; commit it when `make test` passes on it.
+LOCK := constraints.txt
+PIP := PIP_CONSTRAINT=$(CURDIR)/$(LOCK) $(PY) -m pip
+$(VENV)/.created: $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PIP) install -q --upgrade pip
 	touch $@
 
 # Serving (pyproject's serve extra) without giving up numpy 2: see the comment there.
 SERVE_PINS := nvidia-pytriton==0.7.0 tritonclient==2.73.0
-$(VENV)/.test: pyproject.toml $(VENV)/.created
-	$(PY) -m pip install -q -e '.[rtx,test,serve-deps]'
-	$(PY) -m pip install -q --no-deps $(SERVE_PINS)
+TEST_EXTRAS := pipeline,rtx,test,serve-deps
+DEMO_EXTRAS := pipeline,rtx,export,test
+$(VENV)/.test: pyproject.toml $(LOCK) $(VENV)/.created
+	$(PIP) install -q -e '.[$(TEST_EXTRAS)]'
+	$(PIP) install -q --no-deps $(SERVE_PINS)
 	$(PY) -m trtpipe.serve.environment
 	touch $@
 
-$(VENV)/.demo: pyproject.toml $(VENV)/.test
-	$(PY) -m pip install -q -e '.[rtx,export,test]'
+$(VENV)/.demo: pyproject.toml $(LOCK) $(VENV)/.test
+	$(PIP) install -q -e '.[$(DEMO_EXTRAS)]'
 	touch $@
+
+# A fresh resolution of what `make test` and `make demo` install, written to constraints.txt.
+LOCK_VENV := $(BUILD)/lock-venv
+.PHONY: lock
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LOCK_VENV)/bin/python -m pip install -q -e '.[$(TEST_EXTRAS),$(DEMO_EXTRAS)]'
+	$(LOCK_VENV)/bin/python -m pip install -q --no-deps $(SERVE_PINS)
+	{ echo '# Exact versions for .venv (make test, make demo): written by `make lock` on $(shell date -u +%Y-%m-%d), Python $(shell $(PYTHON) -c "import platform; print(platform.python_version())").'; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable; } > $(LOCK).tmp
+	mv $(LOCK).tmp $(LOCK)
+	rm -rf $(LOCK_VENV)
 
 venv: $(VENV)/.demo
 
@@ -205,11 +227,26 @@ tune: $(TUNED_CACHES)
 
 # trtpipe default and tuned against Model Optimizer's ONNX PTQ and ONNX Runtime's quantize_static, same
 # data, trtpipe's validator; the peers live in their own environment so they never touch .venv.
+# Their exact versions are in constraints-peers.txt (`make lock-peers` resolves them anew).
 PEERS_VENV := $(BUILD)/peers-venv
-$(PEERS_VENV)/.created:
+PEERS := 'nvidia-modelopt[onnx]==0.47.0' 'onnxruntime==1.24.1'
+PEERS_LOCK := constraints-peers.txt
+$(PEERS_VENV)/.created: $(PEERS_LOCK)
 	$(PYTHON) -m venv $(PEERS_VENV)
-	$(PEERS_VENV)/bin/pip install -q 'nvidia-modelopt[onnx]==0.47.0' 'onnxruntime==1.24.1'
+	PIP_CONSTRAINT=$(CURDIR)/$(PEERS_LOCK) $(PEERS_VENV)/bin/python -m pip install -q --upgrade pip
+	PIP_CONSTRAINT=$(CURDIR)/$(PEERS_LOCK) $(PEERS_VENV)/bin/python -m pip install -q $(PEERS)
 	touch $@
+
+.PHONY: lock-peers
+lock-peers:
+	rm -rf $(LOCK_VENV)-peers
+	$(PYTHON) -m venv $(LOCK_VENV)-peers
+	$(LOCK_VENV)-peers/bin/python -m pip install -q --upgrade pip
+	$(LOCK_VENV)-peers/bin/python -m pip install -q $(PEERS)
+	{ echo '# Exact versions for the peers of make bench-quality: written by `make lock-peers` on $(shell date -u +%Y-%m-%d).'; \
+	  $(LOCK_VENV)-peers/bin/python -m pip freeze --all; } > $(PEERS_LOCK).tmp
+	mv $(PEERS_LOCK).tmp $(PEERS_LOCK)
+	rm -rf $(LOCK_VENV)-peers
 
 bench-quality: $(PEERS_VENV)/.created $(DEFAULT_CACHES) $(TUNED_CACHES)
 	$(PY) scripts/bench_quality.py --models $(MODELS) --target $(TARGET) --peers-python $(PEERS_VENV)/bin/python

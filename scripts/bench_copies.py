@@ -47,7 +47,7 @@ def main() -> None:
     with ctx:
         cuda = ctx.cuda
         stream = cuda.Stream()
-        buffer = TensorBuffer(np.float32)
+        buffer = TensorBuffer(np.float32, ctx)
         buffer.ensure((n,))
         pageable = np.random.default_rng(0).random(n, dtype=np.float32)
         buffer.host[:] = pageable

@@ -10,15 +10,24 @@ differences, one in-process call then one served call, alternating. Then a sweep
 the plot. CPU only: ONNX Runtime's CPU provider; the load-test clients share the cores with the server.
 
     python scripts/bench_serve.py [--model efficientnet-lite0] [--window-s 10] [-o build/serve-bench]
+
+`--floor` measures instead where a tiny model's served milliseconds go at concurrency 1: the same
+MLP in-process, served by `trtpipe serve`, and two floors that compute nothing, a Python-backend
+model returning its input on the same Triton and a PyTriton callable returning its input (the
+stack `trtpipe serve` ran on before), every call timed in turn so that all see the same load.
+
+    python scripts/bench_serve.py --floor [--pairs 2000]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -69,6 +78,133 @@ def peak_rss_mb(pid: int) -> float:
     return total / 1024
 
 
+FLOOR_MODEL = """import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("probs", pb_utils.get_input_tensor_by_name(r, "x").as_numpy())])
+                for r in requests]
+"""
+FLOOR_CONFIG = """name: "floor"
+backend: "python"
+max_batch_size: 32
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "probs" data_type: TYPE_FP32 dims: [ 16 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+dynamic_batching { max_queue_delay_microseconds: DELAY }
+"""
+
+
+def floor(pairs: int, delay_us: int, output: Path) -> None:
+    """Time one batch-1 gRPC call to each server in turn, and the in-process call; print p50/p99 of each."""
+    import importlib.util
+
+    import numpy as np
+    from serve_helpers import bundled_triton, start_server
+
+    from trtpipe.files import write_json
+    from trtpipe.runtime import OnnxRunner
+    from trtpipe.serve.environment import free_port, prepare_environment
+
+    spec = importlib.util.spec_from_file_location("test_models", ROOT / "tests" / "models.py")  # not models/, the zoo
+    models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(models)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        models.save(models.mlp(batch="N"), tmp / "mlp.onnx")
+        floors = {"floor": FLOOR_CONFIG.replace("DELAY", str(delay_us)), "floor_100us": FLOOR_CONFIG.replace("DELAY", "100"),
+                  "floor_unbatched": FLOOR_CONFIG.split("dynamic_batching")[0]}
+        for name, config in floors.items():
+            (tmp / "repo" / name / "1").mkdir(parents=True)
+            (tmp / "repo" / name / "1" / "model.py").write_text(FLOOR_MODEL)
+            (tmp / "repo" / name / "config.pbtxt").write_text(config.replace('name: "floor"', f'name: "{name}"'))
+        served = start_server([tmp / "mlp.onnx", "--threads", 1, "--max-queue-delay-us", delay_us], tmp / "serve.log")
+        triton, http_floor, grpc_floor, _metrics = bundled_triton(tmp, tmp / "repo", tmp / "floor.log")
+        from trtpipe.serve.guard import Guard
+        from trtpipe.serve.limits import request_limits
+
+        guard = Guard("127.0.0.1", free_port(), http_floor, {"floor": request_limits("floor", [("x", "float32", (-1, 16))], 32)})
+        threading.Thread(target=guard.serve_forever, daemon=True).start()
+        prepare_environment()
+        from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
+        from pytriton.triton import Triton, TritonConfig
+
+        ports = [free_port() for _ in range(3)]
+        pytriton = Triton(config=TritonConfig(http_address="127.0.0.1", http_port=ports[0], grpc_address="127.0.0.1",
+                                              grpc_port=ports[1], metrics_port=ports[2], allow_gpu_metrics=False))
+        try:
+            from pytriton.decorators import batch
+
+            pytriton.bind(model_name="floor", infer_func=batch(lambda x: {"probs": x}),
+                          inputs=[Tensor(name="x", dtype=np.float32, shape=(16,))],
+                          outputs=[Tensor(name="probs", dtype=np.float32, shape=(16,))],
+                          config=ModelConfig(max_batch_size=32,
+                                             batcher=DynamicBatcher(max_queue_delay_microseconds=delay_us)))
+            pytriton.run()
+            sample = {"x": np.random.default_rng(0).random((1, 16), dtype=np.float32)}
+            with OnnxRunner(tmp / "mlp.onnx", threads=1) as runner:
+                paths = {"in-process (OnnxRunner)": lambda: runner(sample),
+                         "trtpipe serve (gRPC)": _caller(served.grpc, "mlp", sample),
+                         "floor: Python backend returning its input": _caller(grpc_floor, "floor", sample),
+                         "  over HTTP, to Triton": _caller(http_floor, "floor", sample, "http"),
+                         "  over HTTP, through trtpipe serve's guard": _caller(guard.server_address[1], "floor", sample, "http"),
+                         "  the same, the batcher holding requests 100 us": _caller(grpc_floor, "floor_100us", sample),
+                         "  the same without the dynamic batcher": _caller(grpc_floor, "floor_unbatched", sample),
+                         "  a gRPC round trip alone (is_server_live)": _live(grpc_floor),
+                         "floor: PyTriton callable returning its input": _caller(ports[1], "floor", sample)}
+                times = {name: [] for name in paths}
+                for _ in range(50):  # warm-up: connections made, models loaded
+                    for call in paths.values():
+                        call()
+                for _ in range(pairs):
+                    for name, call in paths.items():
+                        began = time.perf_counter()
+                        call()
+                        times[name].append((time.perf_counter() - began) * 1e3)
+        finally:
+            for client in CLIENTS:
+                client.close()  # Triton waits out its exit timeout while an HTTP connection is open
+            guard.drain()
+            guard.shutdown()
+            pytriton.stop()
+            served.terminate()
+            os.killpg(triton.pid, signal.SIGINT)
+            triton.wait(timeout=60)
+    result = {name.strip(): {"p50_ms": float(np.percentile(t, 50)), "p99_ms": float(np.percentile(t, 99))}
+              for name, t in times.items()}
+    result["calls_each"], result["max_queue_delay_us"] = pairs, delay_us
+    result["load_average"] = os.getloadavg()
+    output.mkdir(parents=True, exist_ok=True)
+    write_json(output / "floor.json", result)
+    base = result["in-process (OnnxRunner)"]["p50_ms"]
+    print(f"batch-1 gRPC calls at concurrency 1, {pairs} of each in turn (MLP 16->32->8, ONNX Runtime 1 thread, CPU), "
+          f"the dynamic batcher holding requests {delay_us} us:")
+    for name in paths:
+        row = result[name.strip()]
+        print(f"  {name:46s} p50 {row['p50_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms  p50 - in-process {row['p50_ms'] - base:7.3f} ms")
+    print(f"load average {os.getloadavg()[0]:.1f}; wrote {output / 'floor.json'}")
+
+
+CLIENTS = []  # every client the floor opens, closed before its servers stop
+
+
+def _caller(port: int, model: str, sample: dict, protocol: str = "grpc"):
+    from trtpipe.serve.loadtest import Client
+
+    client = Client(protocol, f"127.0.0.1:{port}")
+    CLIENTS.append(client)
+    return lambda: client.infer(model, sample, ["probs"])
+
+
+def _live(port: int):
+    from trtpipe.serve.loadtest import Client
+
+    client = Client("grpc", f"127.0.0.1:{port}")
+    CLIENTS.append(client)
+    return client.client.is_server_live
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="efficientnet-lite0", help="a shipped model with build/M/M.onnx")
@@ -78,7 +214,12 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,4,16,64", help="served levels; 16 is the one compared")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="ONNX Runtime threads, both sides")
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "build" / "serve-bench")
+    parser.add_argument("--floor", action="store_true", help="where a tiny model's milliseconds go, against floor servers")
+    parser.add_argument("--delay-us", type=int, default=0, help="--floor: the dynamic batcher's delay, served and floors")
     args = parser.parse_args()
+    if args.floor:
+        floor(args.pairs, args.delay_us, args.output)
+        return
 
     from serve_helpers import start_server
 

@@ -58,6 +58,9 @@ def option_rows(command: click.Command) -> list[str]:
 def _type_text(kind: click.ParamType) -> str:
     if isinstance(kind, click.Choice):
         return " \\| ".join(f"`{c}`" for c in kind.choices)
+    if isinstance(kind, click.types._NumberRangeBase):  # the range the value is checked against, e.g. x>=1
+        number = "integer" if isinstance(kind, click.IntRange) else "finite number"
+        return f"{number}, `{kind._describe_range()}`"
     return kind.name.lower()
 
 

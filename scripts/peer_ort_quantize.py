@@ -3,7 +3,7 @@ environment (build/peers-venv), never imported by trtpipe.
 
 Settings: QDQ format, per-channel symmetric weights, symmetric activations, MinMax calibration (its
 default), only Conv/MatMul/Gemm quantized and biases left float: left at its defaults it quantizes
-biases to INT32 and ops TensorRT does not fuse, and TensorRT rejects the graph (DESIGN.md).
+biases to INT32 and ops TensorRT does not fuse, and TensorRT rejects the graph (docs/design.md).
 
 The extra options are those of ONNX Runtime's own example of a Q/DQ model for TensorRT
 (onnxruntime-inference-examples, quantization/nlp/bert/trt/e2e_tensorrt_bert_example.py); Model

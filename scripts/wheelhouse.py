@@ -37,8 +37,13 @@ def main() -> None:
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     requirements = list(project["dependencies"])
-    for extra in filter(None, args.extras.split(",")):
-        requirements += project["optional-dependencies"][extra]
+    extras = list(filter(None, args.extras.split(",")))
+    while extras:  # an extra may name others of trtpipe's own ('trtpipe[pipeline]')
+        for requirement in project["optional-dependencies"][extras.pop()]:
+            if requirement.startswith("trtpipe["):
+                extras += requirement[len("trtpipe["):-1].split(",")
+            elif requirement not in requirements:
+                requirements.append(requirement)
     binary = [r for r in requirements if not any(r.startswith(name) for name in SDIST_ONLY)]
     binary += BUILD_TOOLS + ["pytools", "platformdirs", "mako", "siphash24", "typing-extensions"]
     pip_download(["--only-binary=:all:", *target, *binary], out)

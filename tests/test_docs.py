@@ -10,7 +10,12 @@ Markers, an HTML comment on the line before a block: `<!-- docs-test: gpu -->` r
 where an engine can run (skipped here with the reason); `<!-- docs-test: zoo -->` runs it only under
 `make zoo` (it downloads public models); `<!-- docs-test: serve ARGS -->` runs it while
 `trtpipe serve ARGS` serves in the workspace (HTTP 8000, gRPC 8001, metrics 8002);
-`<!-- docs-test: skip REASON -->` is for blocks that cannot run anywhere a test does.
+`<!-- docs-test: venv DIR -->` marks a page's install step: the checkout's tracked files are put at
+`trtpipe/` in the workspace (the reader's clone), the block runs, and every later block of the page
+runs in the virtual environment DIR it made, not in this checkout, so a missing install step fails;
+`<!-- docs-test: skip REASON -->` is for blocks that cannot run anywhere a test does. A command that
+trtpipe answers with its one line that a backend's extra is missing, where that package really is
+absent, skips the rest of its page with the reason.
 """
 
 from __future__ import annotations
@@ -129,12 +134,56 @@ def engine_runs_here() -> str | None:
     return None
 
 
-def _env() -> dict:
+# The extras whose packages a page may need and this machine may lack: extra -> the module it installs.
+BACKEND_EXTRAS = {"rtx": "tensorrt_rtx", "tensorrt": "tensorrt", "serve": "pytriton", "gpu": "pycuda.driver"}
+INSTALL_HINT = re.compile(r"pip install 'trtpipe\[(?P<extra>[\w-]+)\]'")
+
+
+class BackendAbsent(Exception):
+    """A command refused because a backend's package is not installed here: the page cannot go on."""
+
+
+def check_backend(block: Block, command: str, output: str) -> None:
+    """Raise BackendAbsent when `output` ends in trtpipe's answer that an extra is missing, and it is.
+
+    Only trtpipe's own one-line answer counts, and only when the module really cannot be found, so a
+    broken command is never taken for a missing backend.
+    """
+    import importlib.util
+
+    last = output.strip().splitlines()[-1] if output.strip() else ""
+    hint = INSTALL_HINT.search(last) if last.startswith("trtpipe: error:") else None
+    if hint and hint["extra"] in BACKEND_EXTRAS:
+        module = BACKEND_EXTRAS[hint["extra"]]
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            raise BackendAbsent(f"{block.id}: `{command}` needs trtpipe[{hint['extra']}] ({module} is not installed)")
+
+
+def _env(venv: Path | None = None) -> dict:
+    """The blocks' environment: this checkout on the test's interpreter, or, after a page's install
+    step (`docs-test: venv DIR`), that virtual environment alone, with what it installed."""
     env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    env["PATH"] = f"{venv / 'bin' if venv else Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if venv:
+        env["VIRTUAL_ENV"] = str(venv)
+        env.pop("PYTHONPATH", None)
+    else:
+        env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}"
     env["TRTPIPE_NO_PROGRESS"] = "1"
     return env
+
+
+def place_clone(workspace: Path) -> None:
+    """Put the checkout's tracked files at workspace/trtpipe, where an install step finds "its clone"."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (workspace / "trtpipe" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, workspace / "trtpipe" / name)
 
 
 PAGE_BLOCKS = {page: blocks(page) for page in PAGES}
@@ -143,9 +192,9 @@ PAGE_BLOCKS = {page: blocks(page) for page in PAGES}
 class Server:
     """`trtpipe serve ARGS` in the workspace for the blocks that talk to it; stopped with SIGTERM."""
 
-    def __init__(self, args: str, workspace: Path):
+    def __init__(self, block: Block, args: str, workspace: Path, venv: Path | None = None):
         command = ["trtpipe", "serve", *shlex.split(args), "--http-port", "8000", "--grpc-port", "8001", "--metrics-port", "8002"]
-        self.process = subprocess.Popen(command, cwd=workspace, env={**_env(), "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+        self.process = subprocess.Popen(command, cwd=workspace, env={**_env(venv), "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
         # serve prints "ready" once every model has loaded (Triton's own health turns ready sooner)
         printed: list[str] = []
@@ -157,6 +206,7 @@ class Server:
                 return
             if self.process.poll() is not None:
                 reader.join(5)
+                check_backend(block, f"trtpipe serve {args}", "".join(printed))
                 raise AssertionError(f"trtpipe serve {args} stopped: {''.join(printed)[-1500:]}")
             time.sleep(0.5)
         self.stop()
@@ -168,17 +218,22 @@ class Server:
             self.process.wait(timeout=120)
 
 
-def run_block(block: Block, workspace: Path) -> int:
-    """Run one block in `workspace`; return how many commands or snippets ran."""
+def run_block(block: Block, workspace: Path, venv: Path | None = None) -> int:
+    """Run one block in `workspace` (in `venv` when given); return how many commands or snippets ran."""
     if block.lang == "python":
-        result = subprocess.run([sys.executable, "-c", block.body], cwd=workspace, env=_env(),
+        python = str(venv / "bin" / "python") if venv else sys.executable
+        result = subprocess.run([python, "-c", block.body], cwd=workspace, env=_env(venv),
                                 capture_output=True, text=True, timeout=600, check=False)
+        if result.returncode != 0:
+            check_backend(block, "its python block", result.stderr)
         assert result.returncode == 0, f"{block.id}: python block failed\n{result.stderr[-2000:]}"
         return 1
     ran = 0
     for command, expected in commands(block.body):
-        result = subprocess.run(["bash", "-c", command], cwd=workspace, env=_env(),
+        result = subprocess.run(["bash", "-c", command], cwd=workspace, env=_env(venv),
                                 capture_output=True, text=True, timeout=600, check=False)
+        if result.returncode != expected:
+            check_backend(block, command, result.stderr)
         assert result.returncode == expected, (
             f"{block.id}: `{command}` exited {result.returncode}, the page says {expected}\n"
             f"{result.stdout[-1500:]}\n{result.stderr[-1500:]}")
@@ -196,21 +251,29 @@ def pristine(tmp_path_factory) -> Path:
 def test_page_runs(page, pristine, tmp_path):
     workspace = tmp_path / "workspace"
     shutil.copytree(pristine, workspace)
-    ran, not_run = 0, set()
-    for block in PAGE_BLOCKS[page]:
-        why = (block.marked("skip") or ("zoo: run by make zoo" if block.marked("zoo") and not RUN_ZOO else None)
-               or (f"gpu: {engine_runs_here()}" if block.marked("gpu") and engine_runs_here() else None))
-        if why:
-            not_run.add(why)
-            continue
-        if block.marked("serve"):
-            server = Server(block.marked("serve")[len("serve "):], workspace)
-            try:
-                ran += run_block(block, workspace)
-            finally:
-                server.stop()
-            continue
-        ran += run_block(block, workspace)
+    ran, not_run, venv = 0, set(), None
+    try:
+        for block in PAGE_BLOCKS[page]:
+            why = (block.marked("skip") or ("zoo: run by make zoo" if block.marked("zoo") and not RUN_ZOO else None)
+                   or (f"gpu: {engine_runs_here()}" if block.marked("gpu") and engine_runs_here() else None))
+            if why:
+                not_run.add(why)
+                continue
+            if block.marked("venv"):  # the page's install step: later blocks run in what it installed
+                place_clone(workspace)
+                ran += run_block(block, workspace, venv)
+                venv = workspace / block.marked("venv")[len("venv "):]
+                continue
+            if block.marked("serve"):
+                server = Server(block, block.marked("serve")[len("serve "):], workspace, venv)
+                try:
+                    ran += run_block(block, workspace, venv)
+                finally:
+                    server.stop()
+                continue
+            ran += run_block(block, workspace, venv)
+    except BackendAbsent as absent:
+        pytest.skip(f"{absent}; {ran} commands and snippets ran before it")
     if not ran:
         pytest.skip(f"{page.name}: no block runs here ({'; '.join(sorted(not_run))})")
 

@@ -66,7 +66,7 @@ def test_import_needs_no_backend():
 
 
 def test_a_service_embedding_the_runtime_loads_no_graph_code_and_no_onnx():
-    """DESIGN: a service installs the runtime alone. Engine, bench and the server import nothing of
+    """docs/design.md: a service installs the runtime alone. Engine, bench and the server import nothing of
     graph/ or build.py, nor onnx; only running an ONNX (OnnxRunner) reaches graph/, lazily."""
     import subprocess
     import sys

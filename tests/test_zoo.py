@@ -33,7 +33,8 @@ def test_the_zoo_covers_the_families_it_promises():
     assert len(entries) >= 10
     assert sum(e.kind == "transformer" for e in entries) >= 2 and any(e.kind == "recurrent" for e in entries)
     families = " ".join(e.family for e in entries)
-    for word in ("YOLO", "PicoDet", "OCR", "dense prediction", "classifier", "audio"):
+    for word in ("YOLO", "PicoDet", "OCR", "dense prediction", "classifier", "audio", "YOLOX", "faces with landmarks",
+                 "CTC", "audio embedding"):
         assert word in families
     assert len({e.pin.onnx_sha256 for e in entries}) == len(entries), "two entries pin the same file"
 
@@ -128,3 +129,50 @@ def test_magika_features_pad_after_the_beginning_and_before_the_end():
     head, tail = features[:16].tolist(), features[16:].tolist()
     assert bytes(head[:14]) == b"#!/bin/sh\nls\n\n" and head[14:] == [256, 256]  # leading whitespace stripped
     assert tail[0] == 256 and bytes(tail[1:]) == b"  \n#!/bin/sh\nls"  # trailing whitespace stripped
+
+
+def test_zoo_dims_make_a_fixed_input_dynamic_as_the_package_does(tmp_path):
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [10, 3, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [10, 3, 32, 32])])
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+    dynamic = ["B", 3, "H", "W"]
+    changed = zoo.with_dims(data, {"x": dynamic, "y": dynamic}, tmp_path / "model.toml")
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load_from_string(changed)
+    assert [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim] == dynamic
+    x = np.linspace(-1, 1, 2 * 3 * 8 * 8, dtype=np.float32).reshape(2, 3, 8, 8)
+    (y,) = ort.InferenceSession(changed, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert np.array_equal(y, np.maximum(x, 0))
+    with pytest.raises(zoo.ZooError, match="names z .not an input or output"):
+        zoo.with_dims(data, {"z": dynamic}, tmp_path / "model.toml")
+    with pytest.raises(zoo.ZooError, match="gives x 2 dims, the model 4"):
+        zoo.with_dims(data, {"x": ["B", 3]}, tmp_path / "model.toml")
+
+
+def test_log_mel_frames_and_band_of_a_tone():
+    rate = 16000
+    tone = np.sin(2 * np.pi * 1000 * np.arange(int(1.5 * rate)) / rate)
+    features = inputs.log_mel(tone)
+    assert features.shape == (149, 64)  # 1 + ceil((24000 - 400) / 160) frames of 25 ms every 10 ms
+    # Band j peaks at the mel point j + 1 of 66 spaced evenly from 0 to 8 kHz.
+    mel = np.linspace(0, 2595 * np.log10(1 + 8000 / 700), 66)[1:-1]
+    nearest = int(np.argmin(np.abs(700 * (10 ** (mel / 2595) - 1) - 1000)))
+    assert abs(int(np.argmax(features.mean(axis=0))) - nearest) <= 1
+
+
+@pytest.mark.parametrize("name", ["captcha-crnn", "centerface", "ddddocr-det", "effword-resnet50"])
+def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
+    from trtpipe.data import iter_batches
+
+    path = ROOT / "models" / "zoo" / name / "model.toml"
+    entry, spec = zoo.load_entry(path), load_spec(path)
+    inputs.make(entry.inputs, tmp_path, 3, seed=1, **entry.options)
+    batches = list(iter_batches(spec, tmp_path, batch_size=1))
+    assert len(batches) == 3
+    (only,) = spec.inputs
+    array = batches[0].arrays[only.name]
+    assert array.shape[0] == 1 and all(s < 0 or d == s for d, s in zip(array.shape[1:], only.shape[1:]))
+    assert np.isfinite(array).all() and array.std() > 0  # a real picture or sound, not a constant

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,13 +19,13 @@ from trtpipe import data
 from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges
 from trtpipe.config import ModelSpec, Shape, decided_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import atomic_path, check_output, ensure_dir, sha256, sidecar_path, write_bytes, write_json
+from trtpipe.files import Outputs, check_output, ensure_dir, json_text, sha256, sidecar_path, staged_outputs, write_bytes
 from trtpipe.graph import onnxio
 from trtpipe.graph.keep import check_exclude
 from trtpipe.graph.lowbit import NothingToQuantize, int4_block
 from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
 from trtpipe.runtime.dtypes import numpy_dtype, trt_type_name
-from trtpipe.runtime.logger import shared_logger
+from trtpipe.runtime.logger import held_errors, shared_logger
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, sealed
 from trtpipe.targets import Precision, Target, local_target
 
@@ -72,23 +73,27 @@ def _numpy_dtype(dtype) -> str:
         return trt_type_name(dtype).lower()
 
 
-def commit_engine(engine: Path, plan: bytes, info: EngineInfo) -> None:
-    """Write the sidecar, then the engine, each atomically: the engine and its sidecar as one.
+def commit_engine(engine: Path, plan: bytes, info: EngineInfo, outputs: Outputs | None = None) -> None:
+    """Write the sidecar, then the engine: the engine and its sidecar as one (with `outputs`: staged there,
+    committed with the command's other files).
 
-    The sidecar records the engine's sha256 and goes first. A build killed between the two renames
-    leaves the old engine (or none) beside a sidecar that does not describe it: every reader checks
-    the sha256 and refuses, and make, seeing an engine older than its sources, rebuilds it. A build
-    killed before the sidecar leaves the old pair untouched.
+    The sidecar records the engine's sha256 and is renamed first. Ctrl-C waits until both are in place;
+    a build killed (SIGKILL) between the two renames leaves the old engine (or none) beside a sidecar
+    that does not describe it: every reader checks the sha256 and refuses, and make, seeing an engine
+    older than its sources, rebuilds it. A build stopped before the renames leaves the old pair untouched.
     """
-    write_json(sidecar_path(engine), sealed(info))
-    write_bytes(engine, plan)
+    with staged_outputs(outputs) as staged:
+        staged.write(sidecar_path(engine), json_text(sealed(info)))
+        staged.write(engine, plan)
 
 
 def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: BuildOptions,
-                 backend: backends.Backend, source_onnx: Path, typed_name: str | None = None) -> EngineInfo:
+                 backend: backends.Backend, source_onnx: Path, typed_name: str | None = None,
+                 outputs: Outputs | None = None) -> EngineInfo:
     """Build one strongly typed engine from `typed_onnx` and write it with its sidecar.
 
     `typed_name`: the file name the typed ONNX will have once committed (it is built from a temporary).
+    `outputs`: stage the engine and sidecar there, to commit with the typed ONNX (else written at once).
     """
     trt = backend.trt
     target = options.target
@@ -105,7 +110,9 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     implicit = options.calibration == "implicit"
     network = builder.create_network(0 if implicit else backend.strongly_typed_flags())
     parser = trt.OnnxParser(network, logger)
-    if not parser.parse_from_file(str(draft)):
+    with held_errors(options.verbose):  # the parser's own errors say it in one line below
+        parsed = parser.parse_from_file(str(draft))
+    if not parsed:
         errors = "; ".join(str(parser.get_error(i)).strip().splitlines()[0] for i in range(parser.num_errors))
         raise TrtpipeError(f"{typed_onnx}: {backend.name} cannot parse the model ({errors[:300]}); inspect it with 'trtpipe inspect'")
     config = builder.create_builder_config()
@@ -124,7 +131,8 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
 
     start = time.perf_counter()
     try:
-        serialized = builder.build_serialized_network(network, config)
+        with held_errors(options.verbose) as logged:
+            serialized = builder.build_serialized_network(network, config)
     finally:
         if calibrator is not None:
             calibrator.free()
@@ -132,7 +140,11 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
     if calibrator is not None:
         calibrator.feed.raise_error()  # TensorRT swallowed it and built anyway: write nothing
     if serialized is None:
-        raise TrtpipeError(f"{typed_onnx}: {backend.name} failed to build a {precision} engine for {target.sm}; rerun with --verbose")
+        # TensorRT's first error, without where in its sources it was raised ("In compileGraph at /_src/...")
+        first = re.sub(r" In \w+ at /\S+", "", logged[0].splitlines()[0])[:240] if logged else None
+        said = f" ({first})" if first else ""
+        raise TrtpipeError(f"{typed_onnx}: {backend.name} failed to build a {precision} engine for {target.sm}{said}; "
+                           "rerun with --verbose")
     plan = bytes(serialized)
     if timing_cache is not None:
         write_bytes(options.timing_cache, bytes(timing_cache.serialize()), "--timing-cache")
@@ -145,7 +157,7 @@ def build_engine(typed_onnx: Path, engine: Path, precision: Precision, options: 
         build_seconds=round(seconds, 3), options={**options.record(), "typed_onnx": typed_onnx.name}, tensors=tensors,
         kept_fp32=kept_nodes(records), unquantized_layers=unquantized_layers(records),
     )
-    commit_engine(engine, plan, info)
+    commit_engine(engine, plan, info, outputs)
     return info
 
 
@@ -300,10 +312,11 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     output_dir = Path(output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise TrtpipeError(f"-o {output_dir}: is a file; build writes engines into a directory, name one")
+    inputs = [model_path, options.cache, options.timing_cache, options.calibration_data,
+              options.spec.path if options.spec is not None else None]
     for precision in chosen:  # before anything is written: no output may be an input
-        for path in (output_dir / f"{model_path.stem}.{precision}.onnx", engine_path(output_dir, model_path.stem, precision, options.target)):
-            check_output(path, [model_path, options.cache, options.timing_cache])
-            check_output(sidecar_path(path), [model_path, options.cache, options.timing_cache])
+        engine = engine_path(output_dir, model_path.stem, precision, options.target)
+        check_output(engine, inputs, siblings=[sidecar_path(engine), output_dir / f"{model_path.stem}.{precision}.onnx"])
     output_dir = ensure_dir(output_dir)
     ranges = None
     if options.calibration_data is not None and options.calibration == "explicit" \
@@ -314,14 +327,16 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     for precision in chosen:
         typed = output_dir / f"{model_path.stem}.{precision}.onnx"
         engine = engine_path(output_dir, model_path.stem, precision, options.target)
-        # The typed ONNX is built from a temporary and moved into place after its engine: a failed
-        # or interrupted build leaves no typed ONNX that looks finished.
+        # The typed ONNX, the sidecar and the engine are staged and committed as one, the typed ONNX
+        # last: a failed or interrupted build leaves none of them, and no typed ONNX that looks finished.
         try:
-            with atomic_path(typed) as draft:
+            with staged_outputs() as outputs:
+                draft = outputs.stage(typed, last=True)
                 write_typed_onnx(model, precision, draft, table, options.exclude,
                                  implicit=options.calibration == "implicit", unquantized=options.unquantized, ranges=ranges,
                                  block=block, shapes=options.shapes, fixed=fixed, min_weights=options.min_weights)
-                info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name)
+                info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name,
+                                    outputs=outputs)
         except NothingToQuantize:
             if list(precisions) == ["auto"]:
                 continue  # e.g. int4 of a model whose layers are all narrower than a block

@@ -126,7 +126,8 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     tensors = quantized_activations(model)
     if not tensors:
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
-    check_output(output, [model_path, spec.path if spec is not None else None], "-o")
+    check_output(output, [model_path, spec.path if spec is not None else None, data_dir], "-o",
+                 siblings=[sidecar_path(output)])
     spec = resolve_inputs(spec, model, model_path) if spec is not None else spec_from_onnx(model, model_path)
     made_from = provenance(model_path, data_dir, options, spec, tensors)
     if not force and is_fresh(output, made_from):
@@ -203,9 +204,11 @@ def load_table(path: Path, precisions=()) -> CalibrationTable:
         raise TrtpipeError(f"--cache {path}: the cache holds no tensors; recalibrate with 'trtpipe calibrate'")
     grid = cache_grid(path)
     for precision in map(str, precisions):
-        if grid is not None and precision in ("int8", "fp8") and precision != grid:
-            raise TrtpipeError(f"--cache {path}: calibrated for {grid}, not {precision}; "
-                               f"make an {precision} cache with 'trtpipe calibrate --precision {precision}'")
+        wanted = "fp8" if precision == "fp4" else precision  # NVFP4's global scales come from the fp8 cache
+        if grid is not None and wanted in ("int8", "fp8") and wanted != grid:
+            takes = f" (which takes an {wanted} cache)" if wanted != precision else ""
+            raise TrtpipeError(f"--cache {path}: calibrated for {grid}, not {precision}{takes}; "
+                               f"make an {wanted} cache with 'trtpipe calibrate --precision {wanted}'")
     return table
 
 

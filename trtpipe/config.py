@@ -350,7 +350,20 @@ def validate_raw(raw: dict) -> dict:
     for i, spec in enumerate(out.get("inputs", [])):
         if any(d < -1 or d == 0 for d in spec["shape"]):
             raise _Invalid(f"[[inputs]] #{i + 1} shape {spec['shape']}: dimensions are positive, or -1 for dynamic")
+        dtype, value = spec.get("dtype", "float32"), spec.get("value")
+        if value is not None and not dtype.startswith("float") and not _holds(dtype, value):
+            raise _Invalid(f"[[inputs]] #{i + 1} value {value:g}: an input of dtype {dtype} cannot hold it; give "
+                           f"{'0 or 1' if dtype == 'bool' else 'a whole number in its range'}")
     return out
+
+
+def _holds(dtype: str, value: float) -> bool:
+    """Return True if an integer or bool input of `dtype` holds `value` exactly (2.5 would be cut to 2)."""
+    if dtype == "bool":
+        return value in (0, 1)
+    bits = int(dtype.removeprefix("u").removeprefix("int"))
+    low, high = (0, 2**bits - 1) if dtype.startswith("u") else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    return value.is_integer() and low <= value <= high
 
 
 def load_spec(path: str | os.PathLike) -> ModelSpec:
@@ -440,6 +453,8 @@ def load_exclusions(path: str | os.PathLike) -> list[str]:
         names = raw.get("quantize", {}).get("exclude", [])
     except OSError as exc:
         raise TrtpipeError(f"--exclude @{path}: cannot read it ({exc.strerror}); make it with 'trtpipe tune'") from None
+    except UnicodeDecodeError as exc:
+        raise TrtpipeError(f"--exclude @{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except (tomllib.TOMLDecodeError, AttributeError):
         raise TrtpipeError(f"--exclude @{path}: not a TOML file with [quantize] exclude; rerun 'trtpipe tune'") from None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):

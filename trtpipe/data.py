@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import warnings
+import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,12 +43,37 @@ def list_files(directory: str | os.PathLike, flag: str = "--data") -> list[Path]
     return files
 
 
+# What numpy raises for a file that is not an array it wrote: bad magic or header (ValueError), short
+# reads (OSError, EOFError), a broken archive (BadZipFile, zlib.error), a header claiming more than fits.
+_NOT_AN_ARRAY = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error, MemoryError, KeyError)
+
+
+def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Return the arrays of a .npy file ({"": array}) or a .npz file (by key), or raise naming the file."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            return {"": np.load(path, allow_pickle=False)}
+        with np.load(path, allow_pickle=False) as archive:
+            if not isinstance(archive, np.lib.npyio.NpzFile):
+                return {"": archive}
+            return {key: archive[key] for key in archive.files}
+    except _NOT_AN_ARRAY as exc:
+        raise TrtpipeError(f"{path}: not a readable {suffix} file ({exc.__class__.__name__}); re-save it with numpy") from None
+
+
 def load_image(path: Path, pre: Preprocess) -> np.ndarray:
     """Return one preprocessed image as an array in the spec's layout, without a batch axis."""
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as img:
+        with warnings.catch_warnings():
+            # Pillow warns past MAX_IMAGE_PIXELS and raises past twice that: a small file that decodes
+            # to gigabytes (a decompression bomb) is refused either way, before it is decoded.
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            img = Image.open(path)
+        with img:
             img = img.convert("L" if pre.color == "L" else "RGB")
             height, width = pre.size
             if pre.resize:
@@ -57,7 +85,10 @@ def load_image(path: Path, pre: Preprocess) -> np.ndarray:
             else:
                 img = img.resize((width, height), Image.BILINEAR)
             array = np.asarray(img, dtype=np.float32)
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise TrtpipeError(f"{path}: the image is larger than {Image.MAX_IMAGE_PIXELS} pixels (a decompression bomb?); "
+                           "resize it, or remove it") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, MemoryError) as exc:
         raise TrtpipeError(f"{path}: not a readable image ({exc.__class__.__name__}); remove or replace the file") from None
     if array.ndim == 2:
         array = array[:, :, None]
@@ -95,33 +126,43 @@ def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndar
     return array.astype(expected, copy=False)
 
 
-def _samples(path: Path, spec: ModelSpec) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
-    """Yield (id, {input: sample}) for every sample in one file."""
+def _samples(path: Path, spec: ModelSpec, first_dtypes: dict[str, tuple[np.dtype, Path]]
+             ) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+    """Yield (id, {input: sample}) for every sample in one file.
+
+    `first_dtypes`: {input: (dtype, file)} of the files read before; a file of another dtype is refused
+    (float64 beside float32 would be cast without a word, and the two halves calibrate differently).
+    """
     suffix = path.suffix.lower()
     if suffix in IMAGE_SUFFIXES:
         if spec.preprocess is None or len(spec.inputs) != 1:
             raise TrtpipeError(f"{path}: images need a spec with one input and a [preprocess] table; pass --spec model.toml")
         yield path.name, {spec.inputs[0].name: load_image(path, spec.preprocess)}
         return
-    try:
-        if suffix == ".npy":
-            if len(spec.inputs) != 1:
-                raise TrtpipeError(f"{path}: the model has {len(spec.inputs)} inputs; store samples as .npz keyed by input name")
-            arrays = {spec.inputs[0].name: np.load(path, allow_pickle=False)}
-        else:
-            with np.load(path, allow_pickle=False) as archive:
-                missing = [i.name for i in spec.inputs if i.name not in archive.files]
-                if missing:
-                    raise TrtpipeError(f"{path}: no array for input '{missing[0]}' (it holds {', '.join(archive.files)}); add it")
-                arrays = {i.name: archive[i.name] for i in spec.inputs}
-    except (ValueError, OSError, EOFError) as exc:
-        raise TrtpipeError(f"{path}: not a readable {suffix} file ({exc.__class__.__name__}); re-save it with numpy") from None
+    if suffix == ".npy" and len(spec.inputs) != 1:
+        raise TrtpipeError(f"{path}: the model has {len(spec.inputs)} inputs; store samples as .npz keyed by input name")
+    held = load_arrays(path)
+    if suffix == ".npy":
+        arrays = {spec.inputs[0].name: held[""]}
+    else:
+        missing = [i.name for i in spec.inputs if i.name not in held]
+        if missing:
+            raise TrtpipeError(f"{path}: no array for input '{missing[0]}' (it holds {', '.join(held)}); add it")
+        arrays = {i.name: held[i.name] for i in spec.inputs}
+    for name, array in arrays.items():
+        dtype, first = first_dtypes.setdefault(name, (array.dtype, path))
+        if array.dtype != dtype:
+            raise TrtpipeError(f"{path}: input '{name}' is {array.dtype}, but {first.name} holds {dtype}; "
+                               f"re-save the data in one dtype ({spec.input(name).dtype})")
     batches = {name: _check(path, name, array, spec.input(name)) for name, array in arrays.items()}
     shared = {name for name in batches if spec.input(name).batch_axis is None}
     counts = {len(a) for name, a in batches.items() if name not in shared} or {1}
     if len(counts) != 1:
         raise TrtpipeError(f"{path}: inputs hold different numbers of samples; give each the same size on its batch axis")
     count = counts.pop()
+    if count == 0:  # every command would judge or calibrate on nothing, and say so only in zeros
+        raise TrtpipeError(f"{path}: holds no samples (shape {list(next(iter(arrays.values())).shape)}); "
+                           "remove it or re-export it with samples")
     for i in range(count):
         yield (path.name if count == 1 else f"{path.name}[{i}]"), {n: a[0 if n in shared else i] for n, a in batches.items()}
 
@@ -149,10 +190,11 @@ def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int 
     ids: list[str] = []
     pending: dict[str, list[np.ndarray]] = {i.name: [] for i in spec.inputs}
     seen = 0
+    first_dtypes: dict[str, tuple[np.dtype, Path]] = {}
     for path in files:
         if limit is not None and seen >= limit:
             break  # files past the limit are never opened
-        for sample_id, sample in _samples(path, spec):
+        for sample_id, sample in _samples(path, spec, first_dtypes):
             if limit is not None and seen >= limit:
                 break
             ids.append(sample_id)
@@ -199,9 +241,11 @@ def read_labels(path: str | os.PathLike) -> dict[str, int]:
     labels = {}
     path = Path(path)
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise TrtpipeError(f"--labels {path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise TrtpipeError(f"--labels {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     for number, line in enumerate(lines, 1):
         if not line.strip() or line.startswith("#"):
             continue

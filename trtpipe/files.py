@@ -6,8 +6,10 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,12 +46,25 @@ def ensure_dir(path: str | os.PathLike, flag: str = "-o") -> Path:
     return path
 
 
-def check_output(path: str | os.PathLike, inputs=(), flag: str = "-o") -> Path:
+def check_output(path: str | os.PathLike, inputs=(), flag: str = "-o", siblings=()) -> Path:
     """Return `path` if a regular file may be written there, else raise naming the flag and the fix.
 
     Refused: a directory, a FIFO, a device or socket (replacing one would break what reads it, or a
-    write would block), and any of `inputs` (writing over the model being read destroys it).
+    write would block), and any of `inputs` (writing over the model being read destroys it). Every
+    command that writes calls this before it reads anything, with all it reads as `inputs` (model,
+    spec, data, cache, exclusions) and the other files it writes beside `path` as `siblings` (a
+    tuned cache's .toml, a sidecar), which are held to the same rules.
     """
+    path = _check_writable(path, flag)
+    for written in (path, *(_check_writable(sibling, flag) for sibling in siblings)):
+        for source in inputs:
+            if source is not None and same_file(written, source):
+                also = "is also" if written == path else f"would also write {written}, which is"
+                raise TrtpipeError(f"{flag} {path}: {also} an input ({source}); write the result to another file")
+    return path
+
+
+def _check_writable(path: str | os.PathLike, flag: str) -> Path:
     path = Path(path)
     if str(path) in ("", "."):
         raise TrtpipeError(f"{flag}: name an output file")
@@ -63,9 +78,6 @@ def check_output(path: str | os.PathLike, inputs=(), flag: str = "-o") -> Path:
         raise TrtpipeError(f"{flag} {path}: is a directory; name a file inside it, e.g. {path / 'out'}")
     if mode is not None and not stat.S_ISREG(mode):
         raise TrtpipeError(f"{flag} {path}: is not a regular file (a FIFO, device or socket); choose a file path")
-    for source in inputs:
-        if source is not None and same_file(path, source):
-            raise TrtpipeError(f"{flag} {path}: is also an input ({source}); write the result to another file")
     return path
 
 
@@ -77,6 +89,63 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
         return os.path.abspath(a) == os.path.abspath(b)
 
 
+class Outputs:
+    """The files one command writes, each staged as a temporary beside it and renamed into place together.
+
+    A command that fails or is interrupted before the commit leaves none of them, finished or not, and
+    every file it would have replaced untouched. The renames themselves run with Ctrl-C held back, so
+    an interrupt never splits one result (an engine and its sidecar) in two.
+    """
+
+    def __init__(self):
+        self._staged: list[tuple[Path, Path, bool]] = []  # (temporary, final path, renamed last)
+
+    def stage(self, path: str | os.PathLike, flag: str = "-o", last: bool = False) -> Path:
+        """Return a new temporary for `path`; `last`: rename it after the others (what marks the set finished)."""
+        path = check_output(path, (), flag)
+        ensure_dir(path.parent if str(path.parent) else ".", flag)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a finished file gets the usual mode
+        self._staged.append((Path(tmp), path, last))
+        return Path(tmp)
+
+    def write(self, path: str | os.PathLike, data: bytes | str, flag: str = "-o", last: bool = False) -> Path:
+        """Stage `data` (str: as UTF-8) for `path`; return the temporary it is in until the commit."""
+        tmp = self.stage(path, flag, last)
+        tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+        return tmp
+
+    def commit(self) -> None:
+        with _interrupts_held():
+            for tmp, path, _ in sorted(self._staged, key=lambda item: item[2]):
+                os.replace(tmp, path)
+            self._staged.clear()
+
+    def discard(self) -> None:
+        for tmp, _, _ in self._staged:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        self._staged.clear()
+
+
+@contextlib.contextmanager
+def staged_outputs(into: Outputs | None = None) -> Iterator[Outputs]:
+    """Yield an Outputs; commit every staged file if the block succeeds, else remove them all.
+
+    `into`: a caller's Outputs, yielded as it is: the caller commits it with its other files.
+    """
+    if into is not None:
+        yield into
+        return
+    outputs = Outputs()
+    try:
+        yield outputs
+        outputs.commit()
+    finally:
+        outputs.discard()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, flag: str = "-o") -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it into place only if the block succeeds.
@@ -84,27 +153,41 @@ def atomic_path(path: str | os.PathLike, flag: str = "-o") -> Iterator[Path]:
     Two processes writing one output each write their own temporary file; the last rename wins
     and the file is always one whole result, never a mix.
     """
-    path = check_output(path, (), flag)
-    ensure_dir(path.parent if str(path.parent) else ".", flag)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a finished file gets the usual mode
+    with staged_outputs() as outputs:
+        yield outputs.stage(path, flag)
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold SIGINT back until the block ends (signal handlers can only be set in the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
     try:
-        yield Path(tmp)
-        os.replace(tmp, path)
+        yield
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        if caught and callable(previous):
+            previous(*caught[0])  # Python's default handler raises KeyboardInterrupt, now that all is in place
+        elif caught and previous != signal.SIG_IGN:
+            signal.raise_signal(signal.SIGINT)  # SIG_DFL: let the signal end the process as it would have
 
 
 def write_bytes(path: str | os.PathLike, data: bytes, flag: str = "-o") -> None:
-    with atomic_path(path, flag) as tmp:
-        tmp.write_bytes(data)
+    with staged_outputs() as outputs:
+        outputs.write(path, data, flag)
 
 
 def write_text(path: str | os.PathLike, text: str, flag: str = "-o") -> None:
     write_bytes(path, text.encode(), flag)
 
 
+def json_text(obj) -> str:
+    """Return `obj` as the JSON text every trtpipe file holds (indented, newline-terminated)."""
+    return json.dumps(obj, indent=2, sort_keys=False) + "\n"
+
+
 def write_json(path: str | os.PathLike, obj, flag: str = "-o") -> None:
-    write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n", flag)
+    write_text(path, json_text(obj), flag)

@@ -10,7 +10,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtpipe.data import IMAGE_SUFFIXES, list_files
+from trtpipe.data import IMAGE_SUFFIXES, list_files, load_arrays
+from trtpipe.errors import TrtpipeError
 
 # Batch sizes of the guessed build profile: MIN/OPT/MAX as trtexec writes them.
 PROFILE_BATCHES = (1, 8, 32)
@@ -85,19 +86,14 @@ def profile_shapes(spec_shape: list[int], sample_shape: tuple[int, ...] | None) 
 
 def _sample_shape(directory: Path, name: str, rank: int) -> tuple[int, ...] | None:
     """Return one sample's shape (no batch axis) for input `name`, read from the first .npy/.npz file."""
-    import numpy as np
-
     for path in list_files(directory):
-        if path.suffix == ".npy":
-            shape = np.load(path, mmap_mode="r").shape
-        elif path.suffix == ".npz":
-            with np.load(path) as archive:
-                if name not in archive:
-                    continue
-                shape = archive[name].shape
-        else:
+        if path.suffix.lower() not in (".npy", ".npz"):
             continue
-        return tuple(shape[1:]) if len(shape) == rank else tuple(shape)
+        arrays = load_arrays(path)
+        array = arrays.get("" if path.suffix.lower() == ".npy" else name)
+        if array is None:
+            continue
+        return tuple(array.shape[1:]) if array.ndim == rank else tuple(array.shape)
     return None
 
 
@@ -123,7 +119,11 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
             sample = _image_dims(tensor.shape)
         shapes[tensor.name] = profile_shapes(tensor.shape, sample)
     if images:
-        lines += _preprocess_lines(next(t for t in inputs if len(t.shape) == 4))
+        image_input = next((t for t in inputs if len(t.shape) == 4), None)
+        if image_input is None:
+            raise TrtpipeError(f"--data {data_dir}: holds images, but no input of {Path(model_path).name} is an image "
+                               "(rank 4); pass a directory of .npy or .npz samples")
+        lines += _preprocess_lines(image_input)
     if shapes:
         lines.append("[shapes]  # MIN/OPT/MAX per dynamic input, dims joined by x, as trtexec writes them")
         for input_name, value in shapes.items():

@@ -1,6 +1,7 @@
 """Realistic inputs for the zoo's models, made offline: photos from scikit-image and scikit-learn,
-pages and text lines rendered with Pillow from real English prose, tokenized sentences, speech-like
-audio with the recurrent state the model itself carries, and the bytes of real files.
+pages and text lines rendered with Pillow from real English prose, captchas, tokenized sentences,
+speech-like audio (with the recurrent state the model itself carries, or as log-mel features),
+scenes with the real faces of scikit-image's LFW subset, and the bytes of real files.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
 keeps the calibration and validation sets apart. `make(kind, ...)` picks the maker by the
@@ -251,9 +252,140 @@ def write_file_bytes(directory: Path, count: int, seed: int) -> None:
     np.savez(directory / "files.npz", bytes=np.stack(features))
 
 
+CAPTCHA_CHARACTERS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def glyph(character: str, size: int, ink: tuple, angle: float, outline: tuple | None = None):
+    """Return one character rendered on a transparent tile, turned by `angle` degrees (an RGBA image)."""
+    from PIL import Image, ImageDraw
+
+    tile = Image.new("RGBA", (size * 2, size * 2), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(tile)
+    stroke = {"stroke_width": max(1, size // 14), "stroke_fill": outline} if outline else {}
+    draw.text((size // 2, size // 3), character, fill=ink, font=font(size), **stroke)
+    tile = tile.rotate(angle, resample=Image.BICUBIC, expand=False)
+    return tile.crop(tile.getbbox() or (0, 0, 1, 1))
+
+
+def write_captchas(directory: Path, count: int, seed: int, size: tuple[int, int] = (60, 160)) -> None:
+    """Character captchas at height x width: 4 to 6 letters and digits, each its own colour, size and
+    tilt, on a noisy tinted background crossed by interference lines and dotted with specks."""
+    from PIL import Image, ImageDraw, ImageFilter
+
+    rng = np.random.default_rng(seed)
+    height, width = size
+    for i in range(count):
+        base = rng.integers(170, 250, 3)
+        gradient = np.linspace(0, rng.uniform(-40, 40), width)[None, :, None]
+        background = np.clip(base + gradient + rng.normal(0, 12, (height, width, 3)), 0, 255).astype(np.uint8)
+        img = Image.fromarray(background)
+        draw = ImageDraw.Draw(img)
+        text = "".join(rng.choice(list(CAPTCHA_CHARACTERS), rng.integers(4, 7)))
+        x = int(rng.integers(4, 14))
+        step = (width - x - 8) / len(text)
+        for character in text:
+            ink = tuple(int(v) for v in rng.integers(0, 140, 3))
+            tile = glyph(character, int(height * rng.uniform(0.55, 0.8)), ink + (255,), rng.uniform(-25, 25))
+            y = int(rng.integers(0, max(1, height - tile.height)))
+            img.paste(tile, (x, y), tile)
+            x += int(step * rng.uniform(0.85, 1.05))
+        for _ in range(rng.integers(2, 5)):  # interference lines and arcs across the characters
+            ink = tuple(int(v) for v in rng.integers(0, 200, 3))
+            points = [(int(rng.integers(0, width)), int(rng.integers(0, height))) for _ in range(3)]
+            draw.line(points, fill=ink, width=int(rng.integers(1, 3)))
+        for _ in range(rng.integers(30, 120)):
+            px, py = int(rng.integers(0, width)), int(rng.integers(0, height))
+            draw.point((px, py), fill=tuple(int(v) for v in rng.integers(0, 255, 3)))
+        if rng.random() < 0.3:
+            img = img.filter(ImageFilter.GaussianBlur(0.6))
+        img.save(directory / f"{i:04d}.png")
+
+
+def write_click_captchas(directory: Path, count: int, seed: int, size: tuple[int, int] = (416, 416)) -> None:
+    """Click captchas as a YOLOX detector of characters sees them: a photo with 3 to 5 large outlined
+    characters scattered over it, scaled into size and padded with grey 114 below and right (the
+    letterbox of ddddocr's own preprocessing)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    height, width = size
+    for i in range(count):
+        ph, pw = int(rng.integers(160, 345)), 344  # click captchas are about 344 wide
+        img = photo_crop(rng, ph, pw)
+        for _ in range(rng.integers(3, 6)):
+            ink = tuple(int(v) for v in rng.integers(0, 256, 3))
+            outline = tuple(255 - v for v in ink)
+            tile = glyph(str(rng.choice(list(CAPTCHA_CHARACTERS))), int(rng.integers(28, 46)), ink + (255,),
+                         rng.uniform(-40, 40), outline + (255,))
+            img.paste(tile, (int(rng.integers(0, pw - tile.width)), int(rng.integers(0, ph - tile.height))), tile)
+        ratio = min(height / ph, width / pw)
+        letterbox = Image.new("RGB", (width, height), (114, 114, 114))
+        letterbox.paste(img.resize((int(pw * ratio), int(ph * ratio)), Image.BILINEAR), (0, 0))
+        letterbox.save(directory / f"{i:04d}.png")
+
+
+def write_faces(directory: Path, count: int, seed: int, size: tuple[int, int] = (320, 320)) -> None:
+    """Scenes at height x width with 1 to 4 real faces: the face images of scikit-image's LFW subset
+    (tinted, scaled to 32-120 pixels) pasted on photo crops, and crops of the astronaut's portrait."""
+    import skimage.data as sk
+    from PIL import Image, ImageFilter
+
+    rng = np.random.default_rng(seed)
+    faces = sk.lfw_subset()[:100]  # the first 100 are faces, the rest are not
+    astronaut = Image.fromarray(sk.astronaut())
+    height, width = size
+    for i in range(count):
+        scene = photo_crop(rng, height, width)
+        if rng.random() < 0.25:  # the astronaut's own face, about a quarter of the frame high
+            side = int(rng.integers(200, 400))
+            top, left = int(rng.integers(0, 60)), int(rng.integers(80, 220))
+            scene = astronaut.crop((left, top, left + side, top + side * height // width)).resize((width, height), Image.BILINEAR)
+        for _ in range(rng.integers(1, 5)):
+            face = (faces[rng.integers(len(faces))] * 255).astype(np.uint8)
+            tint = rng.uniform([0.9, 0.7, 0.55], [1.1, 0.9, 0.75])  # grey to skin tones
+            rgb = np.clip(face[:, :, None] * tint, 0, 255).astype(np.uint8)
+            side = int(rng.integers(32, min(121, height // 2)))
+            tile = Image.fromarray(rgb).resize((side, side), Image.BICUBIC).filter(ImageFilter.GaussianBlur(0.8))
+            scene.paste(tile, (int(rng.integers(0, width - side)), int(rng.integers(0, height - side))))
+        scene.save(directory / f"{i:04d}.png")
+
+
+def log_mel(audio: np.ndarray, rate: int = 16000, bands: int = 64, nfft: int = 512) -> np.ndarray:
+    """Return log mel filterbank energies [frames, bands]: 25 ms rectangular frames every 10 ms, the
+    power spectrum over `nfft`, triangular mel filters up to half the rate (python_speech_features' logfbank)."""
+    length, step = int(0.025 * rate), int(0.01 * rate)
+    frames = 1 + int(np.ceil(max(len(audio) - length, 0) / step))
+    padded = np.concatenate([audio, np.zeros((frames - 1) * step + length - len(audio))])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, length)[::step]
+    power = np.abs(np.fft.rfft(windows, nfft)) ** 2 / nfft
+    mel = np.linspace(0, 2595 * np.log10(1 + rate / 2 / 700), bands + 2)
+    bins = np.floor((nfft + 1) * 700 * (10 ** (mel / 2595) - 1) / rate).astype(int)
+    filters = np.zeros((bands, nfft // 2 + 1))
+    for j in range(bands):
+        lo, mid, hi = bins[j:j + 3]
+        filters[j, lo:mid] = (np.arange(lo, mid) - lo) / max(mid - lo, 1)
+        filters[j, mid:hi] = (hi - np.arange(mid, hi)) / max(hi - mid, 1)
+    energies = power @ filters.T
+    return np.log(np.where(energies == 0, np.finfo(float).eps, energies)).astype(np.float32)
+
+
+def write_spoken_words(directory: Path, count: int, seed: int, seconds: float = 1.5) -> None:
+    """1.5 s windows of speech-like 16 kHz audio (a word, as a hotword engine hears it) as log mel
+    features [1, frames, 64] in one .npz keyed 'input'."""
+    rng = np.random.default_rng(seed)
+    samples = int(seconds * 16000)
+    features = []
+    for _ in range(count):
+        audio = speech_like(rng, seconds + 0.5)
+        start = int(rng.integers(0, len(audio) - samples))
+        features.append(log_mel(audio[start:start + samples])[None])
+    np.savez(directory / "words.npz", input=np.stack(features))
+
+
 MAKERS: dict[str, Callable[..., None]] = {
     "photos": write_photos, "pages": write_pages, "text_lines": write_text_lines, "tokens": write_tokens,
-    "audio": write_audio, "file_bytes": write_file_bytes,
+    "audio": write_audio, "file_bytes": write_file_bytes, "captchas": write_captchas,
+    "click_captchas": write_click_captchas, "faces": write_faces, "spoken_words": write_spoken_words,
 }
 
 

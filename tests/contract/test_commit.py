@@ -105,9 +105,11 @@ def test_inspect_reads_what_calibrate_writes_and_refuses_an_edited_cache(mlp, tm
 
 @needs_rtx
 def test_an_engine_and_its_sidecar_are_committed_as_one(mlp, tmp_path, monkeypatch):
-    """kill -9 between the sidecar and the engine leaves an engine no reader accepts; a failed build
-    leaves no typed ONNX."""
+    """An interrupted build leaves the old engine, sidecar and typed ONNX untouched; kill -9 between
+    the sidecar's rename and the engine's leaves an engine no reader accepts; a failed build leaves
+    nothing of its own."""
     from trtpipe import build as building
+    from trtpipe import files
     from trtpipe.build import BuildOptions, build
     from trtpipe.config import parse_shapes
     from trtpipe.runtime.sidecar import verify_engine
@@ -117,21 +119,31 @@ def test_an_engine_and_its_sidecar_are_committed_as_one(mlp, tmp_path, monkeypat
     options = BuildOptions(Target(8, 9), "tensorrt-rtx", shapes=parse_shapes(["x:1x16/8x16/32x16"]))
     [first] = build(mlp, out, ["fp16"], options)
     assert verify_engine(first.engine).engine_sha256 == sha256(first.engine)
-    old_engine = first.engine.read_bytes()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
 
-    real_write = building.write_bytes
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C after TensorRT built the plan, before anything is committed
 
-    def killed_after_sidecar(path, data, flag="-o"):
-        if str(path).endswith(".engine"):
-            raise KeyboardInterrupt  # the sidecar is in place, the engine rename never happens
-        return real_write(path, data, flag)
-
-    monkeypatch.setattr(building, "write_bytes", killed_after_sidecar)
+    monkeypatch.setattr(building, "sealed", interrupted)
     options.exclude = ["fc1"]  # another build: another typed graph, another engine
     with pytest.raises(KeyboardInterrupt):
         build(mlp, out, ["fp16"], options)
     monkeypatch.undo()
-    assert first.engine.read_bytes() == old_engine  # the old engine is still there...
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporary left, nothing replaced
+    verify_engine(first.engine)
+
+    real_replace = files.os.replace
+
+    def killed_after_sidecar(tmp, path):
+        if str(path).endswith(".engine"):
+            raise SystemExit(137)  # as kill -9 would stop it: the sidecar is in place, the engine is not
+        real_replace(tmp, path)
+
+    monkeypatch.setattr(files.os, "replace", killed_after_sidecar)
+    with pytest.raises(SystemExit):
+        build(mlp, out, ["fp16"], options)
+    monkeypatch.undo()
+    assert first.engine.read_bytes() == before[first.engine.name]  # the old engine is still there...
     with pytest.raises(TrtpipeError, match="does not match its sidecar's sha256"):
         verify_engine(first.engine)  # ...and no reader takes it for the new one
     assert sorted(p.name for p in out.iterdir()) == ["mlp.fp16.onnx", "mlp.fp16.sm89.engine", "mlp.fp16.sm89.engine.json"]
@@ -140,6 +152,38 @@ def test_an_engine_and_its_sidecar_are_committed_as_one(mlp, tmp_path, monkeypat
     with pytest.raises(TrtpipeError):
         build(mlp, tmp_path / "failed", ["fp16"], BuildOptions(Target(8, 9), "tensorrt-rtx"))  # no --shapes
     assert not [p for p in (tmp_path / "failed").rglob("*") if p.is_file()]
+
+
+def test_ctrl_c_waits_until_every_staged_file_is_in_place(tmp_path, monkeypatch):
+    """A real SIGINT that arrives between two renames of one commit is held until the last one."""
+    import signal
+
+    from trtpipe import files
+
+    real_replace = files.os.replace
+
+    def signalled(tmp, path):
+        real_replace(tmp, path)
+        os.kill(os.getpid(), signal.SIGINT)  # delivered now: the handler runs before the next rename
+
+    monkeypatch.setattr(files.os, "replace", signalled)
+    with pytest.raises(KeyboardInterrupt), files.staged_outputs() as outputs:
+        outputs.write(tmp_path / "a.json", "{}")
+        outputs.write(tmp_path / "b.engine", b"plan", last=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.engine"]  # both, and no temporary
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_interrupted_command_leaves_none_of_its_files(tmp_path):
+    """Staged files are all removed when the block fails: none finished, no temporary."""
+    from trtpipe.files import staged_outputs
+
+    (tmp_path / "old.cache").write_text("old")
+    with pytest.raises(KeyboardInterrupt), staged_outputs() as outputs:
+        outputs.write(tmp_path / "new.toml", "new")
+        outputs.write(tmp_path / "old.cache", "new")
+        raise KeyboardInterrupt
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.cache"] and (tmp_path / "old.cache").read_text() == "old"
 
 
 # ---- concurrent writers -----------------------------------------------------------------------
@@ -166,3 +210,26 @@ def test_two_processes_writing_one_output_never_leave_a_mix(tmp_path):
         w.join()
         assert w.exitcode == 0
     assert sorted(os.listdir(tmp_path)) == ["shared.bin"]  # no temporary left
+
+
+def test_a_tune_that_fails_while_writing_leaves_no_cache_toml_or_report(mlp, tmp_path, monkeypatch, cli):
+    """tune's cache, exclusions and report are committed as one: a failure writing the last leaves none."""
+    from trtpipe.quality import tune_report
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    (tmp_path / "spec.toml").write_text('name = "mlp"\n[[inputs]]\nname = "x"\nshape = [-1, 16]\n'
+                                        '[data]\ncalibration = "data"\nvalidation = "data"\n')
+    monkeypatch.setattr(tune_report, "plot", disk_full)  # the picture is written after the cache and .toml are staged
+    out = tmp_path / "out"
+    with pytest.raises(OSError, match="No space"):
+        cli("tune", mlp, "--spec", tmp_path / "spec.toml", "--precision", "int8", "--budget-min", "0.02",
+            "-o", out / "mlp.int8.tuned.cache")
+    assert not [p for p in out.rglob("*") if p.is_file()]
+    monkeypatch.undo()
+    code, _, err = cli("tune", mlp, "--spec", tmp_path / "spec.toml", "--precision", "int8", "--budget-min", "0.02",
+                       "-o", out / "mlp.int8.tuned.cache")
+    assert code == 0, err
+    assert {p.name for p in out.rglob("*") if p.is_file()} >= {"mlp.int8.tuned.cache", "mlp.int8.tuned.toml",
+                                                                 "mlp.int8.tune.json", "mlp.int8.tune.md"}

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -335,3 +336,119 @@ def test_any_file_bytes_load_or_are_one_error(content, suffix):
             list(iter_batches(spec, directory, 4))
         except TrtpipeError as exc:
             assert str(exc).startswith(directory) and "\n" not in str(exc)
+
+
+# ---- every numeric option of every command ------------------------------------------------------
+
+# What each numeric option means, written out here (not read from the options): (kind, low, high,
+# low_open, high_open). A value outside, nan, inf or not a number at all is one line naming the flag.
+COUNT, NONNEGATIVE = ("int", 1, None, False, False), ("int", 0, None, False, False)
+PORT = ("int", 1, 65535, False, False)
+OPTION_RANGES = {
+    ("bench", "--batch"): COUNT, ("bench", "--warmup-ms"): ("float", 0, None, False, False),
+    ("bench", "--duration-s"): ("float", 0, None, False, False), ("bench", "--iterations"): COUNT,
+    ("tune", "--budget-min"): ("float", 0, None, True, False), ("tune", "--tuning-samples"): COUNT,
+    ("tune", "--confidence"): ("float", 0, 1, False, True), ("tune", "--slack"): ("float", 0, 1, False, False),
+    ("tune", "--batch-size"): COUNT,
+    ("serve", "--http-port"): PORT, ("serve", "--grpc-port"): PORT, ("serve", "--metrics-port"): PORT,
+    ("serve", "--max-batch"): COUNT, ("serve", "--max-queue-delay-us"): NONNEGATIVE, ("serve", "--instances"): COUNT,
+    ("serve", "--threads"): COUNT,
+    ("triton", "--max-batch"): COUNT, ("triton", "--max-queue-delay-us"): NONNEGATIVE, ("triton", "--instances"): COUNT,
+    ("loadtest", "--duration-s"): ("float", 0, None, True, False), ("loadtest", "--batch"): COUNT,
+    ("loadtest", "--limit"): COUNT,
+    ("calibrate", "--percentile"): ("float", 0, 100, True, False), ("calibrate", "--batch-size"): COUNT,
+    ("calibrate", "--limit"): COUNT, ("calibrate", "--seed"): NONNEGATIVE,
+    ("smooth", "--alpha"): ("float", 0, 1, False, False), ("smooth", "--batch-size"): COUNT, ("smooth", "--limit"): COUNT,
+    ("awq", "--tokens"): ("int", 16, None, False, False), ("awq", "--batch-size"): COUNT, ("awq", "--limit"): COUNT,
+    ("sensitivity", "--limit"): COUNT, ("sensitivity", "--batch-size"): COUNT, ("sensitivity", "--top"): COUNT,
+    ("validate", "--batch-size"): COUNT, ("validate", "--limit"): COUNT,
+    ("quantize", "--min-weights"): NONNEGATIVE, ("build", "--min-weights"): NONNEGATIVE,
+}
+
+# Each command with a file it cannot open and an output it must refuse: once every option is
+# accepted, the command stops at one of them, before any work, saying so in its one line.
+STOPPED = {
+    "bench": (["{d}/missing.onnx"], "no such file"),
+    "tune": (["{d}/missing.onnx", "--spec", "{d}/missing.toml", "--precision", "int8", "-o", "{d}/t.cache"], "cannot read"),
+    "serve": (["{d}/missing.onnx"], "no such file"),
+    "triton": (["{d}/missing.engine", "-o", "{d}/repo"], "no such file"),
+    "loadtest": (["http://127.0.0.1:9", "--model", "m", "--data", "{d}", "--plot", "{d}"], "is a directory"),
+    "calibrate": (["{d}/missing.onnx", "--data", "{d}", "-o", "{d}"], "is a directory"),
+    "smooth": (["{d}/missing.onnx", "--data", "{d}", "-o", "{d}"], "is a directory"),
+    "awq": (["{d}/missing.onnx", "--data", "{d}", "-o", "{d}"], "is a directory"),
+    "quantize": (["{d}/missing.onnx", "--precision", "int8", "-o", "{d}"], "is a directory"),
+    "build": (["{d}/missing.onnx", "--precision", "fp16", "--target", "sm_89", "-o", "{d}/engines"], "no such file"),
+    "sensitivity": (["{d}/missing.onnx", "--cache", "{d}/missing.cache", "--data", "{d}"], "no such file"),
+    "validate": (["{d}/missing.onnx", "--baseline", "{d}/missing.onnx", "--data", "{d}"], "no such file"),
+}
+
+
+def _numeric_options():
+    import click
+
+    from trtpipe.cli import main
+
+    for name, command in sorted(main.commands.items()):
+        for param in command.params:
+            if isinstance(param, click.Option) and isinstance(param.type, (click.types._NumberParamTypeBase)):
+                yield name, param
+
+
+def test_every_numeric_option_has_a_range_and_a_finite_type():
+    """A new numeric option must say what it means here, and take a ranged type (plain int or float
+    take nan, inf and negative counts)."""
+    import click
+
+    from trtpipe.cli import FiniteFloatRange
+
+    found = {(name, param.opts[0]): param for name, param in _numeric_options()}
+    assert set(found) == set(OPTION_RANGES), set(found) ^ set(OPTION_RANGES)
+    for key, param in found.items():
+        kind = OPTION_RANGES[key][0]
+        assert isinstance(param.type, click.IntRange if kind == "int" else FiniteFloatRange), (key, param.type)
+
+
+def _expected(text: str, kind: str, low, high, low_open: bool, high_open: bool) -> bool:
+    """Return whether `text` is a value the option means something for (the spec above, not click's code)."""
+    try:
+        value = int(text) if kind == "int" else float(text)
+    except ValueError:
+        return False
+    if not math.isfinite(value):
+        return False
+    if low is not None and (value < low or (low_open and value == low)):
+        return False
+    return not (high is not None and (value > high or (high_open and value == high)))
+
+
+option_values = st.one_of(
+    st.integers(-(10**6), 10**6).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.floats(-2, 200).map(lambda v: f"{v:.3g}"),
+    st.sampled_from(["nan", "inf", "-inf", "NaN", "1e400", "-0", "0", "1", "16", "15", "65535", "65536", "abc", "",
+                     "1.5", "0x10", " 3"]),
+)
+
+
+@pytest.mark.parametrize("key", sorted(OPTION_RANGES), ids=[f"{c}{o}" for c, o in sorted(OPTION_RANGES)])
+@settings(max_examples=int(os.environ.get("TRTPIPE_OPTION_EXAMPLES", "40")), deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(text=option_values)
+def test_any_value_of_a_numeric_option_is_taken_or_one_line_naming_the_flag(key, text, tmp_path_factory):
+    from click.testing import CliRunner
+
+    from trtpipe.cli import main
+
+    command, flag = key
+    directory = tmp_path_factory.getbasetemp() / "options"
+    directory.mkdir(exist_ok=True)
+    args, stop = STOPPED[command]
+    result = CliRunner().invoke(main, [command, *(a.format(d=directory) for a in args), flag, text])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("trtpipe: error: "), (result.exit_code,
+                                                                                                   result.stderr)
+    if _expected(text, *OPTION_RANGES[key]):
+        assert "no such file" in lines[0] or "is a directory" in lines[0] or stop in lines[0], lines[0]  # the value was taken: the command went on to its inputs
+    else:
+        assert f"'{flag}'" in lines[0] or f"{flag} " in lines[0], lines[0]
+    assert sorted(p.name for p in directory.iterdir()) == [], "nothing written"

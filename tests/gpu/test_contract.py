@@ -1,7 +1,7 @@
 """The review's defects that need a GPU, on a real one with the stand-in execution context
 (standin.py), which holds TensorRT's contract: it refuses null and unaligned addresses and shapes
 outside the profile by returning False, as TensorRT does. Each test failed on the code before the
-fixes (docs/h200-tests-before.log) and passes after (docs/h200-tests.log)."""
+fixes (docs/logs/h200-tests-before.log) and passes after (docs/logs/h200-tests.log)."""
 
 import gc
 import os

@@ -119,6 +119,22 @@ def conv_transpose():
     return model, {"x": rng.random((1, 3, 8, 8), np.float32)}
 
 
+def initializers_as_inputs():
+    """Conv -> BatchNormalization -> Relu with every initializer also listed as a graph input, as IR 4
+    exporters wrote them (PyTorch 1.2's CenterFace: 194 of them)."""
+    c = 8
+    inits = [_f("conv.w", rng.normal(0, 0.5, (c, 3, 3, 3))), _f("bn.scale", rng.uniform(0.5, 1.5, c)),
+             _f("bn.bias", rng.normal(0, 0.1, c)), _f("bn.mean", rng.normal(0, 0.2, c)), _f("bn.var", rng.uniform(0.5, 2, c))]
+    nodes = [
+        helper.make_node("Conv", ["x", "conv.w"], ["c0"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("BatchNormalization", ["c0", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["b0"], name="bn"),
+        helper.make_node("Relu", ["b0"], ["y"], name="relu"),
+    ]
+    declared = [_value(init.name, list(init.dims)) for init in inits]
+    model = _model(nodes, [_value("x", [1, 3, 16, 16]), *declared], [_value("y", [1, c, 16, 16])], inits)
+    return model, {"x": rng.normal(0, 1, (1, 3, 16, 16)).astype(np.float32)}
+
+
 def matmul_weights_both_sides():
     """x @ W^T with W stored [N, K] behind a Transpose, and W2 @ h with the constant on the left."""
     inits = [_f("w_nk", rng.normal(0, 0.3, (24, 16)) * np.linspace(0.1, 3.0, 24)[:, None]),

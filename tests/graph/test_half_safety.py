@@ -30,6 +30,16 @@ def test_out_of_range_batchnorm_stays_fp32_and_matches(tmp_path):
     assert typed.cleanup is not None and typed.cleanup.batchnorms_folded == 1
 
 
+def test_initializers_listed_as_inputs_become_weights_and_the_fp16_model_loads(tmp_path):
+    model, feeds = cases.initializers_as_inputs()
+    typed = typed_graph(model, Precision.FP16, None)
+    assert [v.name for v in typed.model.graph.input] == ["x"]
+    assert typed.cleanup.initializer_inputs == 5 and typed.cleanup.batchnorms_folded == 1
+    expected, = run(model, feeds, tmp_path / "fp32.onnx")
+    got, = run(typed.model, feeds, tmp_path / "fp16.onnx")  # refused before: FP16 data, FLOAT input declarations
+    assert cosine(got, expected) >= 0.9999
+
+
 def test_range_and_shape_computation_keep_their_types(tmp_path):
     model, feeds = cases.range_shape_subgraph()
     typed = typed_graph(model, Precision.FP16, None)

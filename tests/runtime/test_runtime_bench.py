@@ -66,8 +66,11 @@ def test_an_fp32_onnx_is_the_baseline_and_a_typed_one_is_labelled_simulated(onnx
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--iterations", "0"], "--iterations 0: must be at least 1"),
-    (["--batch", "0"], "--batch 0: must be at least 1"),
+    (["--iterations", "0"], "'--iterations': 0 is not in the range x>=1"),
+    (["--batch", "0"], "'--batch': 0 is not in the range x>=1"),
+    (["--duration-s", "nan"], "'--duration-s': nan is not a finite number"),
+    (["--warmup-ms", "-1"], "'--warmup-ms': -1.0 is not in the range x>=0"),
+    (["--shapes", "x:0x16"], "--shapes x:0x16: every dim must be at least 1"),
     (["--shapes", "x=8x16"], "--shapes x=8x16: write NAME:DIMS"),
     (["--shapes", "y:8x16"], "--shapes y: no such input"),
     (["--shapes", "x:8x15"], "does not fit the input's shape"),

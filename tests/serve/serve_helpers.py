@@ -75,54 +75,16 @@ def start_server(args: list[str], log: Path, extra_env: dict | None = None) -> S
     pytest.fail(f"trtpipe serve did not become ready:\n{server.output[-3000:]}")
 
 
-def stub_environment() -> dict[str, str]:
-    """Return the environment Triton's Python stub gets from trtpipe (prepare_environment), with this
-    checkout on the stub's path: the stub imports trtpipe.runtime from here, whatever is installed."""
-    from trtpipe.serve import environment
-
-    saved = dict(os.environ)
-    try:
-        environment.prepare_environment()
-        env = dict(os.environ)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    checkout = str(Path(__file__).resolve().parents[2])
-    env[environment.STUB_SITE_VARIABLE] = os.pathsep.join(p for p in (env.get(environment.STUB_SITE_VARIABLE), checkout) if p)
-    return env
-
-
-def bundled_triton(root: Path, repository: Path, log: Path) -> tuple[subprocess.Popen, int, int]:
+def bundled_triton(root: Path, repository: Path, log: Path) -> tuple[subprocess.Popen, int, int, int]:
     """Start the Triton server inside nvidia-pytriton on `repository` (as a deployment would run it);
-    return the process, its HTTP port and its metrics port once the server is ready."""
-    import shutil
-    import urllib.request
+    return the process, its HTTP, gRPC and metrics ports once the server is ready."""
+    from trtpipe.serve.tritonserver import Endpoints, install_server, start_server, wait_ready
 
-    import pytriton
-
-    dist = Path(pytriton.__file__).parent / "tritonserver"
-    server = root / "tritonserver"
-    shutil.copytree(dist, server, ignore=shutil.ignore_patterns("python_backend_stubs"))
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    shutil.copy(dist / "python_backend_stubs" / version / "triton_python_backend_stub", server / "backends" / "python")
-    env = stub_environment()
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (env.get("LD_LIBRARY_PATH"),
-                                                         str(dist.parent.parent / "nvidia_pytriton.libs")) if p)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # the stub finds its Python here
     http, grpc, metrics = free_port(), free_port(), free_port()
-    command = [server / "bin" / "tritonserver", "--model-repository", repository, "--backend-directory",
-               server / "backends", "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1",
-               "--http-port", http, "--grpc-port", grpc, "--metrics-port", metrics, "--allow-gpu-metrics", "false"]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(list(map(str, command)), stdout=out, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline and process.poll() is None:
-        with contextlib.suppress(OSError), urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/ready",
-                                                                  timeout=5) as response:
-            if response.status == 200:
-                return process, http, metrics
-        time.sleep(0.25)
+    endpoints = Endpoints("127.0.0.1", http, "127.0.0.1", grpc, "127.0.0.1", metrics)
+    process = start_server(install_server(root), repository, endpoints, log)
+    if wait_ready(process, http, START_TIMEOUT_S):
+        return process, http, grpc, metrics
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     from trtpipe.serve.triton_log import cause_in

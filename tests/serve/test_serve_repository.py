@@ -104,7 +104,7 @@ def test_onnx_repository_runs_in_the_real_triton_server(cli, tmp_path):
     assert code == 0, err
     config = parse(tmp_path / "repo" / "conv" / "config.pbtxt")
     assert config.instance_group[0].kind == 2 and config.max_batch_size == 8  # KIND_CPU
-    process, port, metrics = bundled_triton(tmp_path, tmp_path / "repo", tmp_path / "triton.log")
+    process, port, _grpc, metrics = bundled_triton(tmp_path, tmp_path / "repo", tmp_path / "triton.log")
     try:
         import concurrent.futures
 
@@ -138,3 +138,23 @@ def test_onnx_repository_runs_in_the_real_triton_server(cli, tmp_path):
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_names_and_types_the_repository_cannot_hold_write_nothing(cli, tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    models.save(models.conv_net(batch="N"), tmp_path / "conv.onnx")
+    for name in ("../escaped", "a/b", 'q"uote'):
+        code, _out, err = cli("triton", tmp_path / "conv.onnx", "-o", tmp_path / "repo", "--name", name, "--kind", "cpu")
+        assert code == 2 and err.count("\n") == 1 and "a model name is letters, digits" in err, err
+    assert not (tmp_path / "repo").exists() and not (tmp_path / "escaped").exists()
+    node = helper.make_node("Identity", ["x"], ["y"])
+    graph = helper.make_graph([node], "wide", [helper.make_tensor_value_info("x", TensorProto.UINT16, ["N", 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT16, ["N", 2])])
+    wide = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    wide.ir_version = 8
+    onnx.save(wide, tmp_path / "wide.onnx")
+    code, _out, err = cli("triton", tmp_path / "conv.onnx", tmp_path / "wide.onnx", "-o", tmp_path / "repo", "--kind", "cpu")
+    assert code == 2 and "tensor 'x' is uint16, which this repository cannot serve" in err, err
+    assert not (tmp_path / "repo").exists()  # the good model was not written either: nothing half-made

@@ -139,7 +139,7 @@ def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(served):
     status, body = infer_http(server.http, "no_such_model", good)
     assert status == 404 and "unknown model" in body["error"]
     status, body = infer_http(server.http, "conv", np.ones((MAX_BATCH + 1, 3, 16, 16), np.float32))
-    assert status == 400 and f"batch-size must be <= {MAX_BATCH}" in body["error"]
+    assert status == 400 and f"dimension 0 is {MAX_BATCH + 1}, more than {MAX_BATCH} (the batch limit)" in body["error"]
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
 

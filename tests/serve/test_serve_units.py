@@ -59,17 +59,97 @@ def test_triton_log_cause_names_the_model_and_the_python_exception_behind_it():
     from trtpipe.serve.triton_log import cause
 
     # As Triton 2.51 logged the ml_dtypes 0.7 break (paths shortened).
-    log = "\n".join([
+    lines = [
         'E1201 23:18:01.816474 8563 server.cc:241] "CudaDriverHelper has not been initialized."',
         'I1201 23:18:01.817995 8563 model_lifecycle.cc:472] "loading: conv:1"',
-        "RuntimeError: module was compiled against NumPy C-API version 0x12 (NumPy 2.0) but the running NumPy has C-API "
-        "version 0x11.",
-        'E1201 23:18:03.481585 8563 model_lifecycle.cc:642] "failed to load \'conv\' version 1: Internal: SystemError: '
-        '<built-in function __import__> returned a result with an exception set\\n\\nAt:\\n  ml_dtypes/_finfo.py(19)"',
+        ("RuntimeError: module was compiled against NumPy C-API version 0x12 (NumPy 2.0) but the running NumPy has C-API "
+         "version 0x11."),
+        ('E1201 23:18:03.481585 8563 model_lifecycle.cc:642] "failed to load \'conv\' version 1: Internal: SystemError: '
+         '<built-in function __import__> returned a result with an exception set\\n\\nAt:\\n  ml_dtypes/_finfo.py(19)"'),
         "error: creating server: Internal - failed to load all models",
-    ])
+    ]
+    log = "\n".join(lines)
     assert cause(log) == ("model 'conv' did not load: SystemError: <built-in function __import__> returned a result with "
                           "an exception set (RuntimeError: module was compiled against NumPy C-API version 0x12 (NumPy 2.0) "
                           "but the running NumPy has C-API version 0x11.)")
     assert cause(log.splitlines()[0]) is None  # CPU-only start-up noise is not a cause
     assert cause('E1201 23:18:01.8 1 server.cc:9] "failed to bind 127.0.0.1:8000"') == "failed to bind 127.0.0.1:8000"
+
+
+def test_model_names_are_one_safe_directory():
+    from trtpipe.serve.models import check_model_name
+
+    assert model_name("a b/../x.y.onnx") == "x_y" and model_name("-q.onnx") == "q"
+    with pytest.raises(TrtpipeError, match=r"\.\.\.\.onnx: its file name makes no model name; pass --name"):
+        model_name("....onnx")
+    assert check_model_name("digits_int8-2") == "digits_int8-2"
+    for bad in ("../escaped", "a/b", "a\\b", 'a"b', "", "..", "-x", "x" * 201):
+        with pytest.raises(TrtpipeError, match="--name .*a model name is letters, digits"):
+            check_model_name(bad)
+
+
+def test_request_limits_come_from_the_model():
+    from trtpipe.serve.limits import DEFAULT_MAX_REQUEST_BYTES, request_limits
+
+    limits = request_limits("m", [("x", "float32", (-1, 3, -1)), ("k", "int64", (-1,))], 8, {"x": (32, 3, 100)})
+    assert limits.max_bytes == 8 * 3 * 100 * 4 + 8 * 8  # the batch limit, not the profile's 32, bounds dimension 0
+    assert limits.problem({"x": [8, 3, 100], "k": [8]}) is None
+    assert limits.problem({"x": [8, 3, 100]}, {"x": "FP32"}) is None
+    assert "dimension 0 is 9, more than 8 (the batch limit)" in limits.problem({"x": [9, 3, 1]})
+    assert "dimension 2 is 101, more than 100 (the model's maximum)" in limits.problem({"x": [1, 3, 101]})
+    assert "takes [-1,3,-1]" in limits.problem({"x": [1, 4, 1]})
+    assert "has 2 dimensions" in limits.problem({"x": [1, 3]})
+    assert "dimension 1 is -3" in limits.problem({"x": [1, -3, 1]}) and "dimension 0 is 0" in limits.problem({"k": [0]})
+    assert "unknown input 'y'" in limits.problem({"y": [1]})
+    assert "is FP64, model 'm' takes FP32" in limits.problem({"x": [1, 3, 1]}, {"x": "FP64"})
+    assert "list of integers" in limits.problem({"x": [1, 3, 1.5]})
+    unbounded = request_limits("u", [("x", "float32", (-1, -1))], 4)
+    assert unbounded.max_bytes == DEFAULT_MAX_REQUEST_BYTES
+    assert "more than 67108864 bytes" in unbounded.problem({"x": [4, 10**9]})
+    assert type(limits).from_json(limits.to_json()) == limits
+
+
+def test_error_replies_are_one_line_without_server_paths():
+    from trtpipe.serve.limits import reply_error
+
+    error = RuntimeError("/home/me/models/net.onnx: failed in /opt/x/y.py line 3\nTraceback (most recent call last):\n  ...")
+    assert reply_error(error) == "net.onnx: failed in y.py line 3"
+    assert reply_error(ValueError("")) == "ValueError"
+
+
+def test_a_failed_batch_answers_each_request_alone(tmp_path):
+    import models
+    from trtpipe.runtime import OnnxRunner
+    from trtpipe.serve.batches import run_requests
+    from trtpipe.serve.limits import request_limits
+
+    models.save(models.lookup(rows=5), tmp_path / "lookup.onnx")
+    limits = request_limits("lookup", [("index", "int64", (-1, 1))], 8)
+    feeds = [{"index": np.array(ix, np.int64).reshape(-1, 1)} for ix in ([1, 2], [9], [4], [0] * 9)]
+    with OnnxRunner(tmp_path / "lookup.onnx") as runner:
+        results = run_requests(runner, feeds, limits, batching=True)
+        assert [r["rows"][:, 0, 0].tolist() for r in results[:3:2]] == [[3.0, 6.0], [12.0]]
+        assert "indices element out of data bounds, idx=9" in results[1] and "\n" not in results[1]
+        assert "dimension 0 is 9, more than 8 (the batch limit)" in results[3]
+        good = run_requests(runner, feeds[:1] + feeds[2:3], limits, batching=True)  # one batched run
+        assert [r["rows"][:, 0, 0].tolist() for r in good] == [[3.0, 6.0], [12.0]]
+
+
+def test_config_pbtxt_escapes_names_and_refuses_types_before_writing(tmp_path):
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    from trtpipe.runtime.runner import IOSpec
+    from trtpipe.serve.models import ServedModel
+    from trtpipe.serve.repository import RepositoryOptions, config_text
+
+    odd = 'in"put\\é\n'
+    model = ServedModel("m", tmp_path / "m.onnx", "onnx", "fp32", False, 4, (IOSpec(odd, "float32", (-1, 2)),),
+                        (IOSpec("y", "float32", (-1, 2)),))
+    config = text_format.Parse(config_text(model, "python", RepositoryOptions(), {"onnx": "model.onnx"}),
+                               model_config_pb2.ModelConfig())
+    assert config.input[0].name == odd and config.max_batch_size == 4
+    assert '"in\\"put' in config.parameters["trtpipe.limits"].string_value
+    wide = ServedModel("w", tmp_path / "w.onnx", "onnx", "fp32", False, 4, (IOSpec("x", "uint16", (-1, 2)),), ())
+    with pytest.raises(TrtpipeError, match="tensor 'x' is uint16, which this repository cannot serve"):
+        config_text(wide, "python", RepositoryOptions(), {"onnx": "model.onnx"})

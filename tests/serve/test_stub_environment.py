@@ -1,7 +1,8 @@
 """Triton's Python stub imports what model.py imports, in the environment trtpipe gives it.
 
-The stub runs this interpreter isolated (no PYTHONPATH) with the stub site first on its path (numpy
-1.x and the packages that must match it): a release of any package the stub imports that needs
+The stub runs this interpreter isolated (no PYTHONPATH) in the environment `trtpipe serve` gives
+Triton (server_environment: the stub site first on its path, numpy 1.x and the packages that must
+match it): a release of any package the stub imports that needs
 another numpy breaks every Python-backend model at load, as ml_dtypes 0.7 did. This runs what
 model.py runs, in that environment, before a server has to find out.
 """
@@ -12,11 +13,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from serve_helpers import needs_pytriton, stub_environment
+from serve_helpers import needs_pytriton
 
 import models
 from trtpipe import serve
 from trtpipe.runtime import OnnxRunner
+from trtpipe.serve.environment import server_environment
 
 pytestmark = needs_pytriton()
 PROVIDED_BY_THE_STUB = {"triton_python_backend_utils"}
@@ -53,7 +55,7 @@ from trtpipe.runtime import Engine, OnnxRunner  # model.py opens one of the two
 with OnnxRunner({str(tmp_path / "conv.onnx")!r}, threads=1) as runner:
     np.save({str(tmp_path / "logits.npy")!r}, runner({{"input": np.load({str(tmp_path / "sample.npy")!r})}})["logits"])
 """
-    result = subprocess.run([sys.executable, "-I", "-c", script], env=stub_environment(), capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-I", "-c", script], env=server_environment(), capture_output=True, text=True,
                             timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     with OnnxRunner(tmp_path / "conv.onnx") as runner:

@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import math
 import sys
+from pathlib import Path
 
-import click
+try:
+    import click
+except ModuleNotFoundError:  # trtpipe alone is the runtime: the commands are the pipeline extra
+    print("trtpipe: error: the trtpipe commands need the pipeline extra: pip install 'trtpipe[pipeline]'", file=sys.stderr)
+    raise SystemExit(2) from None
 
 from trtpipe.errors import TrtpipeError
-
-PRECISION_CHOICES = ["fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4"]
-UNQUANTIZED_OPTION = click.option(
-    "--unquantized", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True,
-    help="what INT8/FP8 engines compute their unquantized layers in")
-
-BLOCK_SIZE_OPTION = click.option(
-    "--block-size", type=click.Choice(["32", "64", "128"]), callback=lambda _ctx, _param, value: value and int(value),
-    help="int4: rows of a weight sharing one scale; default: an AWQ-scaled model's, else the spec's "
-         "[quantize] block_size, else 128")
-
-MIN_WEIGHTS_OPTION = click.option(
-    "--min-weights", type=click.IntRange(min=0),
-    help="int8/fp8: leave layers with fewer weight elements unquantized, for a smaller TensorRT-RTX plan; "
-         "default: the spec's [quantize] min_weights, else 0 (quantize every layer)")
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -35,7 +25,31 @@ class FiniteFloatRange(click.FloatRange):
         return rv
 
 
+# Every numeric option takes one of these, so a value that means nothing (nan, inf, a negative count,
+# zero seconds) is refused by click, naming the flag, before any work starts.
 AT_LEAST_ONE = click.IntRange(min=1)  # --limit, --batch-size, --top: a count of zero or less means nothing
+AT_LEAST_ZERO = click.IntRange(min=0)  # --seed, --min-weights, --max-queue-delay-us
+PORT = click.IntRange(1, 65535)
+POSITIVE = FiniteFloatRange(min=0, min_open=True)  # --duration-s, --budget-min: no time at all measures nothing
+AT_LEAST_ZERO_FLOAT = FiniteFloatRange(min=0)  # --warmup-ms: none is fine
+SHARE = FiniteFloatRange(0, 1)  # --alpha, --slack
+
+
+PRECISION_CHOICES = ["fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4"]
+UNQUANTIZED_OPTION = click.option(
+    "--unquantized", type=click.Choice(["fp16", "fp32"]), default="fp16", show_default=True,
+    help="what INT8/FP8 engines compute their unquantized layers in")
+
+BLOCK_SIZE_OPTION = click.option(
+    "--block-size", type=click.Choice(["32", "64", "128"]), callback=lambda _ctx, _param, value: value and int(value),
+    help="int4: rows of a weight sharing one scale; default: an AWQ-scaled model's, else the spec's "
+         "[quantize] block_size, else 128")
+
+MIN_WEIGHTS_OPTION = click.option(
+    "--min-weights", type=AT_LEAST_ZERO,
+    help="int8/fp8: leave layers with fewer weight elements unquantized, for a smaller TensorRT-RTX plan; "
+         "default: the spec's [quantize] min_weights, else 0 (quantize every layer)")
+
 
 
 class Group(click.Group):
@@ -52,7 +66,9 @@ class Group(click.Group):
             click.echo(f"trtpipe: error: {exc.format_message()} (see '{command} --help')", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
-            click.echo("trtpipe: interrupted; no partial files were left", err=True)
+            # Every file is staged and committed whole (trtpipe.files.Outputs): what was not finished
+            # was not written; results finished before the interrupt (earlier engines of a build) stay.
+            click.echo("trtpipe: interrupted; nothing unfinished was written", err=True)
             sys.exit(130)
 
 
@@ -64,6 +80,11 @@ def _exclude(given, spec) -> list[str]:
     if not given:
         return spec.exclude if spec else []
     return [name for item in given for name in (load_exclusions(item[1:]) if item.startswith("@") else [item])]
+
+
+def _exclusion_files(given) -> list[Path]:
+    """Return the files that `--exclude @FILE` reads: inputs, which no output may replace."""
+    return [Path(item[1:]) for item in given if item.startswith("@")]
 
 
 def _min_weights(given, spec) -> int:

@@ -15,7 +15,8 @@ from trtpipe.cli import AT_LEAST_ONE, _data_dir, _spec, main
 @click.option("--block-size", type=click.Choice(["32", "64", "128"]),
               help="rows of a weight that share one INT4 scale; int4 builds from the output use the same; "
                    "default: the spec's [quantize] block_size, else 128")
-@click.option("--tokens", type=AT_LEAST_ONE, default=1024, show_default=True, help="activation rows per layer the search runs on")
+@click.option("--tokens", type=click.IntRange(min=16), default=1024, show_default=True,
+              help="activation rows per layer the search runs on (AWQ needs at least 16)")
 @click.option("--clip/--no-clip", default=True, show_default=True,
               help="also search each block's clipping range (and clip embedding tables to their least rounding error)")
 @click.option("--gptq/--no-gptq", default=True, show_default=True,
@@ -36,14 +37,13 @@ def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit,
     """
     from calibrators.lowbit import DEFAULT_INT4_BLOCK
     from trtpipe import data
-    from trtpipe.errors import TrtpipeError
+    from trtpipe.files import check_output
     from trtpipe.graph import onnxio
     from trtpipe.graph.awq import awq as run
     from trtpipe.graph.awq import with_block_size
     from trtpipe.progress import progress_bar
 
-    if tokens < 16:
-        raise TrtpipeError(f"--tokens {tokens}: AWQ needs at least 16 activation rows per layer (1024 is usual)")
+    check_output(output, [model, spec_path, data_dir])
     graph = onnxio.load(model)
     spec = _spec(spec_path, graph, model) if spec_path is not None or not rtn else None
     block_size = int(block_size or (spec.block_size if spec else None) or DEFAULT_INT4_BLOCK)
@@ -52,6 +52,7 @@ def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit,
         click.echo(f"wrote {output} (round-to-nearest in blocks of {block_size}: nothing searched)")
         return
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    check_output(output, [data_dir])  # the spec's
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
     with progress_bar(data.count_samples(data_dir, limit), f"AWQ on {Path(model).name}", "samples") as bar, \
             data.model_runs_on(data_dir):

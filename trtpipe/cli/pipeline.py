@@ -12,10 +12,12 @@ from trtpipe.cli import (
     BLOCK_SIZE_OPTION,
     MIN_WEIGHTS_OPTION,
     PRECISION_CHOICES,
+    SHARE,
     UNQUANTIZED_OPTION,
     FiniteFloatRange,
     _data_dir,
     _exclude,
+    _exclusion_files,
     _min_weights,
     _spec,
     main,
@@ -89,7 +91,7 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
     from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
     from trtpipe.targets import Precision
 
-    check_output(output, [model, cache, spec_path])
+    check_output(output, [model, cache, spec_path, data_dir, *_exclusion_files(exclude)])
     graph = onnxio.load(model)
     table = load_table(cache, [precision]) if cache is not None else None
     spec = _spec(spec_path, graph, model)
@@ -111,7 +113,7 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
-@click.option("--alpha", type=FiniteFloatRange(0, 1), help="how much of the outliers moves into the weights, 0..1; default: the spec's [quantize] smooth, else 0.5")
+@click.option("--alpha", type=SHARE, help="how much of the outliers moves into the weights, 0..1; default: the spec's [quantize] smooth, else 0.5")
 @click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
 @click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
@@ -130,10 +132,11 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     from trtpipe.graph.smooth import smooth as run
     from trtpipe.progress import progress_bar
 
-    check_output(output, [model, spec_path])
+    check_output(output, [model, spec_path, data_dir])
     graph = onnxio.load(model)
     spec = _spec(spec_path, graph, model)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    check_output(output, [data_dir])  # the spec's
     alpha = alpha if alpha is not None else spec.smooth if spec.smooth is not None else DEFAULT_ALPHA
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
     with progress_bar(data.count_samples(data_dir, limit), f"smoothing {Path(model).name}", "samples") as bar, \
@@ -276,7 +279,7 @@ def init(model, data_dir, force, output):
     from trtpipe.graph import onnxio
     from trtpipe.starting_spec import starting_spec
 
-    check_output(output, [model])
+    check_output(output, [model, data_dir])
     if output.exists() and not force:
         raise TrtpipeError(f"-o {output}: the file exists; pass --force to replace it, or choose another path")
     text = starting_spec(onnxio.load(model), model, data_dir)

@@ -92,15 +92,19 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
       trtpipe validate model.fp16.onnx --baseline model.onnx --spec model.toml --threshold cosine=0.999 --json
     """
     from trtpipe import data
+    from trtpipe.files import check_output
     from trtpipe.graph import onnxio
     from trtpipe.quality.tasks import make_tasks
-    from trtpipe.quality.validate import compare, thresholds_for, write_report
+    from trtpipe.quality.validate import compare, report_paths, thresholds_for, write_report
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     baseline_model = onnxio.load(baseline)
     spec = _spec(spec_path, baseline_model, baseline)
     data_dir = _data_dir(data_dir, spec.validation, "validation")
     labels = labels or spec.labels
+    if report_dir:
+        json_path, *others = report_paths(report_dir, candidate.name)
+        check_output(json_path, [candidate, baseline, spec_path, data_dir, labels], "--report", siblings=others)
     label_map = data.read_labels(labels) if labels else None
     parsed = {}
     for item in overrides:

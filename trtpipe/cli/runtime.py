@@ -7,17 +7,17 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import main
+from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, main
 
 
 @main.command()
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--shapes", multiple=True, help="input shape NAME:DIMS, dims joined by x (repeatable); default: the "
               "engine's OPT profile shape, or the model's static shape")
-@click.option("--batch", type=int, help="first dimension of every input whose first dimension is dynamic")
-@click.option("--warmup-ms", type=float, default=200.0, show_default=True, help="run this long before timing (trtexec's --warmUp)")
-@click.option("--duration-s", type=float, default=3.0, show_default=True, help="time for at least this long (trtexec's --duration)")
-@click.option("--iterations", type=int, default=10, show_default=True, help="time at least this many queries (trtexec's --iterations)")
+@click.option("--batch", type=AT_LEAST_ONE, help="first dimension of every input whose first dimension is dynamic")
+@click.option("--warmup-ms", type=AT_LEAST_ZERO_FLOAT, default=200.0, show_default=True, help="run this long before timing (trtexec's --warmUp)")
+@click.option("--duration-s", type=AT_LEAST_ZERO_FLOAT, default=3.0, show_default=True, help="time for at least this long (trtexec's --duration)")
+@click.option("--iterations", type=AT_LEAST_ONE, default=10, show_default=True, help="time at least this many queries (trtexec's --iterations)")
 @click.option("--no-transfers", is_flag=True, help="engines: leave host<->device copies out (trtexec's --noDataTransfers)")
 @click.option("--cuda-graph", is_flag=True, help="engines: launch the inference as a captured CUDA graph (trtexec's --useCudaGraph)")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON instead of text")

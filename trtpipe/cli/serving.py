@@ -8,33 +8,29 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import main
+from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO, PORT, POSITIVE, main
 from trtpipe.errors import TrtpipeError
 
-MAX_BATCH_OPTION = click.option("--max-batch", type=int, help="largest batch Triton forms; default: the engine profile's "
+MAX_BATCH_OPTION = click.option("--max-batch", type=AT_LEAST_ONE, help="largest batch Triton forms; default: the engine profile's "
                                 "maximum of dimension 0, 64 for ONNX")
-INSTANCES_OPTION = click.option("--instances", type=int, default=1, show_default=True,
+INSTANCES_OPTION = click.option("--instances", type=AT_LEAST_ONE, default=1, show_default=True,
                                 help="model instances, each with its own runner (an engine runs one call at a time)")
-
-
-def _check_positive(value: int, flag: str) -> None:
-    if value < 1:
-        raise TrtpipeError(f"{flag} {value}: must be at least 1")
 
 
 @main.command()
 @click.argument("candidates", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path),
               help="model.toml: an ONNX model batches up to its [shapes] maximum of dimension 0 unless --max-batch is given")
-@click.option("--host", default="0.0.0.0", show_default=True, help="address to listen on (127.0.0.1: this machine only)")
-@click.option("--http-port", type=int, default=8000, show_default=True, help="HTTP/REST port (KServe v2 protocol)")
-@click.option("--grpc-port", type=int, default=8001, show_default=True, help="gRPC port")
-@click.option("--metrics-port", type=int, default=8002, show_default=True, help="Prometheus metrics port")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address to listen on: 127.0.0.1 is this machine only, 0.0.0.0 every interface (reachable from the network)")
+@click.option("--http-port", type=PORT, default=8000, show_default=True, help="HTTP/REST port (KServe v2 protocol)")
+@click.option("--grpc-port", type=PORT, default=8001, show_default=True, help="gRPC port")
+@click.option("--metrics-port", type=PORT, default=8002, show_default=True, help="Prometheus metrics port")
 @MAX_BATCH_OPTION
-@click.option("--max-queue-delay-us", type=int, default=100, show_default=True,
+@click.option("--max-queue-delay-us", type=AT_LEAST_ZERO, default=100, show_default=True,
               help="how long Triton may hold a request to form a fuller batch")
 @INSTANCES_OPTION
-@click.option("--threads", type=int, help="ONNX Runtime threads per instance; default: the CPU cores shared by the instances")
+@click.option("--threads", type=AT_LEAST_ONE, help="ONNX Runtime threads per instance; default: the CPU cores shared by the instances")
 @click.option("--verbose", is_flag=True, help="show Triton's own log")
 def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_batch, max_queue_delay_us, instances, threads, verbose):
     """Serve engines (on this GPU) or ONNX models (ONNX Runtime) on Triton, over HTTP and gRPC, until SIGTERM.
@@ -48,40 +44,31 @@ def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_b
     from trtpipe.serve.server import ServerOptions
     from trtpipe.serve.server import serve as run
 
-    _check_positive(instances, "--instances")
-    if max_queue_delay_us < 0:
-        raise TrtpipeError(f"--max-queue-delay-us {max_queue_delay_us}: must be 0 or more")
     threads = threads or max(1, (os.cpu_count() or 1) // (instances * len(candidates)))
     if max_batch is None and spec_path is not None:
         max_batch = _spec_max_batch(spec_path, candidates)
-    models, runners = [], {}
-    try:
-        for path in candidates:
-            opened = [open_runner(path, threads) for _ in range(instances)]
-            model = describe(path, opened[0], max_batch)
-            if model.name in runners:
-                raise TrtpipeError(f"{path}: another candidate is also named '{model.name}'; serve them one at a time")
-            models.append(model)
-            runners[model.name] = opened
-        options = ServerOptions(host, http_port, grpc_port, metrics_port, max_queue_delay_us, verbose)
-        shown = "127.0.0.1" if host == "0.0.0.0" else host
+    models = []
+    for path in candidates:
+        with open_runner(path, threads) as runner:  # opened here once: a file that cannot run fails now, in one line
+            model = describe(path, runner, max_batch)
+        if model.name in {m.name for m in models}:
+            raise TrtpipeError(f"{path}: another candidate is also named '{model.name}'; serve them one at a time")
+        models.append(model)
+    options = ServerOptions(host, http_port, grpc_port, metrics_port, max_queue_delay_us, verbose, instances, threads)
+    shown = "127.0.0.1" if host == "0.0.0.0" else host
 
-        def ready():
-            for m in models:
-                note = " (simulated: a typed ONNX standing in for its engine)" if m.simulated else ""
-                batching = f"max batch {m.max_batch}" if m.max_batch else "no batching"
-                click.echo(f"serving {m.name}: {m.path.name}, {m.precision}, {m.runner}, {batching}{note}")
-            click.echo(f"  HTTP    http://{shown}:{http_port}/v2/models/<model>/infer   health /v2/health/ready")
-            click.echo(f"  gRPC    {shown}:{grpc_port}")
-            click.echo(f"  metrics http://{shown}:{metrics_port}/metrics")
-            click.echo("ready; SIGTERM or Ctrl-C stops after the requests in flight", err=False)
+    def ready():
+        for m in models:
+            note = " (simulated: a typed ONNX standing in for its engine)" if m.simulated else ""
+            batching = f"max batch {m.max_batch}" if m.max_batch else "no batching"
+            click.echo(f"serving {m.name}: {m.path.name}, {m.precision}, {m.runner}, {batching}{note}")
+        click.echo(f"  HTTP    http://{shown}:{http_port}/v2/models/<model>/infer   health /v2/health/ready")
+        click.echo(f"  gRPC    {shown}:{grpc_port}")
+        click.echo(f"  metrics http://{shown}:{metrics_port}/metrics")
+        click.echo("ready; SIGTERM or Ctrl-C stops after the requests in flight", err=False)
 
-        run(models, runners, options, on_ready=ready)
-        click.echo("stopped")
-    finally:
-        for opened in runners.values():
-            for runner in opened:
-                runner.close()
+    run(models, options, on_ready=ready)
+    click.echo("stopped")
 
 
 def _spec_max_batch(spec_path: Path, candidates) -> int | None:
@@ -102,7 +89,7 @@ def _spec_max_batch(spec_path: Path, candidates) -> int | None:
 @MAX_BATCH_OPTION
 @click.option("--dynamic-batching/--no-dynamic-batching", default=True, show_default=True,
               help="let Triton combine requests into batches")
-@click.option("--max-queue-delay-us", type=int, default=100, show_default=True,
+@click.option("--max-queue-delay-us", type=AT_LEAST_ZERO, default=100, show_default=True,
               help="how long Triton may hold a request to form a fuller batch")
 @INSTANCES_OPTION
 @click.option("--kind", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True,
@@ -118,7 +105,6 @@ def triton(engines, output, name, max_batch, dynamic_batching, max_queue_delay_u
     """
     from trtpipe.serve.repository import RepositoryOptions, write_repository
 
-    _check_positive(instances, "--instances")
     options = RepositoryOptions(max_batch, dynamic_batching, max_queue_delay_us, instances, kind)
     for written in write_repository(engines, output, options, name):
         click.echo(f"wrote {written}")
@@ -132,9 +118,9 @@ def triton(engines, output, name, max_batch, dynamic_batching, max_queue_delay_u
 @click.option("--check", "check_path", type=click.Path(path_type=Path),
               help="the served engine or ONNX, run here to check every answer; default: the file the server names, if here")
 @click.option("--concurrency", default="1,4,16,64", show_default=True, help="requests in flight, comma-separated levels")
-@click.option("--duration-s", type=float, default=10.0, show_default=True, help="seconds per concurrency level")
-@click.option("--batch", "batch_size", type=int, default=1, show_default=True, help="samples per request")
-@click.option("--limit", type=int, default=256, show_default=True, help="distinct samples sent (loaded once, reused)")
+@click.option("--duration-s", type=POSITIVE, default=10.0, show_default=True, help="seconds per concurrency level")
+@click.option("--batch", "batch_size", type=AT_LEAST_ONE, default=1, show_default=True, help="samples per request")
+@click.option("--limit", type=AT_LEAST_ONE, default=256, show_default=True, help="distinct samples sent (loaded once, reused)")
 @click.option("--protocol", type=click.Choice(["grpc", "http"]), help="default: the URL scheme (grpc:// or http://), else http")
 @click.option("--plot", type=click.Path(path_type=Path), help="write throughput and p99 against concurrency (.png)")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
@@ -146,12 +132,12 @@ def loadtest(url, model_name, data_dir, spec_path, check_path, concurrency, dura
     Examples:
       trtpipe loadtest grpc://localhost:8001 --model model --data data/val --concurrency 1,4,16 --duration-s 5
     """
+    from trtpipe.files import check_output
     from trtpipe.serve.loadtest import LoadOptions, format_table, load_samples, parse_levels, plot_levels, run_loadtest
 
     levels = parse_levels(concurrency)
-    if duration_s <= 0:
-        raise TrtpipeError(f"--duration-s {duration_s}: must be more than 0")
-    _check_positive(batch_size, "--batch")
+    if plot:
+        check_output(plot, [data_dir, spec_path, check_path], "--plot")
     options = LoadOptions(url, model_name, levels, duration_s, batch_size, protocol)
     samples = load_samples(options, data_dir, spec_path, limit)
     report = run_loadtest(options, samples, check_path)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import _data_dir, main
+from trtpipe.cli import AT_LEAST_ONE, POSITIVE, SHARE, FiniteFloatRange, _data_dir, main
 from trtpipe.errors import TrtpipeError
 
 
@@ -26,28 +26,28 @@ def _metrics(trial) -> str:
 @click.option("--target", "target_text", default="sm_89", show_default=True,
               help="the GPU whose estimated latency is minimized: a name (L4, L40S, A100, H100, H200, RTX4090, "
                    "RTX5090) or sm_XY (its representative GPU)")
-@click.option("--budget-min", type=float, default=10.0, show_default=True,
+@click.option("--budget-min", type=POSITIVE, default=10.0, show_default=True,
               help="minutes of search; the fastest passing configuration so far is kept when it runs out")
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="calibration data; default: the spec's")
 @click.option("--validation", "validation_dir", type=click.Path(path_type=Path),
               help="confirmation data, never searched on; default: the spec's validation directory")
 @click.option("--baseline", type=click.Path(path_type=Path),
               help="the FP32 ONNX to compare with; default: MODEL (pass the original for a smoothed MODEL)")
-@click.option("--tuning-samples", type=int,
+@click.option("--tuning-samples", type=AT_LEAST_ONE,
               help="calibration samples that judge each configuration; default: all of them")
-@click.option("--confidence", type=float, default=0.9, show_default=True,
+@click.option("--confidence", type=FiniteFloatRange(0, 1, max_open=True), default=0.9, show_default=True,
               help="share metrics (top-1 agreement...) pass on the tuning split only when their lower bound at this "
                    "confidence does (Wilson score), so luck on a small split does not choose; 0: the share itself")
 @click.option("--ladder/--no-ladder", default=True, show_default=True,
               help="when the search's choice fails on validation, keep more of the most sensitive layers in FP16 "
                    "until it passes there, and write that (the report says validation chose it)")
-@click.option("--slack", type=float, default=0.1, show_default=True,
+@click.option("--slack", type=SHARE, default=0.1, show_default=True,
               help="share of quantization's estimated saving the search may give back for accuracy, and at least "
                    "one kernel launch (2 us: estimates closer than that are ties); 0: the fastest estimate only")
 @click.option("--search-unquantized", type=click.Choice(["fp32", "fp16"]), default="fp32", show_default=True,
               help="what the search simulates unquantized layers in (fp32 runs twice as fast on a CPU); "
                    "the validation confirmation always runs the graph as built, in FP16")
-@click.option("--batch-size", type=int, default=16, show_default=True,
+@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True,
               help="samples per run; also the batch of the cost model when the spec has no [shapes]")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
               help="write <model>.<precision>.tune.json/.md/.png here; default: reports/ beside -o")
@@ -68,24 +68,22 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
     """
     from trtpipe import data
     from trtpipe.config import load_spec
+    from trtpipe.files import check_output, staged_outputs
     from trtpipe.quality.tune import tune as run
-    from trtpipe.quality.tune_report import write_report, write_tuned
+    from trtpipe.quality.tune_report import exclusions_path, report_paths, write_report, write_tuned
     from trtpipe.targets import Precision, Target
 
-    if budget_min <= 0:
-        raise TrtpipeError(f"--budget-min {budget_min:g}: give a positive number of minutes")
-    if not 0 <= slack <= 1:
-        raise TrtpipeError(f"--slack {slack:g}: give a share between 0 and 1")
-    if not 0 <= confidence < 1:
-        raise TrtpipeError(f"--confidence {confidence:g}: give a probability in [0, 1), e.g. 0.9")
-    if tuning_samples is not None and tuning_samples < 1:
-        raise TrtpipeError(f"--tuning-samples {tuning_samples}: must be at least 1")
     if output.suffix != ".cache":
         raise TrtpipeError(f"-o {output}: name the tuned cache <name>.cache (its exclusions go to <name>.toml)")
     spec = load_spec(spec_path)
     target = Target.parse(target_text)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     validation_dir = validation_dir or spec.validation
+    report_dir = report_dir or output.parent / "reports"
+    inputs = [model, spec_path, data_dir, validation_dir, baseline, spec.labels]
+    check_output(output, inputs, siblings=[exclusions_path(output)])
+    for path in report_paths(spec, precision, report_dir):
+        check_output(path, [*inputs, output, exclusions_path(output)], "--report")
     labels = data.read_labels(spec.labels) if spec.labels and validation_dir == spec.validation else None
 
     def on_phase(text):
@@ -100,8 +98,9 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
         result = run(model, spec, Precision.parse(precision), target, data_dir, validation_dir, baseline, labels,
                      budget_min * 60, tuning_samples, batch_size, slack, search_unquantized, confidence, ladder,
                      on_trial=on_trial, on_phase=on_phase)
-    written = write_tuned(result, output, precision)
-    written += write_report(result, spec, precision, report_dir or output.parent / "reports")
+    with staged_outputs() as outputs:  # the cache, its exclusions and the report, all or none
+        written = write_tuned(result, output, precision, outputs)
+        written += write_report(result, spec, precision, report_dir, outputs)
     chosen = result.chosen
     click.echo(f"chosen: #{chosen.index} {chosen.step}: {len(chosen.config.exclude)} of "
                f"{chosen.quantized + len(chosen.config.exclude)} layers kept in FP16, method {chosen.config.method}"

@@ -48,6 +48,7 @@ class CleanupReport:
     nodes_after: int = 0
     batchnorms_folded: int = 0
     constants_to_initializers: int = 0
+    initializer_inputs: int = 0  # initializers also listed as graph inputs (IR 4 exports), taken out of the inputs
     renamed_dims: dict[str, str] = field(default_factory=dict)  # "input:axis" -> new name
     folded_ifs: list = field(default_factory=list)  # graph.control.FoldedIf: If nodes replaced by the branch taken
     max_relative_error: float | None = None  # None: not checked
@@ -81,6 +82,24 @@ def name_dims(model) -> dict[str, str]:
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def initializers_out_of_inputs(model) -> int:
+    """Return how many graph inputs it removed, in place: those an initializer of the same name backs.
+
+    IR 4 exporters (PyTorch 1.2: CenterFace) list every weight as an input too, which makes it an
+    input a caller may override: ONNX Runtime then folds nothing that reads it, and the FP16 pass
+    stores it as FP16 while its input declaration stays FLOAT, a typed model ONNX Runtime refuses.
+    Deployed, they are weights (TensorRT's parser takes them as such).
+    """
+    graph = model.graph
+    initializers = {init.name for init in graph.initializer}
+    kept = [value for value in graph.input if value.name not in initializers]
+    removed = len(graph.input) - len(kept)
+    if removed:
+        del graph.input[:]
+        graph.input.extend(kept)
+    return removed
 
 
 def constants_to_initializers(model) -> int:
@@ -226,6 +245,7 @@ def cleanup(model, check: bool = True, shapes=None, fixed=None):
     model = onnx.ModelProto.FromString(model.SerializeToString())
     report = CleanupReport(nodes_before=len(model.graph.node))
     batchnorms = sum(node.op_type == "BatchNormalization" for node in model.graph.node)
+    report.initializer_inputs = initializers_out_of_inputs(model)
     report.renamed_dims = name_dims(model)
     model, report.folded_ifs = fold_ifs(model, shapes, fixed)
     report.constants_to_initializers = constants_to_initializers(model)

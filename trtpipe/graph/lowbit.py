@@ -75,6 +75,9 @@ def awq_block_size(model) -> int | None:
     """Return the INT4 block size an AWQ-scaled model was searched for, if it is one."""
     for prop in model.metadata_props:
         if prop.key == BLOCK_SIZE_KEY:
+            if not prop.value.strip().isdigit():
+                raise TrtpipeError(f"the model's metadata {BLOCK_SIZE_KEY} = {prop.value[:40]!r} is not a block size; "
+                                   "rerun 'trtpipe awq' on the original model")
             return int(prop.value)
     return None
 
@@ -171,15 +174,14 @@ def int4_model(model, exclude: Iterable[str] = (), block: int | None = None,
     writer = _Int4Writer(block, report)
     kept = _kept_names(model, exclude)
     for node, slot, name, transposed in list(_layer_weights(half, kept)):
-        weight = fp32[name]
-        if transposed:  # Gemm(transB=1) reads W[N, K]: store W^T so the blocks run along K
-            weight = weight.T
+        weight = fp32[name].T if transposed else fp32[name]  # Gemm(transB=1) reads W[N, K]: blocks run along K
+        if weight.shape[0] % block:
+            continue  # stays FP16, as the graph has it (transB included)
+        if transposed:  # store W^T, read without transB
             for attr in node.attribute:
                 if attr.name == "transB":
                     attr.i = 0
             name = f"{name}__t"
-        if weight.shape[0] % block:
-            continue
         node.input[slot] = writer.dequantized(name, weight, 0, node.output[0])
         report.layers.append(node.name or node.output[0])
     if embeddings:

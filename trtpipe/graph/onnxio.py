@@ -14,7 +14,7 @@ IR_VERSION = 10
 
 
 def _onnx():
-    return require("onnx", "onnx", "reading ONNX models")
+    return require("onnx", "pipeline", "reading ONNX models")
 
 
 def load(path: str | os.PathLike, flag: str = "MODEL"):

@@ -127,9 +127,10 @@ def _json_list(model, key: str) -> list[dict]:
     for entry in model.metadata_props:
         if entry.key == key:
             try:
-                return list(json.loads(entry.value))
-            except ValueError:
+                found = json.loads(entry.value)
+            except (ValueError, RecursionError):
                 return []
+            return [item for item in found if isinstance(item, dict)] if isinstance(found, list) else []
     return []
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from calibrators.cache import render
 from trtpipe.config import ModelSpec
-from trtpipe.files import ensure_dir, write_json, write_text
+from trtpipe.files import Outputs, ensure_dir, json_text, staged_outputs
 from trtpipe.quality.tune import Trial, TuneResult
 
 
@@ -47,17 +47,19 @@ def exclusions_toml(result: TuneResult, precision: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_tuned(result: TuneResult, cache: str | os.PathLike, precision: str) -> list[Path]:
-    """Write the tuned cache and its exclusions file; return their paths. The exclusions go first:
-    the cache is what make waits for, so it only appears once both are whole."""
+def write_tuned(result: TuneResult, cache: str | os.PathLike, precision: str, outputs: Outputs | None = None) -> list[Path]:
+    """Write the tuned cache and its exclusions file (with `outputs`: staged there); return their paths.
+    The cache is renamed last: it is what make waits for, so it only appears once both are whole."""
     cache = Path(cache)
     toml = exclusions_path(cache)
-    write_text(toml, exclusions_toml(result, precision), "-o")
-    write_text(cache, render(result.table), "-o")
+    with staged_outputs(outputs) as staged:
+        staged.write(toml, exclusions_toml(result, precision))
+        staged.write(cache, render(result.table), last=True)
     return [cache, toml]
 
 
-def plot(trials: Sequence[Trial], chosen: Trial, thresholds: dict[str, float], title: str, path) -> bool:
+def plot(trials: Sequence[Trial], chosen: Trial, thresholds: dict[str, float], title: str, path,
+         outputs: Outputs | None = None) -> bool:
     """Write each thresholded metric against estimated latency for every trial (one panel per metric),
     the default and the chosen one marked; False without matplotlib."""
     try:
@@ -67,8 +69,6 @@ def plot(trials: Sequence[Trial], chosen: Trial, thresholds: dict[str, float], t
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    from trtpipe.files import atomic_path
-
     metrics = [m for m in thresholds if m in chosen.metrics] or ["cosine"]
     fig, axes = plt.subplots(1, len(metrics), figsize=(6.5 * len(metrics), 4.2), squeeze=False)
     default = next((t for t in trials if t.step == "default"), None)
@@ -89,8 +89,8 @@ def plot(trials: Sequence[Trial], chosen: Trial, thresholds: dict[str, float], t
         ax.legend(fontsize=8, loc="lower right")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    with atomic_path(path, "--report") as tmp:
-        fig.savefig(tmp, format="png", dpi=90)
+    with staged_outputs(outputs) as staged:
+        fig.savefig(staged.stage(path, "--report"), format="png", dpi=90)
     plt.close(fig)
     return True
 
@@ -103,10 +103,17 @@ def _row(trial: Trial, chosen: Trial) -> str:
             f"{trial.seconds * 1e3:.4f} | {metrics} | {'pass' if trial.passed else 'fail'} |")
 
 
-def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory: str | os.PathLike) -> list[Path]:
-    """Write `<model>.<precision>.tune.json`, `.md` and `.png` (accuracy against estimated latency)."""
-    directory = ensure_dir(directory, "--report")
+def report_paths(spec: ModelSpec, precision: str, directory: str | os.PathLike) -> list[Path]:
+    """Return the report files tune writes: `<model>.<precision>.tune.json`, `.md` and `.png`."""
     stem = f"{spec.name}.{precision}.tune"
+    return [Path(directory) / f"{stem}.{suffix}" for suffix in ("json", "md", "png")]
+
+
+def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory: str | os.PathLike,
+                 outputs: Outputs | None = None) -> list[Path]:
+    """Write `<model>.<precision>.tune.json`, `.md` and `.png` (accuracy against estimated latency);
+    with `outputs`: staged there, committed with the tuned cache."""
+    directory = ensure_dir(directory, "--report")
     chosen = result.chosen
     default = next((t for t in result.trials if t.step == "default"), None)
     body = {"model": spec.name, "precision": precision, "gpu": result.gpu, "estimated": True,
@@ -119,8 +126,16 @@ def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory:
             "rungs": [r.to_json() for r in result.rungs],
             "confirmed": result.confirmed.to_json() if result.confirmed is not None else None,
             "trials": [t.to_json() for t in result.trials]}
-    paths = [directory / f"{stem}.json", directory / f"{stem}.md", directory / f"{stem}.png"]
-    write_json(paths[0], body, "--report")
+    paths = report_paths(spec, precision, directory)
+    with staged_outputs(outputs) as staged:
+        _write_report_files(result, spec, precision, body, paths, staged)
+    return paths
+
+
+def _write_report_files(result: TuneResult, spec: ModelSpec, precision: str, body: dict, paths: list[Path],
+                        staged: Outputs) -> None:
+    chosen = result.chosen
+    staged.write(paths[0], json_text(body), "--report")
     lines = [f"# tune {spec.name} {precision}", "",
              (f"Estimated latency on the {result.gpu} at batch {_batch_text(result.batch)} (trtpipe.quality.cost: "
               "a roofline per layer, not a measurement). Metrics on the tuning split "
@@ -153,11 +168,10 @@ def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory:
               "| # | step | method | kept FP16 | estimated ms | metrics (tuning split) | result |",
               "|---|---|---|---|---|---|---|"]
     lines += [_row(t, chosen) for t in result.trials]
-    write_text(paths[1], "\n".join(lines) + "\n", "--report")
+    staged.write(paths[1], "\n".join(lines) + "\n", "--report")
     title = f"{spec.name} {precision}: {len(result.trials)} configurations, latency estimated on the {result.gpu}"
-    if not plot(result.trials, chosen, result.thresholds, title, paths[2]):
+    if not plot(result.trials, chosen, result.thresholds, title, paths[2], staged):
         paths.pop()
-    return paths
 
 
 def _batch_text(batch) -> str:

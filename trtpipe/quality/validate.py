@@ -14,7 +14,7 @@ import numpy as np
 from trtpipe import data
 from trtpipe.config import ModelSpec
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import ensure_dir, write_json, write_text
+from trtpipe.files import ensure_dir, json_text, staged_outputs
 from trtpipe.progress import progress_bar
 from trtpipe.quality.tasks import Task, check_inputs, make_tasks
 from trtpipe.runtime.runner import Runner
@@ -54,7 +54,16 @@ def thresholds_for(precision: str, spec: ModelSpec | None = None, overrides: dic
     unknown = set(result) - set(CHECKED_METRICS)
     if unknown:
         raise TrtpipeError(f"--threshold {min(unknown)}: unknown metric; use one of {', '.join(CHECKED_METRICS)}")
+    for metric, minimum in result.items():
+        if metric not in UNBOUNDED_METRICS and minimum > 1:
+            where = (f"--threshold {metric}={minimum:g}" if metric in (overrides or {})
+                     else f"{spec.path or 'the spec'}: [thresholds.{precision}] {metric} = {minimum:g}")
+            raise TrtpipeError(f"{where}: {metric} is at most 1, so no candidate could pass; give a minimum of 1 or less")
     return result
+
+
+# A cosine, a share of samples or an IoU is at most 1; only SNRs (dB) have no ceiling.
+UNBOUNDED_METRICS = ("snr_db", "channel_snr_db_min")
 
 
 # Metrics that are a share of samples (a sample agrees or not), and the summary key counting the
@@ -253,11 +262,15 @@ def compare(candidate: Runner, baseline: Runner, spec: ModelSpec, directory: str
                   {task.output: task.picture() for task in tasks})
 
 
+def report_paths(directory: str | os.PathLike, stem: str) -> list[Path]:
+    """Return the report files validate writes for `stem`: `<stem>.json` and `<stem>.md` (pictures besides)."""
+    return [Path(directory) / f"{stem}.json", Path(directory) / f"{stem}.md"]
+
+
 def write_report(report: Report, directory: str | os.PathLike, stem: str) -> list[Path]:
-    """Write `<stem>.json`, `<stem>.md` and one picture per judged output; return the paths."""
+    """Write `<stem>.json`, `<stem>.md` and one picture per judged output, all or none; return the paths."""
     directory = ensure_dir(directory, "--report")
-    written = [directory / f"{stem}.json", directory / f"{stem}.md"]
-    write_json(written[0], report.to_json(), "--report")
+    written = report_paths(directory, stem)
     pictures = {}
     try:
         import matplotlib
@@ -266,19 +279,18 @@ def write_report(report: Report, directory: str | os.PathLike, stem: str) -> lis
         import matplotlib.pyplot as plt
     except ImportError:
         plt = None
-    from trtpipe.files import atomic_path
-
-    for name, picture in (report.pictures.items() if plt is not None else ()):
-        fig = picture.draw(plt, f"{name}: {report.precision}, {report.mode}")
-        if fig is None:
-            continue
-        path = directory / f"{stem}.{_safe(name)}.png"
-        with atomic_path(path, "--report") as tmp:
-            fig.savefig(tmp, format="png", dpi=90)
-        plt.close(fig)
-        written.append(path)
-        pictures[name] = path.name
-    write_text(written[1], report.markdown(pictures), "--report")
+    with staged_outputs() as staged:
+        staged.write(written[0], json_text(report.to_json()), "--report")
+        for name, picture in (report.pictures.items() if plt is not None else ()):
+            fig = picture.draw(plt, f"{name}: {report.precision}, {report.mode}")
+            if fig is None:
+                continue
+            path = directory / f"{stem}.{_safe(name)}.png"
+            fig.savefig(staged.stage(path, "--report"), format="png", dpi=90)
+            plt.close(fig)
+            written.append(path)
+            pictures[name] = path.name
+        staged.write(written[1], report.markdown(pictures), "--report", last=True)
     return written
 
 
@@ -313,7 +325,7 @@ def summary_rows(report_paths: list[Path]) -> list[dict]:
         try:
             report = json.loads(Path(path).read_text())
             rows.append(_summary_row(path, report))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration, IndexError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration, IndexError, RecursionError):
             raise TrtpipeError(f"{path}: not a validation report; rerun 'trtpipe validate --report'") from None
     return rows
 

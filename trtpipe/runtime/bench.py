@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
+from trtpipe.runtime.cuda_graph import CapturedGraph
 
 PERCENTILES = (90.0, 95.0, 99.0)
 UNSTABLE_COV_PERCENT = 2.5  # the team's threshold (trtexec's kUNSTABLE_PERF_REPORTING_THRESHOLD is 1.0)
@@ -157,8 +158,8 @@ class BenchSettings:
     cuda_graph: bool = False
 
     def check(self) -> None:
-        if self.warmup_ms < 0 or self.duration_s < 0:
-            raise TrtpipeError("--warmup-ms and --duration-s must not be negative")
+        if not (0 <= self.warmup_ms < math.inf and 0 <= self.duration_s < math.inf):  # nan fails both
+            raise TrtpipeError("--warmup-ms and --duration-s must be finite numbers, 0 or more")
         if self.iterations < 1:
             raise TrtpipeError(f"--iterations {self.iterations}: must be at least 1")
 
@@ -188,27 +189,6 @@ class _Clock:
 
 # --- an engine ------------------------------------------------------------------------------------
 
-class CapturedExecution:
-    """The engine's execute_async_v3 captured once as a CUDA graph and launched instead (trtexec's --useCudaGraph)."""
-
-    def __init__(self, session):
-        from trtpipe.runtime import driver_api
-
-        self.api, self.stream = driver_api, session.stream.handle
-        driver_api.begin_capture(self.stream)
-        try:
-            session.execute()
-        finally:
-            self.graph = driver_api.end_capture(self.stream)
-        self.executable = driver_api.graph_instantiate(self.graph)
-
-    def launch(self) -> None:
-        self.api.graph_launch(self.executable, self.stream)
-
-    def destroy(self) -> None:
-        self.api.graph_destroy(self.graph, self.executable)
-
-
 def bench_session(session, feeds: Mapping[str, np.ndarray], settings: BenchSettings) -> tuple[dict, int, int, float]:
     """Time an ExecutionSession on `feeds`; return ({metric: [ms per timed query]}, timed, warm-ups, walltime s)."""
     cuda = session.cuda
@@ -216,11 +196,11 @@ def bench_session(session, feeds: Mapping[str, np.ndarray], settings: BenchSetti
     with session.lock, session.ctx:
         downloads = session.prepare(feeds)  # binds every address once and stages the inputs in pinned memory
         staged = [session.buffers[spec.name] for spec in session.inputs]
-        session.execute()  # TensorRT allocates what it defers on the first run: before any capture
+        session.enqueue()  # TensorRT allocates what it defers on the first run: before any capture
         session.fetch(downloads)
         stream.synchronize()
-        graph = CapturedExecution(session) if settings.cuda_graph else None
-        run = graph.launch if graph is not None else session.execute
+        graph = CapturedGraph(stream.handle, session.enqueue) if settings.cuda_graph else None
+        run = graph.launch if graph is not None else session.enqueue
         ring = [[cuda.Event() for _ in range(4)] for _ in range(IN_FLIGHT)]
         flight: deque = deque()
         times: dict[str, list[float]] = {"h2d": [], "gpu_compute": [], "d2h": [], "enqueue": []}
@@ -292,6 +272,8 @@ def parse_bench_shapes(values: Sequence[str], flag: str = "--shapes") -> dict[st
         if not sep or not name or not re.fullmatch(r"\d+(x\d+)*", dims):
             raise TrtpipeError(f"{flag} {value}: write NAME:DIMS with dims joined by x, e.g. x:8x3x224x224")
         shapes[name] = tuple(int(d) for d in dims.split("x"))
+        if 0 in shapes[name]:  # an empty tensor times nothing, and some kernels fail on it
+            raise TrtpipeError(f"{flag} {value}: every dim must be at least 1")
     return shapes
 
 
@@ -315,6 +297,9 @@ def input_shapes(inputs, given: Mapping[str, tuple[int, ...]], batch: int | None
                 raise TrtpipeError(f"input '{spec.name}' has dynamic shape {list(spec.shape)}; pass --shapes "
                                    f"{spec.name}:DIMS (or --batch N when only the first dimension is dynamic)")
             shape = tuple(shape)
+        if 0 in shape:  # a static dim of 0 in the model, or an engine profile's
+            raise TrtpipeError(f"input '{spec.name}' would be {list(shape)}: an empty tensor times no work; bench "
+                               "a model and --shapes whose dims are all at least 1")
         shapes[spec.name] = shape
     return shapes
 
@@ -324,7 +309,18 @@ def random_inputs(inputs, shapes: Mapping[str, tuple[int, ...]], seed: int = 0) 
     rng = np.random.default_rng(seed)
     out = {}
     for spec in inputs:
-        dtype, shape = np.dtype(spec.dtype), shapes[spec.name]
+        try:
+            dtype, shape = np.dtype(spec.dtype), shapes[spec.name]
+        except TypeError:
+            dtype = None
+        if dtype is None or not (dtype == np.bool_ or np.issubdtype(dtype, np.number)):
+            raise TrtpipeError(f"input '{spec.name}' is a {spec.dtype} tensor; bench feeds random numbers, so it "
+                               "times models whose inputs are numbers or booleans")
+        # rng.normal makes float64 first: twice what it returns and more, so refuse what cannot fit.
+        needed = math.prod(shape) * max(dtype.itemsize, 8) * 2
+        if needed > _memory_bytes():
+            raise TrtpipeError(f"input '{spec.name}' at {'x'.join(map(str, shape))} needs {needed / 2**30:.1f} GiB of host "
+                               f"memory, more than this machine has; lower --batch or --shapes")
         if dtype == np.bool_:
             out[spec.name] = rng.random(shape) < 0.5
         elif np.issubdtype(dtype, np.integer):
@@ -332,6 +328,11 @@ def random_inputs(inputs, shapes: Mapping[str, tuple[int, ...]], seed: int = 0) 
         else:
             out[spec.name] = rng.normal(size=shape).astype(np.float32).astype(dtype)
     return out
+
+
+def _memory_bytes() -> int:
+    """Return this machine's physical memory in bytes."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 # --- the command's entry point --------------------------------------------------------------------

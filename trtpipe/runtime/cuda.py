@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 
 from trtpipe.errors import TrtpipeError, require
+from trtpipe.runtime import driver_api
 
 
 def driver():
@@ -33,6 +34,13 @@ class CudaContext:
         self.context = self.device.retain_primary_context()
         self._local = threading.local()
         self._release_lock = threading.Lock()
+        with self:
+            self.handle = driver_api.current_context()  # the CUcontext, to compare with a thread's current one
+
+    def is_current(self) -> bool:
+        """Whether this is already the thread's current CUDA context (in a thread where torch has run, it is):
+        then the driver needs no push, only pycuda's own allocations and frees do (they enter it themselves)."""
+        return self.context is not None and driver_api.current_context() == self.handle
 
     @property
     def capability(self) -> tuple[int, int]:
@@ -62,11 +70,9 @@ class CudaContext:
 
         pycuda's `detach()` of a primary context releases nothing when called from another thread
         than the one that retained it, and when it does release, it leaves the context pushed on the
-        calling thread's driver stack (both seen on the H200: docs/h200-probe.log). So: push it here,
+        calling thread's driver stack (both seen on the H200: docs/logs/h200-probe.log). So: push it here,
         which makes pycuda release it from this thread, then pop the driver's stack ourselves.
         """
-        from trtpipe.runtime import driver_api
-
         with self._release_lock:
             context, self.context = self.context, None
         if context is None:

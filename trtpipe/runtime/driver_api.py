@@ -2,7 +2,8 @@
 
 pycuda (2026.1) has no way to record an event on a stream it did not create, no stream capture
 (CUDA graphs), no pointer attributes and no primary-context state; the runtime needs each of them
-once. The driver library is the one pycuda itself loaded, so there is nothing more to install.
+once. The calls made on every inference (event record and wait, copies, synchronize, graph launch)
+come through here too: declared once, each costs a fraction of a microsecond, pycuda's one to two. The driver library is the one pycuda itself loaded, so there is nothing more to install.
 Every call is checked: a failing one raises `DriverError` with CUDA's error name.
 """
 
@@ -21,6 +22,7 @@ CU_MEMORYTYPE_HOST = 1
 CU_MEMORYTYPE_DEVICE = 2
 CU_MEMORYTYPE_UNIFIED = 4
 CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_NOT_READY = 600
 
 
 class DriverError(RuntimeError):
@@ -45,14 +47,31 @@ def libcuda() -> ctypes.CDLL:
 
 
 def _call(name: str, *args) -> None:
-    lib = libcuda()
-    code = getattr(lib, name)(*args)
+    _check(name, getattr(libcuda(), name)(*args))
+
+
+def _check(name: str, code: int) -> None:
     if code != 0:
         text = ctypes.c_char_p()
-        lib.cuGetErrorName(code, ctypes.byref(text))
+        libcuda().cuGetErrorName(code, ctypes.byref(text))
         raise DriverError(name, code, (text.value or b"?").decode())
 
 
+@functools.cache
+def _typed(name: str, *argtypes):
+    """Return libcuda's `name` declared with `argtypes`, so that the per-inference calls pass plain ints
+    (building a ctypes object per argument costs about a microsecond a call). ctypes releases the GIL
+    during each call."""
+    function = getattr(libcuda(), name)
+    function.argtypes = list(argtypes)
+    function.restype = ctypes.c_int
+    return function
+
+
+_P = ctypes.c_void_p  # a handle or a device/host address
+
+
+@functools.cache
 def _symbol(*names: str) -> str:
     """Return the first of `names` libcuda exports (versioned entry points first)."""
     lib = libcuda()
@@ -71,6 +90,26 @@ def event_create() -> int:
     return event.value
 
 
+class Event:
+    """A CUevent without timing, to order and wait on; `destroy()` frees it (nothing else does)."""
+
+    def __init__(self):
+        self.handle = event_create()
+
+    def record(self, stream: int) -> None:
+        event_record(self.handle, stream)
+
+    def query(self) -> bool:
+        """Whether the work before the last record has finished."""
+        return event_done(self.handle)
+
+    def synchronize(self) -> None:
+        event_synchronize(self.handle)
+
+    def destroy(self) -> None:
+        event_destroy(self.handle)
+
+
 def event_destroy(event: int) -> None:
     _call(_symbol("cuEventDestroy_v2", "cuEventDestroy"), ctypes.c_void_p(event))
 
@@ -81,8 +120,42 @@ def stream_wait(consumer: int, producer: int, event: int) -> None:
     `producer` may be CUDA's legacy default stream (1) or the per-thread default stream (2), as
     the CUDA Array Interface v3 names them.
     """
-    _call("cuEventRecord", ctypes.c_void_p(event), ctypes.c_void_p(producer))
-    _call("cuStreamWaitEvent", ctypes.c_void_p(consumer), ctypes.c_void_p(event), ctypes.c_uint(0))
+    event_record(event, producer)
+    _check("cuStreamWaitEvent", _typed("cuStreamWaitEvent", _P, _P, ctypes.c_uint)(consumer, event, 0))
+
+
+def event_record(event: int, stream: int) -> None:
+    _check("cuEventRecord", _typed("cuEventRecord", _P, _P)(event, stream))
+
+
+def event_done(event: int) -> bool:
+    """Return whether the work before the event's last record has finished (no wait)."""
+    code = _typed("cuEventQuery", _P)(event)
+    if code == CUDA_ERROR_NOT_READY:
+        return False
+    _check("cuEventQuery", code)
+    return True
+
+
+def event_synchronize(event: int) -> None:
+    _check("cuEventSynchronize", _typed("cuEventSynchronize", _P)(event))
+
+
+def stream_synchronize(stream: int) -> None:
+    _check("cuStreamSynchronize", _typed("cuStreamSynchronize", _P)(stream))
+
+
+# Copies --------------------------------------------------------------------------------------------
+
+def copy_to_device(device: int, host: int, nbytes: int, stream: int) -> None:
+    """Queue a copy of `nbytes` from host address `host` (pinned, for it to be asynchronous) to `device`."""
+    _check("cuMemcpyHtoDAsync", _typed(_symbol("cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync"), _P, _P, ctypes.c_size_t, _P)(
+        device, host, nbytes, stream))
+
+
+def copy_to_host(host: int, device: int, nbytes: int, stream: int) -> None:
+    _check("cuMemcpyDtoHAsync", _typed(_symbol("cuMemcpyDtoHAsync_v2", "cuMemcpyDtoHAsync"), _P, _P, ctypes.c_size_t, _P)(
+        host, device, nbytes, stream))
 
 
 # Pointers -----------------------------------------------------------------------------------------
@@ -124,7 +197,7 @@ def graph_instantiate(graph: int) -> int:
 
 
 def graph_launch(executable: int, stream: int) -> None:
-    _call("cuGraphLaunch", ctypes.c_void_p(executable), ctypes.c_void_p(stream))
+    _check("cuGraphLaunch", _typed("cuGraphLaunch", _P, _P)(executable, stream))
 
 
 def graph_destroy(graph: int, executable: int | None) -> None:
@@ -138,7 +211,7 @@ def graph_destroy(graph: int, executable: int | None) -> None:
 def current_context() -> int:
     """Return the CUcontext current in this thread (0 when none)."""
     context = ctypes.c_void_p()
-    _call("cuCtxGetCurrent", ctypes.byref(context))
+    _check("cuCtxGetCurrent", _typed("cuCtxGetCurrent", ctypes.POINTER(ctypes.c_void_p))(ctypes.byref(context)))
     return context.value or 0
 
 

@@ -22,8 +22,9 @@ import numpy as np
 
 from trtpipe.errors import TrtpipeError, require
 from trtpipe.runtime import driver_api
-from trtpipe.runtime.buffers import ALIGNMENT, CU_STREAM_LEGACY, DeviceArray, TensorBuffer, device_array, is_device_array
+from trtpipe.runtime.buffers import ALIGNMENT, CU_STREAM_LEGACY, DeviceArray, TensorBuffer, as_device_array, device_array
 from trtpipe.runtime.cuda import CudaContext
+from trtpipe.runtime.cuda_graph import CapturedGraph
 from trtpipe.runtime.dtypes import numpy_dtype
 from trtpipe.runtime.logger import shared_logger
 from trtpipe.runtime.runner import IOSpec, Runner, check_shape
@@ -69,40 +70,81 @@ class ExecutionSession:
     `context` needs TensorRT's IExecutionContext methods set_input_shape, get_tensor_shape,
     set_tensor_address and execute_async_v3; the GPU tests pass a stand-in that launches a kernel.
     A call is prepare (bind and upload) + execute + fetch (download); `bench` times each stage.
+
+    The context keeps what it was given: shapes and addresses are set only when they differ from the
+    last call's, and output shapes are asked for only when an input shape changed. With `cuda_graph`,
+    a call whose bindings are those of a plain enqueue before it (TensorRT has then made what it
+    defers) captures the enqueue as a CUDA graph, and later calls with those bindings launch it; any
+    rebinding drops it. A capture that fails (an engine whose enqueue synchronizes, say) leaves the
+    session on plain enqueues, the reason in `graph_refused`.
     """
 
-    def __init__(self, context, inputs: list[IOSpec], outputs: list[IOSpec], cuda_context: CudaContext, name: str):
+    def __init__(self, context, inputs: list[IOSpec], outputs: list[IOSpec], cuda_context: CudaContext, name: str,
+                 cuda_graph: bool = False):
         self.context = context
         self.inputs, self.outputs = inputs, outputs
         self.ctx = cuda_context
         self.name = name
         self.cuda = cuda_context.cuda
-        self.buffers = {spec.name: TensorBuffer(spec.dtype) for spec in inputs + outputs}
+        self.buffers = {spec.name: TensorBuffer(spec.dtype, cuda_context) for spec in inputs + outputs}
+        self.dtypes = {spec.name: np.dtype(spec.dtype) for spec in inputs + outputs}
         self.lock = threading.Lock()
         self.pending: PendingResult | None = None
         self.closed = False
+        # What the context holds now (None: not set, or unknown after a refusal).
+        self.bound_shapes: list = [None] * len(inputs)
+        self.bound_addresses: list = [None] * (len(inputs) + len(outputs))
+        self.output_shapes: list | None = None  # asked of the context again after any input shape changes
+        self.checked: list = [None] * (len(inputs) + len(outputs))  # the last device array each binding accepted
+        self.settled = False  # whether a plain enqueue has run since the last shape or address was set
+        self.use_graph = cuda_graph
+        self.graph: CapturedGraph | None = None
+        self.graph_refused: str | None = None
         with self.ctx:
             self.stream = self.cuda.Stream()
-            self.done = self.cuda.Event()
+            self.stream_handle = self.stream.handle
+            self.done = driver_api.Event()  # recorded after a call's work
             self.ready = driver_api.event_create()  # orders our stream after a producer's
 
-    def _bind(self, spec: IOSpec, pointer: int) -> None:
+    def _bind(self, index: int, spec: IOSpec, pointer: int) -> None:
+        self._rebinding()
         # TensorRT returns False (and keeps the previous call's address bound) for an address it rejects.
         if not self.context.set_tensor_address(spec.name, pointer):
             raise TrtpipeError(f"{self.name}: the engine rejected the address of '{spec.name}' (unaligned or null)")
+        self.bound_addresses[index] = pointer
+
+    def _set_shape(self, index: int, spec: IOSpec, shape: tuple) -> None:
+        self._rebinding()
+        self.bound_shapes[index] = None  # TensorRT's answer to a refused shape leaves its state unsaid
+        self.output_shapes = None
+        if not self.context.set_input_shape(spec.name, shape):
+            raise TrtpipeError(f"{self.name}: input '{spec.name}' shape {list(shape)} is outside the engine's "
+                               "optimization profile; rebuild with wider --shapes")
+        self.bound_shapes[index] = shape
+
+    def _rebinding(self) -> None:
+        """A shape or an address is about to change: a graph captured with the old ones must not run."""
+        self.settled = False
+        if self.graph is not None:
+            self.graph, graph = None, self.graph
+            graph.destroy()
 
     def prepare(self, feeds: Mapping, out: Mapping | None = None) -> list:
         """Bind inputs (uploading host arrays) and outputs; return the downloads `fetch` queues. Caller holds the lock."""
-        for spec in self.inputs:
+        checked = self.checked
+        for index, spec in enumerate(self.inputs):
             value = feeds[spec.name]
-            if is_device_array(value):
-                array = device_array(value)
-                check_shape(self.name, spec, array.shape)
-                check_device_array(self.name, f"input '{spec.name}'", array, np.dtype(spec.dtype), self.ctx.ordinal)
-                if array.stream not in (None, CU_STREAM_LEGACY):
+            array = as_device_array(value)
+            if array is not None:
+                if array != checked[index]:  # the checks depend on nothing else: an array like the last passed
+                    if array.shape != self.bound_shapes[index]:
+                        check_shape(self.name, spec, array.shape)
+                    check_device_array(self.name, f"input '{spec.name}'", array, self.dtypes[spec.name], self.ctx.ordinal)
+                    checked[index] = array
+                if array.stream is not None and array.stream != CU_STREAM_LEGACY:
                     # The producer's stream may still be writing it (torch's side streams are non-blocking).
                     # Our stream is a blocking one: CUDA already orders it after the legacy default stream.
-                    driver_api.stream_wait(self.stream.handle, array.stream, self.ready)
+                    driver_api.stream_wait(self.stream_handle, array.stream, self.ready)
                 shape, pointer = array.shape, array.pointer
             else:
                 value = np.ascontiguousarray(value)
@@ -110,22 +152,28 @@ class ExecutionSession:
                 buffer = self.buffers[spec.name]
                 buffer.upload(value, self.stream)
                 pointer = buffer.pointer
-            if not self.context.set_input_shape(spec.name, tuple(shape)):
-                raise TrtpipeError(f"{self.name}: input '{spec.name}' shape {list(shape)} is outside the engine's "
-                                   "optimization profile; rebuild with wider --shapes")
-            self._bind(spec, pointer)
+            if self.bound_shapes[index] != shape:
+                self._set_shape(index, spec, shape)
+            if self.bound_addresses[index] != pointer:
+                self._bind(index, spec, pointer)
+        if self.output_shapes is None:
+            shapes = [tuple(self.context.get_tensor_shape(spec.name)) for spec in self.outputs]
+            for spec, shape in zip(self.outputs, shapes):
+                if any(d < 0 for d in shape):
+                    raise TrtpipeError(f"{self.name}: output '{spec.name}' has a data-dependent shape, which this runtime does not size")
+            self.output_shapes = shapes
+            checked[len(self.inputs):] = [None] * len(self.outputs)  # an output buffer's size is checked against these
         downloads = []
-        for spec in self.outputs:
-            shape = tuple(self.context.get_tensor_shape(spec.name))
-            if any(d < 0 for d in shape):
-                raise TrtpipeError(f"{self.name}: output '{spec.name}' has a data-dependent shape, which this runtime does not size")
+        for index, (spec, shape) in enumerate(zip(self.outputs, self.output_shapes), len(self.inputs)):
             if out is not None and spec.name in out:
                 array = device_array(out[spec.name])
-                check_device_array(self.name, f"output buffer '{spec.name}'", array, np.dtype(spec.dtype), self.ctx.ordinal)
-                need = math.prod(shape) * np.dtype(spec.dtype).itemsize
-                if array.nbytes < need:
-                    raise TrtpipeError(f"{self.name}: output buffer '{spec.name}' holds {array.nbytes} bytes "
-                                       f"({list(array.shape)}), the output needs {need} ({list(shape)})")
+                if array != checked[index]:
+                    check_device_array(self.name, f"output buffer '{spec.name}'", array, self.dtypes[spec.name], self.ctx.ordinal)
+                    need = math.prod(shape) * array.dtype.itemsize
+                    if array.nbytes < need:
+                        raise TrtpipeError(f"{self.name}: output buffer '{spec.name}' holds {array.nbytes} bytes "
+                                           f"({list(array.shape)}), the output needs {need} ({list(shape)})")
+                    checked[index] = array
                 downloads.append((spec.name, None, out[spec.name]))
                 pointer = array.pointer
             else:
@@ -133,34 +181,59 @@ class ExecutionSession:
                 buffer.ensure(shape)
                 pointer = buffer.pointer
                 downloads.append((spec.name, buffer, shape))
-            self._bind(spec, pointer)
+            if self.bound_addresses[index] != pointer:
+                self._bind(index, spec, pointer)
         return downloads
 
-    def execute(self) -> None:
-        if not self.context.execute_async_v3(self.stream.handle):
+    def enqueue(self) -> None:
+        """Queue the engine's execution itself (TensorRT's execute_async_v3) on the stream."""
+        if not self.context.execute_async_v3(self.stream_handle):
             raise TrtpipeError(f"{self.name}: execution failed; rerun with the TensorRT logger at VERBOSE")
+
+    def execute(self) -> None:
+        """Queue the execution: the captured graph when the bindings are those it was captured with."""
+        if self.graph is not None:
+            self.graph.launch()
+            return
+        if self.use_graph and self.settled and self.graph_refused is None:
+            try:
+                self.graph = CapturedGraph(self.stream_handle, self.enqueue)
+            except Exception as exc:  # noqa: BLE001 - any refusal means: run without a graph
+                self.graph_refused = f"{type(exc).__name__}: {exc}"
+            else:
+                self.graph.launch()
+                return
+        self.enqueue()
+        self.settled = True
+
+    def launch(self, feeds: Mapping, out: Mapping | None = None, wait: bool = False) -> dict:
+        """Queue copies and execution, then wait for them (`wait`) or record `done`; return {output: pinned
+        view or device array}. Caller holds the lock."""
+        if self.closed:
+            raise TrtpipeError(f"{self.name}: the engine is closed")
+        if self.ctx.is_current():  # pushing and popping it costs more than the rest of a call's bookkeeping
+            return self._queue(feeds, out, wait)
+        with self.ctx:
+            return self._queue(feeds, out, wait)
+
+    def _queue(self, feeds: Mapping, out: Mapping | None, wait: bool) -> dict:
+        downloads = self.prepare(feeds, out)
+        self.execute()
+        views = self.fetch(downloads)
+        if wait:
+            driver_api.stream_synchronize(self.stream_handle)
+        else:
+            self.done.record(self.stream_handle)
+        return views
 
     def fetch(self, downloads: list) -> dict:
         """Queue the downloads; return {output: pinned view or the caller's device array}."""
         return {name: (buffer.download(target, self.stream) if buffer is not None else target)
                 for name, buffer, target in downloads}
 
-    def launch(self, feeds: Mapping, out: Mapping | None = None) -> dict:
-        """Queue copies and execution; return {output: pinned view or device array}. Caller holds the lock."""
-        if self.closed:
-            raise TrtpipeError(f"{self.name}: the engine is closed")
-        with self.ctx:
-            downloads = self.prepare(feeds, out)
-            self.execute()
-            results = self.fetch(downloads)
-            self.done.record(self.stream)
-        return results
-
     def run(self, feeds: Mapping, out: Mapping | None = None) -> dict:
         with self.lock:
-            views = self.launch(feeds, out)
-            self.done.synchronize()
-            return copy_out(views)
+            return copy_out(self.launch(feeds, out, wait=True))
 
     def run_async(self, feeds: Mapping, out: Mapping | None = None) -> PendingResult:
         self.lock.acquire()
@@ -193,9 +266,13 @@ class ExecutionSession:
             self.closed = True
             with self.ctx:
                 self.stream.synchronize()
+                if self.graph is not None:
+                    self.graph.destroy()
+                    self.graph = None
                 for buffer in self.buffers.values():
                     buffer.free()
                 driver_api.event_destroy(self.ready)
+                self.done.destroy()
                 # pycuda destroys a stream or event in the context it was made in, and cannot once that
                 # context is released: dropped later, each leaked ~0.5 MiB of device memory (seen on the H200).
                 # TensorRT's execution context, too, goes while its CUDA context is current.
@@ -241,8 +318,13 @@ class Engine(Runner):
 
     measured = True
 
-    def __init__(self, path: str | os.PathLike, device: int = 0, verbose: bool = False):
+    def __init__(self, path: str | os.PathLike, device: int = 0, verbose: bool = False, cuda_graph: bool = False):
+        """`cuda_graph`: replay the enqueue as a CUDA graph once a call repeats the previous call's shapes and
+        addresses (see ExecutionSession). Off by default: while a graph is being captured (once per new
+        binding), CUDA fails another thread's use of the legacy default stream (torch's default stream) or a
+        device-wide synchronize (torch.cuda.synchronize()), in that thread."""
         self.path = Path(path)
+        self.cuda_graph = cuda_graph
         self.name = self.path.name
         self.session = None
         self.info = verify_engine(self.path)  # the sidecar and the engine's sha256, before TensorRT or a GPU
@@ -284,7 +366,7 @@ class Engine(Runner):
                 raise TrtpipeError(f"{self.path}: TensorRT could not create an execution context (out of GPU memory?); "
                                    "free GPU memory or open fewer engines")
         self.inputs, self.outputs = inputs, outputs
-        self.session = ExecutionSession(context, inputs, outputs, self.ctx, self.name)
+        self.session = ExecutionSession(context, inputs, outputs, self.ctx, self.name, self.cuda_graph)
 
     def infer(self, feeds: Mapping, out: Mapping | None = None) -> dict:
         """Run synchronously; numpy outputs are fresh arrays, device outputs the buffers given in `out`."""

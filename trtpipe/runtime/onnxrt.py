@@ -20,6 +20,14 @@ def _dtype(ort_type: str) -> str:
     return {"float": "float32", "double": "float64"}.get(name, name)
 
 
+def _run_errors() -> tuple[type[BaseException], ...]:
+    """Return what ONNX Runtime raises for a run it cannot do (its own types, with no common base)."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    names = ("Fail", "InvalidArgument", "RuntimeException", "NotImplemented", "InvalidGraph", "EPFail")
+    return (MemoryError, *(getattr(state, n) for n in names if hasattr(state, n)))
+
+
 class OnnxRunner(Runner):
     """Runs an ONNX model in ONNX Runtime: the CUDA provider when present, else the CPU.
 
@@ -31,7 +39,7 @@ class OnnxRunner(Runner):
     def __init__(self, path: str | os.PathLike, providers: list[str] | None = None, threads: int | None = None,
                  model=None):
         """Run the ONNX at `path`, or `model` (a ModelProto) named by `path` when given."""
-        ort = require("onnxruntime", "onnx", "running ONNX models")
+        ort = require("onnxruntime", "pipeline", "running ONNX models")
         from trtpipe.graph import onnxio, simulate
 
         self.path = Path(path)
@@ -79,8 +87,16 @@ class OnnxRunner(Runner):
             raise TrtpipeError(f"{self.path}: ONNX Runtime cannot load the model ({first})") from None
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Return {output: array} for one run on `feeds`; a run ONNX Runtime refuses is one line naming the model."""
+        if self.session is None:
+            raise TrtpipeError(f"{self.path}: the runner was closed; open a new OnnxRunner to run it again")
         names = [o.name for o in self.outputs]
-        values = self.session.run(names, {k: np.asarray(v) for k, v in feeds.items()})
+        try:
+            values = self.session.run(names, {k: np.asarray(v) for k, v in feeds.items()})
+        except _run_errors() as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise TrtpipeError(f"{self.path}: ONNX Runtime failed to run the model ({first}); check the inputs' "
+                               "shapes and dtypes against 'trtpipe inspect'") from None
         return dict(zip(names, values))
 
     def close(self) -> None:

@@ -15,7 +15,8 @@ embeds Python. Two things of this machine break that stub unless the child's env
   package the stub imports that needs numpy 2 gets a numpy 1.x build there too: ml_dtypes 0.7 does
   (onnx imports it, and OnnxRunner imports onnx), so the stub gets ml_dtypes 0.5.4.
 
-Only the child sees these variables: this process read its own environment when it started.
+Only the child sees these variables: server_environment() returns them for it, and this process
+read its own environment when it started.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 import socket
 import sys
 import sysconfig
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
@@ -52,14 +54,34 @@ def library_path(current: str | None, libdir: str | None) -> str | None:
     return os.pathsep.join([libdir, *rest])
 
 
-def prepare_environment() -> None:
-    """Set, in os.environ, what the Triton child needs; raise naming the fix when it cannot work."""
+def server_environment() -> dict[str, str]:
+    """Return the environment for the bundled Triton server and its stubs; raise naming the fix when it cannot work.
+
+    The stub imports trtpipe from the same place as this process (a checkout first on its path), and
+    finds its Python (prefix, site-packages) from the interpreter first on PATH."""
+    import pytriton
+
+    env = dict(os.environ)
+    prepare_environment(env)
+    import trtpipe
+
+    source = str(Path(trtpipe.__file__).resolve().parents[1])
+    env[STUB_SITE_VARIABLE] = os.pathsep.join(p for p in (env.get(STUB_SITE_VARIABLE), source) if p)
+    libs = Path(pytriton.__file__).resolve().parents[1] / "nvidia_pytriton.libs"
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (env.get("LD_LIBRARY_PATH"), str(libs)) if p)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def prepare_environment(env: MutableMapping[str, str] | None = None) -> None:
+    """Set, in `env` (default os.environ), what the Triton child needs; raise naming the fix when it cannot work."""
+    env = os.environ if env is None else env
     libdir = sysconfig.get_config_var("LIBDIR")
     if libdir and not any(Path(libdir).glob("libpython3*.so*")):
         libdir = None  # a static interpreter: the stub's own search is all there is
-    path = library_path(os.environ.get("LD_LIBRARY_PATH"), libdir)
+    path = library_path(env.get("LD_LIBRARY_PATH"), libdir)
     if path:
-        os.environ["LD_LIBRARY_PATH"] = path
+        env["LD_LIBRARY_PATH"] = path
     import numpy as np
 
     if int(np.__version__.split(".")[0]) < 2:
@@ -73,7 +95,7 @@ def prepare_environment() -> None:
             f"the stub alone into {site}), or install trtpipe[serve] into an environment with numpy<2")
     if Path(sysconfig.get_paths()["purelib"], STUB_PTH).read_text() != STUB_PTH_LINE:
         raise TrtpipeError(f"{pth}: written by another trtpipe version; run 'python -m trtpipe.serve.environment' again")
-    os.environ[STUB_SITE_VARIABLE] = str(site)
+    env[STUB_SITE_VARIABLE] = str(site)
 
 
 def install_stub_site() -> None:

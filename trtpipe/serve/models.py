@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
 from trtpipe.runtime.runner import IOSpec, Runner
+from trtpipe.serve.limits import RequestLimits, request_limits
 
 DEFAULT_ONNX_MAX_BATCH = 64
 ENGINE_SUFFIX = ".engine"
@@ -34,15 +35,24 @@ class ServedModel:
     outputs: tuple[IOSpec, ...]
     runner: str = ""  # what runs it: "ONNX Runtime CPUExecutionProvider", "tensorrt-rtx 1.7.1"
     engines: dict[str, Path] = field(default_factory=dict)  # compute capability -> engine (repositories)
+    maxima: dict[str, tuple[int, ...]] = field(default_factory=dict)  # input -> the profile's maximum shape (engines)
 
     def dims(self, spec: IOSpec) -> tuple[int, ...]:
         """Return the dims Triton is given for `spec`: without the batch dimension when the model batches."""
         return tuple(spec.shape[1:]) if self.max_batch else tuple(spec.shape)
 
+    def limits(self) -> RequestLimits:
+        """Return the largest request this model takes (shapes, batch, bytes)."""
+        return request_limits(self.name, [(s.name, s.dtype, s.shape) for s in self.inputs], self.max_batch, self.maxima)
+
     def parameters(self) -> dict[str, str]:
         """Return the config parameters that tell a client what it is talking to."""
         return {"trtpipe.file": str(self.path.resolve()), "trtpipe.kind": self.kind, "trtpipe.precision": self.precision,
                 "trtpipe.simulated": "true" if self.simulated else "false", "trtpipe.runner": self.runner}
+
+
+# Triton names a model by its directory in the repository: a name must be one directory, and safe in a URL.
+MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 
 
 def model_name(path: str | os.PathLike) -> str:
@@ -51,7 +61,20 @@ def model_name(path: str | os.PathLike) -> str:
     for suffix in (ENGINE_SUFFIX, ".onnx"):
         stem = stem.removesuffix(suffix)
     stem = re.sub(r"\.sm\d+$", "", stem)
-    return re.sub(r"[^A-Za-z0-9_-]", "_", stem)
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", stem).lstrip("-")[:200]
+    if not re.search(r"[A-Za-z0-9]", name):
+        raise TrtpipeError(f"{path}: its file name makes no model name; pass --name NAME (letters, digits, '_', '-')")
+    return name
+
+
+def check_model_name(name: str, flag: str = "--name") -> str:
+    """Return `name` when Triton can serve a model of that name from its own directory, else raise naming `flag`."""
+    if not MODEL_NAME.fullmatch(name) or len(name) > 200:
+        safe = re.sub(r"[^A-Za-z0-9_-]", "_", name).lstrip("-")[:200]
+        hint = f" (e.g. {flag} {safe})" if re.search(r"[A-Za-z0-9]", safe) else ""
+        raise TrtpipeError(f"{flag} {name!r}: a model name is letters, digits, '_' and '-', not starting with '-', "
+                           f"up to 200 characters (it names a directory of the repository){hint}")
+    return name
 
 
 def _max_batch(name: str, specs: list[IOSpec], limit: int | None, given: int | None, why: str) -> int:
@@ -77,8 +100,9 @@ def describe_engine(path: str | os.PathLike, max_batch: int | None = None, name:
     profile_max = [t.profile[2][0] for t in info.inputs if t.profile]
     limit = min(profile_max) if profile_max else None
     batch = _max_batch(path.name, list(inputs + outputs), limit, max_batch, "the smallest profile maximum of dimension 0")
+    maxima = {t.name: tuple(t.profile[2]) for t in info.inputs if t.profile}
     return ServedModel(name or model_name(path), path, "engine", info.precision, False, batch, inputs, outputs,
-                       f"{info.backend} {info.backend_version}", {info.compute_capability: path})
+                       f"{info.backend} {info.backend_version}", {info.compute_capability: path}, maxima)
 
 
 def describe_runner(path: Path, runner: Runner, max_batch: int | None = None, name: str | None = None) -> ServedModel:

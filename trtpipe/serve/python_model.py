@@ -4,9 +4,12 @@ Copied as `<model>/1/model.py` into a model repository, for engines Triton's Ten
 load (TensorRT-RTX plans need libtensorrt_rtx, not libnvinfer) and for ONNX models served the way
 `trtpipe serve` serves them. The config's `trtpipe.files` parameter maps a compute capability (or
 "onnx") to the file beside this one; each instance opens the file for its GPU. Requests Triton's
-dynamic batcher hands over together run as one batch.
+dynamic batcher hands over together run as one batch; when that batch fails, each request runs
+alone, so only a bad request fails. Every request is checked against `trtpipe.limits` (shapes,
+batch, bytes) before it reaches the runner, and an error reply is one line without server paths.
 
-This file runs in Triton's Python stub: it imports only numpy, Triton's utilities and trtpipe.runtime.
+This file runs in Triton's Python stub: it imports only numpy, Triton's utilities, trtpipe.runtime
+trtpipe.serve.batches and trtpipe.serve.limits.
 """
 
 import json
@@ -14,6 +17,9 @@ import os
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
+
+from trtpipe.serve.batches import run_requests
+from trtpipe.serve.limits import RequestLimits
 
 
 def _capability(device: int) -> str:
@@ -27,11 +33,13 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         here = os.path.join(args["model_repository"], args["model_version"])
-        files = json.loads(config["parameters"]["trtpipe.files"]["string_value"])
+        parameters = {k: v["string_value"] for k, v in config["parameters"].items()}
+        files = json.loads(parameters["trtpipe.files"])
+        self.limits = RequestLimits.from_json(parameters["trtpipe.limits"])
         if "onnx" in files:  # an ONNX model: ONNX Runtime, on the CUDA provider when it loads
             from trtpipe.runtime import OnnxRunner
 
-            self.runner = OnnxRunner(os.path.join(here, files["onnx"]), threads=1)
+            self.runner = OnnxRunner(os.path.join(here, files["onnx"]), threads=int(parameters.get("trtpipe.threads", 1)))
         else:
             device = int(args["model_instance_device_id"])
             capability = _capability(device)
@@ -48,22 +56,10 @@ class TritonPythonModel:
     def execute(self, requests):
         names = [spec.name for spec in self.runner.inputs]
         feeds = [{n: pb_utils.get_input_tensor_by_name(r, n).as_numpy() for n in names} for r in requests]
-        try:
-            if self.batching and len(requests) > 1 and _stackable(feeds, names):
-                sizes = [len(f[names[0]]) for f in feeds]
-                merged = self.runner({n: np.concatenate([f[n] for f in feeds]) for n in names})
-                ends = np.cumsum(sizes)
-                results = [{k: v[end - size:end] for k, v in merged.items()} for size, end in zip(sizes, ends)]
-            else:
-                results = [self.runner(f) for f in feeds]
-        except Exception as exc:  # noqa: BLE001 - the client gets the message, the model keeps serving
-            return [pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc))) for _ in requests]
-        return [pb_utils.InferenceResponse([pb_utils.Tensor(n, np.ascontiguousarray(r[n])) for n in self.outputs])
+        results = run_requests(self.runner, feeds, self.limits, self.batching)
+        return [pb_utils.InferenceResponse(error=pb_utils.TritonError(r)) if isinstance(r, str) else
+                pb_utils.InferenceResponse([pb_utils.Tensor(n, np.ascontiguousarray(r[n])) for n in self.outputs])
                 for r in results]
 
     def finalize(self):
         self.runner.close()
-
-
-def _stackable(feeds, names) -> bool:
-    return all(len({f[n].shape[1:] for f in feeds}) == 1 for n in names)

@@ -23,7 +23,7 @@ from pathlib import Path
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import atomic_path, ensure_dir, sidecar_path, write_text
 from trtpipe.runtime.sidecar import read_sidecar, sealed
-from trtpipe.serve.models import ENGINE_SUFFIX, ServedModel, describe_engine, model_name
+from trtpipe.serve.models import ENGINE_SUFFIX, ServedModel, check_model_name, describe_engine, model_name
 
 TRITON_TYPES = {"float32": "TYPE_FP32", "float16": "TYPE_FP16", "bfloat16": "TYPE_BF16", "float64": "TYPE_FP64",
                 "int64": "TYPE_INT64", "int32": "TYPE_INT32", "int16": "TYPE_INT16", "int8": "TYPE_INT8",
@@ -38,6 +38,22 @@ class RepositoryOptions:
     max_queue_delay_us: int = 100
     instances: int = 1
     kind: str = "gpu"  # instance group kind: gpu or cpu
+    threads: int = 1  # ONNX Runtime threads per instance
+    served_file: bool = False  # name the served file's absolute path (trtpipe.file): a server on this machine
+
+
+def pbtxt_string(text: str) -> str:
+    """Return `text` as a quoted protobuf text-format string (quotes, backslashes and control bytes escaped)."""
+    out = []
+    for byte in text.encode():
+        char = chr(byte)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif byte < 0x20 or byte == 0x7F:
+            out.append(f"\\{byte:03o}")
+        else:
+            out.append(char if byte < 0x80 else f"\\{byte:03o}")  # UTF-8 bytes as octal: ASCII config, any name
+    return '"' + "".join(out) + '"'
 
 
 def plan_name(capability: str) -> str:
@@ -45,27 +61,31 @@ def plan_name(capability: str) -> str:
     return f"model.sm{capability.replace('.', '')}.plan"
 
 
-def _triton_type(dtype: str, where: str) -> str:
-    if dtype not in TRITON_TYPES:
-        raise TrtpipeError(f"{where}: dtype {dtype} has no Triton type; export the model with another dtype")
-    return TRITON_TYPES[dtype]
+def check_types(model: ServedModel) -> None:
+    """Raise naming the file and tensor when one of the model's dtypes has no Triton type."""
+    for spec in model.inputs + model.outputs:
+        if spec.dtype not in TRITON_TYPES:
+            raise TrtpipeError(f"{model.path}: tensor '{spec.name}' is {spec.dtype}, which this repository cannot serve "
+                               f"(it takes {', '.join(TRITON_TYPES)}); export the model with one of those")
 
 
 def _tensors(kind: str, model: ServedModel, specs) -> str:
     rows = []
     for spec in specs:
         dims = ", ".join(str(d) for d in model.dims(spec)) or "1"  # a scalar is written as [1], as Triton asks
-        rows.append(f'  {{ name: "{spec.name}" data_type: {_triton_type(spec.dtype, str(model.path))} dims: [ {dims} ] }}')
+        rows.append(f"  {{ name: {pbtxt_string(spec.name)} data_type: {TRITON_TYPES[spec.dtype]} dims: [ {dims} ] }}")
     return f"{kind} [\n" + ",\n".join(rows) + "\n]\n"
 
 
 def config_text(model: ServedModel, backend: str, options: RepositoryOptions, files: dict[str, str]) -> str:
     """Return config.pbtxt for `model`; `files` maps compute capability (or "onnx") to the file in 1/."""
-    lines = [f'name: "{model.name}"']
+    check_types(model)
+    lines = [f"name: {pbtxt_string(model.name)}"]
     if backend == "tensorrt":
         lines.append('platform: "tensorrt_plan"')
-        lines.append(f'default_model_filename: "{next(iter(files.values()))}"')
-        lines += [f'cc_model_filenames {{ key: "{cc}" value: "{name}" }}' for cc, name in files.items()]
+        lines.append(f"default_model_filename: {pbtxt_string(next(iter(files.values())))}")
+        lines += [f"cc_model_filenames {{ key: {pbtxt_string(cc)} value: {pbtxt_string(name)} }}"
+                  for cc, name in files.items()]
     else:
         lines.append('backend: "python"')
     lines.append(f"max_batch_size: {model.max_batch}")
@@ -75,11 +95,14 @@ def config_text(model: ServedModel, backend: str, options: RepositoryOptions, fi
     if options.dynamic_batching and model.max_batch:
         text += f"dynamic_batching {{ max_queue_delay_microseconds: {options.max_queue_delay_us} }}\n"
     parameters = dict(model.parameters())
-    parameters.pop("trtpipe.file")
+    if not options.served_file:
+        parameters.pop("trtpipe.file")  # a path on the machine that wrote the repository, not where it is served
     if backend != "tensorrt":
         parameters["trtpipe.files"] = json.dumps(files, sort_keys=True)
+        parameters["trtpipe.limits"] = model.limits().to_json()
+        parameters["trtpipe.threads"] = str(options.threads)
     for key, value in parameters.items():
-        text += f"parameters {{ key: {json.dumps(key)} value: {{ string_value: {json.dumps(value)} }} }}\n"
+        text += f"parameters {{ key: {pbtxt_string(key)} value: {{ string_value: {pbtxt_string(value)} }} }}\n"
     return text
 
 
@@ -104,43 +127,56 @@ def describe_family(paths: Sequence[Path], max_batch: int | None, name: str) -> 
                                f"{info.compute_capability}; pass one engine per GPU")
         engines[info.compute_capability] = path
     batch = min(m.max_batch for m in models)
+    maxima = {n: tuple(min(m.maxima[n][a] for m in models) for a in range(len(v))) for n, v in first.maxima.items()}
     model = ServedModel(first.name, first.path, "engine", first.precision, False, batch, first.inputs, first.outputs,
-                        first.runner, engines)
+                        first.runner, engines, maxima)
     return model, infos[0].backend
 
 
 def write_repository(paths: Sequence[str | os.PathLike], output: str | os.PathLike, options: RepositoryOptions,
                      name: str | None = None) -> list[Path]:
-    """Write one model directory per family of `paths` under `output`; return the config files written."""
+    """Write one model directory per family of `paths` under `output`; return the config files written.
+
+    Every model is described and its config made before the first file is written, so a model this
+    repository cannot serve leaves nothing behind."""
     families: dict[str, list[Path]] = {}
+    if name is not None:
+        check_model_name(name)
     for path in map(Path, paths):
         if not path.is_file():
             raise TrtpipeError(f"{path}: no such file; pass engines (.engine) or ONNX models (.onnx)")
         if path.suffix not in (ENGINE_SUFFIX, ".onnx"):
             raise TrtpipeError(f"{path}: not an engine (.engine) or an ONNX model (.onnx)")
         families.setdefault(name or model_name(path), []).append(path)
+    planned = [describe_family(members, options.max_batch, family) for family, members in families.items()]
+    configs = [(model, "python" if backend in PYTHON_BACKENDS else "tensorrt", version_files(model))
+               for model, backend in planned]
+    texts = [config_text(model, backend, options, files) for model, backend, files in configs]
     root = ensure_dir(output)
-    written = []
-    for family, members in families.items():
-        model, backend = describe_family(members, options.max_batch, family)
-        directory = root / family
-        version = ensure_dir(directory / "1")
-        if backend == "onnx":
-            files = {"onnx": "model.onnx"}
-            _copy(model.path, version / "model.onnx")
-        else:
-            files = {cc: plan_name(cc) for cc in sorted(model.engines)}
-            for cc, engine in model.engines.items():
-                _copy(engine, version / files[cc])
-                info = read_sidecar(engine)
-                info.engine = files[cc]  # the sidecar names the file it describes, sealed anew for that name
-                write_text(sidecar_path(version / files[cc]), json.dumps(sealed(info), indent=2) + "\n")
-        if backend in PYTHON_BACKENDS:
-            write_text(version / "model.py", (Path(__file__).parent / "python_model.py").read_text())
-        config = directory / "config.pbtxt"
-        write_text(config, config_text(model, "tensorrt" if backend == "tensorrt" else "python", options, files))
-        written.append(config)
-    return written
+    return [write_model(root, model, files, text, backend == "python") for (model, backend, files), text in zip(configs, texts)]
+
+
+def version_files(model: ServedModel) -> dict[str, str]:
+    """Return the files of a model's version directory: compute capability (or "onnx") -> file name."""
+    return {"onnx": "model.onnx"} if model.kind == "onnx" else {cc: plan_name(cc) for cc in sorted(model.engines)}
+
+
+def write_model(root: Path, model: ServedModel, files: dict[str, str], config: str, python: bool) -> Path:
+    """Write `root/<model>/`: its files in 1/ (and model.py when `python`, the Python backend), config.pbtxt last."""
+    directory = root / model.name
+    version = ensure_dir(directory / "1")
+    if model.kind == "onnx":
+        _copy(model.path, version / files["onnx"])
+    else:
+        for cc, engine in model.engines.items():
+            _copy(engine, version / files[cc])
+            info = read_sidecar(engine)
+            info.engine = files[cc]  # the sidecar names the file it describes, sealed anew for that name
+            write_text(sidecar_path(version / files[cc]), json.dumps(sealed(info), indent=2) + "\n")
+    if python:
+        write_text(version / "model.py", (Path(__file__).parent / "python_model.py").read_text())
+    write_text(directory / "config.pbtxt", config)
+    return directory / "config.pbtxt"
 
 
 def _copy(source: Path, target: Path) -> None:

@@ -1,0 +1,167 @@
+"""A hostile client against one live `trtpipe serve` (loopback only, a fixed number of requests, a time
+bound): malformed JSON, huge, negative and zero shapes, wrong dtypes and names, oversize, compressed
+and chunked bodies over HTTP, and lying shapes over gRPC, with a good request after every bad one and
+one bad request inside a batch of good ones. The server answers every good request right, every bad
+one with one line (no traceback, no server path), and is still serving at the end."""
+
+import http.client
+import json
+import threading
+import time
+import zlib
+
+import numpy as np
+import pytest
+from serve_helpers import needs_pytriton, start_server
+
+import models
+from trtpipe.runtime import OnnxRunner
+
+pytestmark = needs_pytriton()
+MAX_BATCH = 8
+FUZZ_REQUESTS = 102  # six rounds of every kind
+TIME_BOUND_S = 60
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    models.save(models.conv_net(batch="N"), root / "conv.onnx")
+    models.save(models.lookup(rows=5), root / "lookup.onnx")
+    server = start_server([root / "conv.onnx", root / "lookup.onnx", "--max-batch", MAX_BATCH,
+                           "--max-queue-delay-us", 200_000], root / "serve.log")
+    yield server, root
+    assert server.terminate() == 0, server.output[-2000:]
+
+
+def post(port, path, body: bytes, headers=None):
+    """POST `body` on a fresh connection; return (status, the reply's JSON or its text)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("POST", path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        data = response.read()
+    finally:
+        connection.close()
+    try:
+        return response.status, json.loads(data or b"{}")
+    except ValueError:
+        return response.status, data.decode(errors="replace")
+
+
+def request_json(name="input", shape=(1, 3, 16, 16), datatype="FP32", data=None):
+    data = [0.5] * int(np.prod(shape)) if data is None else data
+    return json.dumps({"inputs": [{"name": name, "shape": list(shape), "datatype": datatype, "data": data}]}).encode()
+
+
+def bad_http_bodies(rng):
+    """Yield (what, path, body, headers) of requests the server must refuse, drawn from `rng`."""
+    conv = "/v2/models/conv/infer"
+    huge = int(rng.integers(10**6, 10**13))
+    yield "huge shape", conv, request_json(shape=(1, 3, 16, huge), data=[1.0]), {}
+    yield "huge batch", conv, request_json(shape=(huge, 3, 16, 16), data=[1.0]), {}
+    yield "negative shape", conv, request_json(shape=(-int(rng.integers(1, 10**6)), 3, 16, 16), data=[1.0]), {}
+    yield "zero shape", conv, request_json(shape=(0, 3, 16, 16), data=[]), {}
+    yield "overflowing shape", conv, request_json(shape=(2**62, 2**62, 16, 16), data=[1.0]), {}
+    yield "wrong rank", conv, request_json(shape=(1, 3, 16), data=[1.0] * 48), {}
+    yield "wrong dtype", conv, request_json(datatype=str(rng.choice(["FP64", "INT8", "BYTES", "NOPE"]))), {}
+    yield "wrong name", conv, request_json(name="nope", shape=(1, 10**12), data=[1.0]), {}
+    yield "unknown model", "/v2/models/nope/infer", request_json(shape=(10**12,), data=[1.0]), {}
+    yield "not JSON", conv, rng.bytes(int(rng.integers(1, 2000))), {}
+    yield "truncated JSON", conv, request_json()[: int(rng.integers(1, 200))], {}
+    yield "deep JSON", conv, b"[" * int(rng.integers(10**4, 10**5)), {}
+    yield "no inputs", conv, json.dumps({"inputs": 3}).encode(), {}
+    yield "shape of strings", conv, request_json(shape=("1", 3, 16, 16), data=[1.0]), {}
+    yield "oversize body", conv, b" " * (2 << 20), {}
+    yield "inflating body", conv, zlib.compress(b" " * (64 << 20)), {"Content-Encoding": "deflate"}
+    yield "bad header length", conv, request_json(), {"Inference-Header-Content-Length": str(10**9)}
+
+
+def test_a_hostile_client_is_refused_and_every_good_request_answered(served):
+    server, root = served
+    rng = np.random.default_rng(26)
+    began = time.monotonic()
+    good = rng.random((1, 3, 16, 16), dtype=np.float32)
+    with OnnxRunner(root / "conv.onnx") as runner:
+        expected = runner({"input": good})["logits"]
+    body = request_json(shape=good.shape, data=good.ravel().tolist())
+    refused, kinds = {}, []
+    for i in range(FUZZ_REQUESTS):
+        assert time.monotonic() - began < TIME_BOUND_S, f"{i} requests in {TIME_BOUND_S} s"
+        if not kinds:
+            kinds = list(bad_http_bodies(rng))  # every kind once per round, with new random sizes
+        what, path, bad, headers = kinds.pop(0)
+        status, reply = post(server.http, path, bad, headers)
+        assert 400 <= status < 500, (what, status, reply)
+        message = reply["error"] if isinstance(reply, dict) else reply
+        assert "\n" not in message and "Traceback" not in message and str(root) not in message, (what, message)
+        refused.setdefault(what, message)
+        status, reply = post(server.http, "/v2/models/conv/infer", body)  # the server still answers, and right
+        assert status == 200, (what, reply)
+        np.testing.assert_allclose(np.asarray(reply["outputs"][0]["data"], np.float32).reshape(1, 10), expected,
+                                   rtol=1e-4, atol=1e-5)
+    assert "more than 8 (the batch limit)" in refused["huge batch"] and "takes [-1,3,16,16]" in refused["huge shape"]
+    assert "at least 1" in refused["negative shape"] and "more than" in refused["inflating body"]
+    from tritonclient.utils import InferenceServerException
+
+    lies = [("conv", "input", "FP32", shape) for shape in ([10**12, 3, 16, 16], [1, 3, 16, 10**12], [-5, 3, 16, 16],
+                                                         [0, 3, 16, 16], [2**62, 2**62, 16, 16], [1, 3, 16])]
+    lies += [("conv", "nope", "FP32", [1, 3, 16, 16]), ("conv", "input", "INT64", [1, 3, 16, 16]),
+             ("nope", "input", "FP32", [1, 3, 16, 16])]
+    for model, name, datatype, shape in lies:
+        with pytest.raises(InferenceServerException) as caught:
+            grpc_infer(server.grpc, model, name, datatype, shape)
+        assert "Traceback" not in str(caught.value) and str(root) not in str(caught.value)
+        np.testing.assert_allclose(grpc_infer(server.grpc, "conv", "input", "FP32", good.shape, good), expected,
+                                   rtol=1e-4, atol=1e-5)
+    assert server.process.poll() is None
+
+
+def grpc_infer(port, model, name, datatype, shape, data=None):
+    """Send one input of `shape` whose bytes are `data` (default: one sample's worth of ones, whatever `shape` says)."""
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
+    try:
+        data = np.ones((1, 3, 16, 16), np.float32) if data is None else data
+        tensor = grpcclient.InferInput(name, list(data.shape), "FP32")
+        tensor.set_data_from_numpy(data)
+        tensor._input.datatype = datatype  # as a client that lies about them would send
+        tensor.set_shape(list(shape))
+        return client.infer(model, [tensor]).as_numpy("logits")
+    finally:
+        client.close()
+
+
+def test_one_bad_request_in_a_batch_fails_alone(served):
+    import tritonclient.grpc as grpcclient
+
+    server, _root = served
+    indices = [[i % 5] for i in range(MAX_BATCH - 1)] + [[9]]  # the last one is out of the table's 5 rows
+    answers, errors = [None] * len(indices), [None] * len(indices)
+    start = threading.Barrier(len(indices))
+
+    def send(k):
+        client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.grpc}")
+        try:
+            tensor = grpcclient.InferInput("index", [1, 1], "INT64")
+            tensor.set_data_from_numpy(np.array([indices[k]], np.int64))
+            start.wait()
+            answers[k] = client.infer("lookup", [tensor]).as_numpy("rows")
+        except Exception as exc:  # noqa: BLE001 - the bad one's error is checked below
+            errors[k] = str(exc)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=send, args=(k,)) for k in range(len(indices))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors[:-1] == [None] * (len(indices) - 1), errors
+    assert [a[0, 0, 0] for a in answers[:-1]] == [3.0 * (k % 5) for k in range(len(indices) - 1)]
+    assert "indices element out of data bounds, idx=9" in errors[-1] and "Traceback" not in errors[-1]
+    from test_serve_server import metric_counts
+
+    counts = metric_counts(server.metrics, "lookup")
+    assert counts["nv_inference_exec_count"] < counts["nv_inference_count"], counts  # they were batched together

@@ -1,0 +1,250 @@
+"""The HTTP front of `trtpipe serve`: every request checked before Triton's HTTP frontend sees it.
+
+Triton 2.51 (the server nvidia-pytriton 0.7.0 bundles) sizes the buffer of a JSON input from the
+shape the request declares, before it checks that shape against the model (http_server.cc,
+`serialized.resize(element_cnt * dtype size)`): one request with a shape of 10^12 elements aborts the
+whole server with std::bad_alloc, and no option of that version bounds it (Triton 2.59 checks the
+count, later versions add --http-max-input-size). Its gRPC frontend sizes inputs from the bytes
+received, and the model then checks the shapes, so gRPC goes to Triton directly.
+
+So Triton's HTTP listens on a loopback port of its own, and this front listens where clients call:
+it refuses a body larger than the model's largest request could be (or a compressed one that
+inflates past that), then reads the JSON header of an inference request and refuses any input
+whose shape, datatype or name the model's limits do not allow, with the one-line JSON error Triton
+itself would send; everything else is forwarded unchanged, over kept-alive connections to Triton.
+
+Triton 2.51 does not exit while an HTTP connection to it is open, idle or not: it waits out its
+whole exit timeout (measured: 61 s for one idle keep-alive connection). So stopping starts with
+`drain()`, which closes the idle connections to Triton and closes the others once their answer is in.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import re
+import threading
+import zlib
+from collections.abc import Mapping
+
+from trtpipe.serve.limits import RequestLimits, reply_error
+
+INFER_PATH = re.compile(r"/v2/models/([^/]+)(?:/versions/[^/]+)?/infer/?")
+HEADER_BYTES = 64 << 10  # room for the JSON around the data, names and parameters
+JSON_BYTES_PER_ELEMENT = 32  # "-1.2345678901234567e-308," is 25
+OTHER_BODY_BYTES = 1 << 20  # any request but inference (there is no other endpoint with a large body)
+DRAIN_BYTES = 16 << 20  # a refused body up to this size is read, so that the client sees the reply
+MAX_CONNECTIONS = 256
+IDLE_TIMEOUT_S = 60
+HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host",
+               "proxy-connection", "te", "upgrade", "trailer"}
+DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+class Refused(Exception):
+    """A request the front answers itself: HTTP status and the one-line reason."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def body_limit(limits: RequestLimits | None) -> int:
+    """Return the most bytes a request body may hold: the model's largest request written as JSON."""
+    if limits is None:
+        return OTHER_BODY_BYTES
+    return HEADER_BYTES + JSON_BYTES_PER_ELEMENT * limits.max_bytes
+
+
+def check_infer(body: bytes, header_length: int | None, limits: RequestLimits) -> None:
+    """Raise Refused when the inference request in `body` is not one the model takes."""
+    header = body if header_length is None else body[:header_length]
+    try:
+        request = json.loads(header)
+    except (ValueError, RecursionError):
+        raise Refused(400, "the request body is not JSON (or nests too deep); send the KServe v2 JSON request") from None
+    inputs = request.get("inputs") if isinstance(request, dict) else None
+    if not isinstance(inputs, list) or not inputs:
+        raise Refused(400, "the request has no 'inputs' list; send the KServe v2 JSON request")
+    shapes, datatypes = {}, {}
+    for entry in inputs:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(name, str):
+            raise Refused(400, "every input needs a 'name', a 'shape' and a 'datatype'")
+        if name in shapes:
+            raise Refused(400, f"input '{name}' is given twice")
+        shapes[name], datatypes[name] = entry.get("shape"), entry.get("datatype")
+    problem = limits.problem(shapes, datatypes)
+    if problem:
+        raise Refused(400, problem)
+
+
+def _decoded(body: bytes, encoding: str, limit: int) -> bytes:
+    """Return a compressed body inflated, refusing one that inflates past `limit` bytes."""
+    if encoding not in DECODERS:
+        raise Refused(415, f"Content-Encoding {encoding}: send gzip, deflate or an uncompressed body")
+    inflater = zlib.decompressobj(DECODERS[encoding])
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error:
+        raise Refused(400, f"the body is not valid {encoding}") from None
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise Refused(413, f"the request inflates to more than {limit} bytes, more than the model takes")
+    return out
+
+
+class Guard(http.server.ThreadingHTTPServer):
+    """The front on (host, port), forwarding what it accepts to Triton's HTTP on 127.0.0.1:`upstream`."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, host: str, port: int, upstream: int, limits: Mapping[str, RequestLimits]):
+        self.upstream = upstream
+        self.limits = dict(limits)
+        self.connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.lock = threading.Lock()
+        self.idle: list[http.client.HTTPConnection] = []  # connections to Triton, kept alive between requests
+        self.draining = False
+        super().__init__((host, port), _Handler)
+
+    def take(self) -> http.client.HTTPConnection:
+        """Return an idle connection to Triton, or a new one."""
+        with self.lock:
+            if self.idle:
+                return self.idle.pop()
+        return http.client.HTTPConnection("127.0.0.1", self.upstream, timeout=None)
+
+    def give(self, connection: http.client.HTTPConnection) -> None:
+        """Keep `connection` for the next request, or close it when stopping."""
+        with self.lock:
+            if not self.draining:
+                self.idle.append(connection)
+                return
+        connection.close()
+
+    def drain(self) -> None:
+        """Close every idle connection to Triton, and each busy one once its answer is in (Triton can then exit)."""
+        with self.lock:
+            self.draining = True
+            idle, self.idle = self.idle, []
+        for connection in idle:
+            connection.close()
+
+    def process_request(self, request, client_address):
+        if not self.connections.acquire(blocking=False):
+            self.shutdown_request(request)  # more clients than the front serves at once: this one is closed
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.connections.release()
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = IDLE_TIMEOUT_S
+    # An answer leaves in one write (handle_one_request flushes after each request), and without Nagle's
+    # delay: headers and body written apart waited for the client's delayed ACK, 44 ms a request.
+    wbufsize = 1 << 16
+    disable_nagle_algorithm = True
+    server: Guard
+
+    def log_message(self, *args) -> None:
+        pass  # Triton keeps the log; a front that logs every request costs time
+
+    def do_GET(self) -> None:
+        self._forward()
+
+    do_POST = do_HEAD = do_PUT = do_DELETE = do_GET
+
+    def _forward(self) -> None:
+        try:
+            body = self._checked_body()
+        except Refused as refused:
+            self._reply(refused.status, {"error": str(refused)}, close=True)
+            return
+        try:
+            status, headers, payload = self._upstream(body)
+        except (OSError, http.client.HTTPException) as exc:
+            self._reply(503, {"error": f"the server is not answering ({reply_error(exc)})"})
+            return
+        self.send_response(status)
+        for key, value in headers:
+            if key.lower() not in HOP_HEADERS:
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(payload)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def _checked_body(self) -> bytes:
+        match = INFER_PATH.fullmatch(self.path.split("?", 1)[0])
+        limits = self.server.limits.get(match.group(1)) if match else None
+        if match and limits is None:
+            raise Refused(404, f"Request for unknown model: '{match.group(1)}' is not found")
+        if self.headers.get("Transfer-Encoding"):
+            raise Refused(411, "send the body with a Content-Length, not chunked")
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            raise Refused(400, "Content-Length is not a number") from None
+        limit = body_limit(limits)
+        if length < 0 or length > limit:
+            if 0 < length <= DRAIN_BYTES:
+                self.rfile.read(length)
+            raise Refused(413, f"the request body is {length} bytes, more than the {limit} the model takes")
+        body = self.rfile.read(length) if length else b""
+        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+        if encoding != "identity":
+            body = _decoded(body, encoding, limit)
+        if match:
+            header = self.headers.get("Inference-Header-Content-Length")
+            try:
+                header_length = int(header) if header is not None else None
+            except ValueError:
+                raise Refused(400, "Inference-Header-Content-Length is not a number") from None
+            if header_length is not None and not 0 < header_length <= len(body):
+                raise Refused(400, f"Inference-Header-Content-Length {header_length} does not fit the body")
+            check_infer(body, header_length, limits)
+        return body
+
+    def _upstream(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        """Send the request to Triton over a kept-alive connection; return its answer."""
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS}
+        headers["Content-Length"] = str(len(body))
+        for attempt in (0, 1):
+            connection = self.server.take()
+            try:
+                connection.request(self.command, self.path, body=body if body or self.command == "POST" else None,
+                                   headers=headers)
+                response = connection.getresponse()
+                answer = response.status, response.getheaders(), response.read()
+            except (OSError, http.client.HTTPException):
+                connection.close()
+                if attempt:
+                    raise  # a kept-alive connection Triton closed is retried once on a fresh one
+                continue
+            self.server.give(connection)
+            if self.server.draining:
+                self.close_connection = True  # the client's next request finds the server stopping
+            return answer
+        raise AssertionError("unreachable")
+
+    def _reply(self, status: int, message: dict, close: bool = False) -> None:
+        """Answer with a JSON error; `close` when the body may be unread (the connection cannot be reused)."""
+        payload = json.dumps(message).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(payload)
