@@ -25,6 +25,9 @@ CANDIDATES = ("entropy", "max", "percentile 99.99", "percentile 99.999", "mse")
 # The choice pass reads at most this many calibration samples: enough to rank five candidates per
 # tensor, and it runs each quantized layer once per candidate, so it costs more per sample than the histograms.
 CHOICE_SAMPLES = 64
+# It holds every quantized layer's inputs and outputs of a batch at once: small batches keep that
+# near the histogram pass's memory (the errors are sums over samples, whatever the batch).
+CHOICE_BATCH = 4
 
 
 def candidate_amax(hist: StreamingHistogram, grid: str) -> dict[str, float]:

@@ -161,10 +161,10 @@ def choose_per_tensor(model, spec: ModelSpec, data_dir, histograms, options: Cal
                       show_progress: bool = True) -> tuple[dict[str, float], dict[str, str]]:
     """Return ({tensor: amax}, {tensor: candidate}) of the `auto` method, judged on the first
     CHOICE_SAMPLES calibration samples (calibrators.choose)."""
-    from calibrators.choose import CHOICE_SAMPLES, choose_amax
+    from calibrators.choose import CHOICE_BATCH, CHOICE_SAMPLES, choose_amax
 
     limit = min(options.limit or CHOICE_SAMPLES, CHOICE_SAMPLES)
-    batches = data.iter_batches(spec, data_dir, options.batch_size, limit, options.shuffle, options.seed)
+    batches = data.iter_batches(spec, data_dir, min(options.batch_size, CHOICE_BATCH), limit, options.shuffle, options.seed)
     with progress_bar(data.count_samples(data_dir, limit), "choosing each tensor's method", "samples", show_progress) as bar, \
             data.model_runs_on(data_dir):
         return choose_amax(model, histograms, (b.arrays for b in batches), options.grid, on_batch=bar.update)
