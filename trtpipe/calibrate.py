@@ -19,15 +19,17 @@ from trtpipe.files import check_output, sha256, sidecar_path, write_json, write_
 from trtpipe.graph import onnxio
 from trtpipe.progress import progress_bar
 
-# TensorRT calibrates INT8 with entropy; FP8's range makes clipping cost more than it saves.
-DEFAULT_METHOD = {"int8": "entropy", "fp8": "max"}
+# `auto` chooses per tensor among the fixed methods (calibrators.choose); TensorRT's own implicit
+# calibrator is entropy, which stays available by name.
+METHOD_CHOICES = (*METHODS, "auto")
+DEFAULT_METHOD = {"int8": "auto", "fp8": "auto"}
 
 
 @dataclass(frozen=True)
 class CalibrationOptions:
     """What decides the scales; a cache made with other options, model or data is stale."""
 
-    method: str = "entropy"
+    method: str = "auto"
     batch_size: int = 16
     limit: int | None = None
     shuffle: bool = False
@@ -116,8 +118,8 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     """
     from calibrators.collect import collect_histograms
 
-    if options.method not in METHODS:
-        raise TrtpipeError(f"--method {options.method}: unknown method; use one of {', '.join(METHODS)}")
+    if options.method not in METHOD_CHOICES:
+        raise TrtpipeError(f"--method {options.method}: unknown method; use one of {', '.join(METHOD_CHOICES)}")
     # Scales are keyed by tensor name: calibrate the cleaned graph, the one the typed passes rewrite
     # (folding Transposes or BatchNorms renames the tensors that feed Conv and MatMul).
     model = calibrated_graph(onnxio.load(model_path), spec)
@@ -139,15 +141,50 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     if bar.n == 0:
         raise TrtpipeError(f"--data {data_dir}: no samples were read; add calibration samples or raise --limit")
     table = CalibrationTable(algorithm=ALGORITHMS[options.method])
-    for name, hist in histograms.items():
-        table.amax[name] = compute_amax(hist, options.method, options.grid, options.percentile)
+    if options.method == "auto":
+        table.amax, chosen = choose_per_tensor(model, spec, data_dir, histograms, options, show_progress)
+    else:
+        chosen = {}
+        for name, hist in histograms.items():
+            table.amax[name] = compute_amax(hist, options.method, options.grid, options.percentile)
     # The sidecar goes first and names the cache's sha256: a run killed between the two writes
     # leaves a sidecar that does not match the old cache, so nothing takes that cache as fresh.
     text = render(table)
     write_json(sidecar_path(output), {**made_from, "cache_sha256": hashlib.sha256(text.encode()).hexdigest(),
-                                      "tensors": len(table.amax), "samples": bar.n})
+                                      "tensors": len(table.amax), "samples": bar.n,
+                                      **({"methods": chosen} if chosen else {})})
     write_text(output, text)
     return table, True
+
+
+def choose_per_tensor(model, spec: ModelSpec, data_dir, histograms, options: CalibrationOptions,
+                      show_progress: bool = True) -> tuple[dict[str, float], dict[str, str]]:
+    """Return ({tensor: amax}, {tensor: candidate}) of the `auto` method, judged on the first
+    CHOICE_SAMPLES calibration samples (calibrators.choose)."""
+    from calibrators.choose import CHOICE_BATCH, CHOICE_SAMPLES, choose_amax
+
+    limit = min(options.limit or CHOICE_SAMPLES, CHOICE_SAMPLES)
+    batches = data.iter_batches(spec, data_dir, min(options.batch_size, CHOICE_BATCH), limit, options.shuffle, options.seed)
+    with progress_bar(data.count_samples(data_dir, limit), "choosing each tensor's method", "samples", show_progress) as bar, \
+            data.model_runs_on(data_dir):
+        return choose_amax(model, histograms, (b.arrays for b in batches), options.grid, on_batch=bar.update)
+
+
+def method_summary(path: str | os.PathLike) -> str | None:
+    """Return how many tensors each method calibrated ("entropy 41, max 12, mse 7 tensors"), from the
+    cache's sidecar, or None when it records no per-tensor choice."""
+    from collections import Counter
+
+    from calibrators.choose import method_of
+
+    try:
+        chosen = json.loads(sidecar_path(path).read_text()).get("methods")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(chosen, dict) or not chosen:
+        return None
+    counts = Counter(method_of(c) for c in chosen.values())
+    return ", ".join(f"{m} {n}" for m, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))) + " tensors"
 
 
 def load_table(path: Path, precisions=()) -> CalibrationTable:

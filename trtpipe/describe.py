@@ -65,6 +65,8 @@ def describe_cache(path: Path) -> dict:
         description.update({"precision": options.get("grid"), "method": options.get("method"),
                             "samples": recorded.get("samples"), "onnx_sha256": recorded.get("onnx_sha256"),
                             "data_sha256": recorded.get("data_sha256"), "versions": recorded.get("versions")})
+        if isinstance(recorded.get("methods"), dict):  # `auto`: the candidate each tensor's amax came from
+            description["methods"] = recorded["methods"]
     description["amax"] = table.amax
     return description
 

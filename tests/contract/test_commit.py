@@ -94,7 +94,8 @@ def test_inspect_reads_what_calibrate_writes_and_refuses_an_edited_cache(mlp, tm
     assert code == 0, err
     description = json.loads(out)
     assert description["kind"] == "calibration cache" and description["precision"] == "fp8"
-    assert description["method"] == "max" and description["samples"] == 32
+    assert description["method"] == "auto" and description["samples"] == 32
+    assert set(description["methods"]) == set(description["amax"])  # the candidate each tensor's amax came from
     cache.write_text(cache.read_text().replace("TRT-101300", "TRT-101301"))
     code, _, err = cli("inspect", cache)
     assert code == 2 and "sha256" in err

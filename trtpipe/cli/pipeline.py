@@ -150,9 +150,11 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
 @click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True,
-              help="what the scales are for: picks the default method and the grid")
-@click.option("--method", type=click.Choice(["entropy", "max", "percentile", "mse"]),
-              help="default: entropy for int8 (TensorRT's), max for fp8 (its range needs no clipping)")
+              help="what the scales are for: the grid (INT8 or FP8 E4M3) every method measures against")
+@click.option("--method", type=click.Choice(["auto", "entropy", "max", "percentile", "mse"]), default="auto",
+              show_default=True,
+              help="auto: per tensor, the method whose error at its layer's output is least; "
+                   "entropy is TensorRT's own (its implicit calibrator)")
 @click.option("--percentile", type=FiniteFloatRange(0, 100, min_open=True), default=99.99, show_default=True,
               help="percentile method: the share of |x| kept, in (0, 100]")
 @click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
@@ -172,15 +174,17 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
       trtpipe calibrate model.onnx --spec model.toml --precision fp8 -o model.fp8.cache
       trtpipe calibrate model.onnx --spec model.toml --method percentile --percentile 99.9 -o model.p999.cache
     """
-    from trtpipe.calibrate import DEFAULT_METHOD, CalibrationOptions
+    from trtpipe.calibrate import CalibrationOptions, method_summary
     from trtpipe.calibrate import calibrate as run
+    from trtpipe.files import sidecar_path
 
     spec = _spec(spec_path)
     data_dir = _data_dir(data_dir, spec.calibration if spec else None, "calibration")
-    method = method or DEFAULT_METHOD[precision]
     options = CalibrationOptions(method, batch_size, limit, shuffle, seed, percentile=percentile, grid=precision)
     table, fresh = run(model, data_dir, output, options, spec, force=force)
-    click.echo(f"{'wrote' if fresh else 'up to date:'} {output} ({len(table.amax)} tensors, {table.header})")
+    chosen = method_summary(output) if method == "auto" else None
+    click.echo(f"{'wrote' if fresh else 'up to date:'} {output} ({len(table.amax)} tensors, {table.header})"
+               + (f"; {chosen}, each tensor's in {sidecar_path(output).name}" if chosen else ""))
 
 
 @main.command()

@@ -130,7 +130,7 @@ class Search:
         if default is not None:
             self.evaluate(default, "default")
         self._phase("one method for every tensor")
-        uniform = [self.evaluate(Config(method), f"all {method}") for method in METHODS]
+        uniform = [self.evaluate(Config(method), f"all {method}") for method in self.amax]
         current = max(uniform, key=lambda t: t.margins)
         if self.out_of_time():
             return self.best()
@@ -302,6 +302,17 @@ def load_batches(spec: ModelSpec, directory, batch_size: int, limit: int | None 
     return [b.arrays for b in data.iter_batches(spec, directory, batch_size, limit)]
 
 
+def first_samples(batches: Sequence[dict[str, np.ndarray]], samples: int) -> list[dict[str, np.ndarray]]:
+    """Return the leading batches of `batches` that hold at least `samples` samples (all when fewer)."""
+    taken, seen = [], 0
+    for batch in batches:
+        if seen >= samples:
+            break
+        taken.append(batch)
+        seen += len(next(iter(batch.values())))
+    return taken
+
+
 def baseline_outputs(model, batches: Sequence[Batch]) -> list[dict[str, np.ndarray]]:
     """Return the FP32 model's outputs on every batch."""
     from trtpipe.runtime.onnxrt import OnnxRunner
@@ -325,6 +336,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     SmoothQuant model is compared with the original it came from). `ladder`: when the search's choice
     fails on validation, find the fewest more layers kept in FP16 that pass there (`confirm_ladder`).
     """
+    from calibrators.choose import CHOICE_SAMPLES, choose_amax
     from calibrators.collect import collect_histograms
     from calibrators.graph import activation_inputs, constant_names, quantized_activations
     from trtpipe.calibrate import DEFAULT_METHOD, calibrated_graph
@@ -352,12 +364,11 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     batches = load_batches(spec, calibration_dir, batch_size)
     histograms = collect_histograms(model, tensors, batches)
     amax = amax_by_method(histograms, precision)
-    tuning, seen = [], 0
-    for batch in batches:
-        if tuning_samples is not None and seen >= tuning_samples:
-            break
-        tuning.append(batch)
-        seen += len(next(iter(batch.values())))
+    if on_phase:
+        on_phase("choosing each tensor's method (auto: the least error at its layer's output)")
+    amax["auto"] = choose_amax(model, histograms, first_samples(batches, CHOICE_SAMPLES), str(precision))[0]
+    tuning = first_samples(batches, tuning_samples) if tuning_samples is not None else batches
+    seen = sum(len(next(iter(b.values()))) for b in tuning)
     wanted = baseline_outputs(baseline, tuning)
 
     opt = {name: triple[1] for name, triple in parse_shapes([f"{k}:{v}" for k, v in spec.shapes.items()], "--spec shapes").items()}

@@ -1,0 +1,178 @@
+"""The `auto` method: for each tensor, the candidate amax whose quantization error at the output of
+the layers it feeds is least on the calibration data.
+
+The candidates come from the one histogram pass (entropy, max, percentile 99.99 and 99.999, MSE).
+No single method serves every tensor: entropy clips a tensor whose few outlying channels meet a
+layer's largest weights (PP-OCRv4's recognizer, cosine 0.37 with entropy everywhere), max wastes
+the grid on a tensor with rare, harmless spikes. A histogram of the tensor alone cannot tell these
+apart, since it sees neither the channels nor the weights; the layer's output does. So a second,
+short pass over the calibration data runs each Conv/MatMul/Gemm alone, with its real (per-channel
+quantized) weights, on its input quantized at each candidate, and compares the output with the FP32
+model's. Every layer is judged on its own: no search over the whole model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+import numpy as np
+
+from calibrators.amax import FP8_E4M3_MAX, compute_amax, percentile_amax
+from calibrators.histogram import StreamingHistogram
+
+# In this order ties go to the first (candidates of equal amax are one candidate).
+CANDIDATES = ("entropy", "max", "percentile 99.99", "percentile 99.999", "mse")
+# The choice pass reads at most this many calibration samples: enough to rank five candidates per
+# tensor, and it runs each quantized layer once per candidate, so it costs more per sample than the histograms.
+CHOICE_SAMPLES = 64
+# It holds every quantized layer's inputs and outputs of a batch at once: small batches keep that
+# near the histogram pass's memory (the errors are sums over samples, whatever the batch).
+CHOICE_BATCH = 4
+
+
+def candidate_amax(hist: StreamingHistogram, grid: str) -> dict[str, float]:
+    """Return {candidate: amax} for one tensor's histogram, the candidates of CANDIDATES."""
+    if hist.empty:
+        return {"max": 0.0}
+    return {"entropy": compute_amax(hist, "entropy", grid),
+            "max": hist.max,
+            "percentile 99.99": percentile_amax(hist.counts, hist.width, 99.99),
+            "percentile 99.999": percentile_amax(hist.counts, hist.width, 99.999),
+            "mse": compute_amax(hist, "mse", grid)}
+
+
+def quantize_signed(x: np.ndarray, amax: float, grid: str) -> np.ndarray:
+    """Return `x` after the typed ONNX's symmetric Q/DQ at `amax` on `grid`, as float32.
+
+    'int8': steps of amax/127, rounded half to even, clipped to [-127, 127] steps (what a symmetric
+    calibration uses of INT8). 'fp8': E4M3 with amax at 448, rounded to nearest even and saturated,
+    through ml_dtypes' cast (amax.fake_quantize computes the same grid on histogram bins, not tensors).
+    """
+    x = np.asarray(x, dtype=np.float32)
+    if amax <= 0:
+        return np.zeros_like(x)
+    if grid == "int8":
+        scale = np.float32(amax / 127.0)
+        return np.clip(np.rint(x / scale), -127.0, 127.0) * scale
+    if grid == "fp8":
+        import ml_dtypes
+
+        scale = np.float32(amax / FP8_E4M3_MAX)
+        scaled = np.clip(x / scale, -FP8_E4M3_MAX, FP8_E4M3_MAX)
+        return scaled.astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale
+    raise ValueError(f"unknown grid {grid!r}")
+
+
+def method_of(candidate: str) -> str:
+    """Return the calibration method a candidate belongs to ('percentile 99.99' -> 'percentile')."""
+    return candidate.split()[0]
+
+
+def choose(errors: Mapping[str, float]) -> str:
+    """Return the candidate of least error; on ties, the one first in CANDIDATES."""
+    order = {name: i for i, name in enumerate(CANDIDATES)}
+    return min(errors, key=lambda name: (errors[name], order.get(name, len(order))))
+
+
+def distinct(candidates: Mapping[str, float]) -> dict[str, float]:
+    """Return the candidates with one name per amax (the first in CANDIDATES): equal amax, equal error."""
+    kept: dict[float, str] = {}
+    for name in sorted(candidates, key=lambda n: CANDIDATES.index(n) if n in CANDIDATES else len(CANDIDATES)):
+        kept.setdefault(candidates[name], name)
+    return {name: amax for amax, name in kept.items()}
+
+
+def layer_model(model, node, values: Mapping[str, np.ndarray], grid: str):
+    """Return a one-node ONNX of `node`, its weight quantized per channel for `grid` as the typed ONNX
+    stores it, every other constant as it is, every non-constant input a graph input."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from calibrators.graph import constant_names, weight_slot
+    from trtpipe.graph.qdq import quantize_weight, weight_axis
+    from trtpipe.targets import Precision
+
+    slot = weight_slot(node, constant_names(model))
+    inputs, initializers = [], []
+    for i, name in enumerate(node.input):
+        if not name or any(v.name == name for v in inputs) or any(t.name == name for t in initializers):
+            continue
+        if name not in values:
+            inputs.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+            continue
+        array = values[name]
+        if i == slot:  # what the layer computes with: the weight after its own Q/DQ
+            axis = weight_axis(node, array, slot)
+            q, scale = quantize_weight(array, axis, Precision.INT8 if grid == "int8" else Precision.FP8)
+            shape = [1] * array.ndim
+            if axis is not None:
+                shape[axis] = -1
+            array = (q.astype(np.float32) * scale.reshape(shape)).astype(np.float32)
+        initializers.append(numpy_helper.from_array(np.asarray(array), name))
+    outputs = [helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT, None)]
+    graph = helper.make_graph([helper.make_node(node.op_type, list(node.input), [node.output[0]],
+                                                **{a.name: helper.get_attribute_value(a) for a in node.attribute})],
+                              "layer", inputs, outputs, initializers)
+    opsets = [o for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    layer = helper.make_model(graph, opset_imports=opsets)
+    layer.ir_version = model.ir_version
+    return layer
+
+
+def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: Iterable[Mapping[str, np.ndarray]],
+                 grid: str, on_batch: Callable[[int], None] | None = None) -> dict[str, dict[str, float]]:
+    """Return {tensor: {candidate: error}}: the relative squared error ||y_q - y||^2 / ||y||^2 of each
+    layer the tensor feeds, its input quantized at the candidate's amax, summed over those layers.
+
+    `model` is the cleaned FP32 graph; `candidates` {tensor: {candidate: amax}} (candidate_amax),
+    candidates of equal amax measured once. `y` is the FP32 model's own output of the layer;
+    `y_q` is the layer alone with the tensor quantized, its weight quantized per channel and any
+    other input as FP32 computed it.
+    """
+    import onnxruntime as ort
+
+    from calibrators.collect import exposed_activations
+    from calibrators.graph import QUANTIZED_OPS, activation_inputs, constant_names
+    from trtpipe.graph.qdq import float_constants
+
+    constants = constant_names(model)
+    values = float_constants(model)
+    measured = {tensor: distinct(c) for tensor, c in candidates.items()}
+    layers = [node for node in model.graph.node if node.op_type in QUANTIZED_OPS
+              and any(t in measured for t in activation_inputs(node, constants))]
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sessions = [ort.InferenceSession(layer_model(model, node, values, grid).SerializeToString(), options,
+                                     providers=["CPUExecutionProvider"]) for node in layers]
+    feeds = [[name for name in dict.fromkeys(node.input) if name and name not in values] for node in layers]
+    exposed = list(dict.fromkeys([name for names in feeds for name in names] + [node.output[0] for node in layers]))
+    # per (tensor, layer): squared error of each candidate, and the squared norm of the FP32 output
+    squared = {(t, i): dict.fromkeys(measured[t], 0.0) for i, node in enumerate(layers)
+               for t in activation_inputs(node, constants) if t in measured}
+    norm = dict.fromkeys(squared, 0.0)
+    for activations in exposed_activations(model, exposed, batches, on_batch):
+        for i, (node, session, names) in enumerate(zip(layers, sessions, feeds)):
+            reference = activations[node.output[0]].ravel()
+            for tensor in dict.fromkeys(t for t in activation_inputs(node, constants) if t in measured):
+                norm[tensor, i] += float(np.dot(reference, reference))
+                for name, amax in measured[tensor].items():
+                    feed = {n: activations[n] for n in names}
+                    feed[tensor] = quantize_signed(activations[tensor], amax, grid)
+                    difference = session.run(None, feed)[0].ravel() - reference
+                    squared[tensor, i][name] += float(np.dot(difference, difference))
+        del activations
+    errors: dict[str, dict[str, float]] = {t: dict.fromkeys(c, 0.0) for t, c in measured.items()}
+    for key, by_candidate in squared.items():
+        for name, value in by_candidate.items():
+            errors[key[0]][name] += value / norm[key] if norm[key] > 0 else value
+    return errors
+
+
+def choose_amax(model, histograms: Mapping[str, StreamingHistogram], batches: Iterable[Mapping[str, np.ndarray]],
+                grid: str, on_batch: Callable[[int], None] | None = None) -> tuple[dict[str, float], dict[str, str]]:
+    """Return ({tensor: amax}, {tensor: candidate chosen}) of the `auto` method (see the module's doc)."""
+    candidates = {name: candidate_amax(h, grid) for name, h in histograms.items()}
+    errors = layer_errors(model, {n: c for n, c in candidates.items() if any(a > 0 for a in c.values())},
+                          batches, grid, on_batch)
+    chosen = {name: choose(errors[name]) if name in errors else "max" for name in candidates}
+    return {name: candidates[name][chosen[name]] for name in candidates}, chosen

