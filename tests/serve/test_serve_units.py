@@ -36,8 +36,8 @@ def test_engine_batch_limit_is_the_smallest_profile_maximum(tmp_path):
 
 
 def test_levels_percentiles_and_urls():
-    assert parse_levels("1,4,16,64") == (1, 4, 16, 64)
-    for bad in ("", "0", "1,x", "-2"):
+    assert parse_levels("1,4,16,64") == (1, 4, 16, 64) and parse_levels("1024") == (1024,)
+    for bad in ("", "0", "1,x", "-2", "4,1025", "10000000"):
         with pytest.raises(TrtpipeError, match="--concurrency"):
             parse_levels(bad)
     p50, p90, p99 = percentiles([i / 1000 for i in range(1, 101)])  # 1..100 ms

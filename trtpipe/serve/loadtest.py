@@ -70,14 +70,20 @@ class LoadReport:
         return asdict(self)
 
 
+# Each concurrent request is a thread with a client of its own: past this, the load test measures
+# the client machine, not the server (and a typo such as 10000000 would start that many threads).
+MAX_CONCURRENCY = 1024
+
+
 def parse_levels(text: str) -> tuple[int, ...]:
     """Return the concurrency levels in `1,4,16,64`, or raise naming --concurrency."""
     try:
         levels = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
         levels = ()
-    if not levels or any(level < 1 for level in levels):
-        raise TrtpipeError(f"--concurrency {text}: write positive integers separated by commas, e.g. 1,4,16,64")
+    if not levels or any(not 1 <= level <= MAX_CONCURRENCY for level in levels):
+        raise TrtpipeError(f"--concurrency {text}: write integers from 1 to {MAX_CONCURRENCY} separated by commas, "
+                           "e.g. 1,4,16,64")
     return levels
 
 
