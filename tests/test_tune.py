@@ -320,3 +320,21 @@ def test_a_choice_that_fails_on_validation_without_a_ladder_says_so(workdir, cli
     _, err, report = _tune(cli, workdir, 0.99, "--validation", workdir / "bright", "--slack", 0, "--no-ladder", meets=False)
     assert report["chosen"]["passed"] and not report["validation"]["passed"] and not report["rungs"]
     assert "fails on validation and no rung was tried (--no-ladder)" in err and "does not meet the spec" in err
+
+
+def test_the_exclusions_file_is_valid_toml_for_any_layer_and_tensor_name(tmp_path):
+    """Names as exporters write them (a '/', a quote, a backslash, a tab, an emoji) come back as written."""
+    from calibrators.cache import CalibrationTable
+    from trtpipe.quality.tune_config import Trial, TuneResult
+    from trtpipe.quality.tune_report import exclusions_toml
+
+    names = ("/model/conv_1/Conv", 'say "hi"', "back\\slash", "tab\there", "emoji \U0001F600")
+    config = Config("entropy", (("input \U0001F600", "max"),), tuple(sorted(names)))
+    trial = Trial(0, "start", config, {"cosine": 0.99}, (0.1,), 0.001, 3)
+    result = TuneResult([trial], trial, CalibrationTable({}), "NVIDIA L4 \"sm89\"", {}, {}, 32, 32)
+    (tmp_path / "x.toml").write_text(exclusions_toml(result, "int8"), encoding="utf-8")
+    assert load_exclusions(tmp_path / "x.toml") == sorted(names)
+    from trtpipe.config import tomllib
+
+    parsed = tomllib.loads((tmp_path / "x.toml").read_text(encoding="utf-8"))
+    assert parsed["tune"]["gpu"] == 'NVIDIA L4 "sm89"' and parsed["tune"]["methods"] == {"input \U0001F600": "max"}

@@ -3,7 +3,6 @@ and a report of every configuration tried with a plot of accuracy against estima
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
@@ -12,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from calibrators.cache import render
-from trtpipe.config import ModelSpec
+from trtpipe.config import ModelSpec, toml_string
 from trtpipe.files import Outputs, ensure_dir, json_text, staged_outputs
 from trtpipe.quality.tune import Trial, TuneResult
 
@@ -28,14 +27,14 @@ def exclusions_toml(result: TuneResult, precision: str) -> str:
     chosen = result.chosen
     config, seconds, _ = result.written
     lines = ["# Written by 'trtpipe tune'; build reads [quantize] exclude with --exclude @this-file.",
-             "[quantize]", "exclude = [" + ", ".join(json.dumps(n) for n in config.exclude) + "]", "",
-             "[tune]", f"precision = {json.dumps(precision)}", f"gpu = {json.dumps(result.gpu)}",
+             "[quantize]", "exclude = [" + ", ".join(toml_string(n) for n in config.exclude) + "]", "",
+             "[tune]", f"precision = {toml_string(precision)}", f"gpu = {toml_string(result.gpu)}",
              f"estimated_ms = {seconds * 1e3:.6g}  # estimated: trtpipe.quality.cost, not measured",
-             f"method = {json.dumps(config.method)}", f"passed_on_tuning_split = {str(chosen.passed).lower()}",
+             f"method = {toml_string(config.method)}", f"passed_on_tuning_split = {str(chosen.passed).lower()}",
              f"tuning_samples = {result.tuning_samples}", f"confidence = {result.confidence:g}",
              f"trials = {len(result.trials)}"]
     if result.confirmed is not None:
-        lines += [(f"chosen_by = {json.dumps('validation ladder')}  # the search's choice failed on validation; "
+        lines += [(f"chosen_by = {toml_string('validation ladder')}  # the search's choice failed on validation; "
                    f"{result.confirmed.kept} more layers kept in FP16 meet the spec there"),
                   f"passed_on_validation = {str(result.confirmed.report.passed).lower()}"]
     elif result.validation is not None:
@@ -43,7 +42,7 @@ def exclusions_toml(result: TuneResult, precision: str) -> str:
     lines += ["", "[tune.tuning_metrics]  # the search's choice"] + [f"{k} = {v:.6g}" for k, v in chosen.metrics.items()]
     if config.overrides:
         lines += ["", "[tune.methods]  # tensors calibrated with another method than tune.method"]
-        lines += [f"{json.dumps(t)} = {json.dumps(m)}" for t, m in config.overrides]
+        lines += [f"{toml_string(t)} = {toml_string(m)}" for t, m in config.overrides]
     return "\n".join(lines) + "\n"
 
 
