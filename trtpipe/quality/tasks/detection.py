@@ -5,6 +5,7 @@ boxes shifted by a few pixels that still match at 0.5)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,14 +89,19 @@ YOLOX_STRIDES = (8, 16, 32)
 UNDECODED_OFFSET = 4.0
 
 
+@functools.lru_cache(maxsize=8)  # decode asks for the same image's grid for every sample, twice
 def yolox_grid(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return each YOLOX box's cell (x, y) and stride, in the order its export writes them: stride 8 first, rows."""
+    """Return each YOLOX box's cell (x, y) and stride, in the order its export writes them: stride 8 first, rows.
+    The arrays are shared between callers: read them, never write them."""
     cells, strides = [], []
     for stride in YOLOX_STRIDES:
         ys, xs = np.meshgrid(np.arange(height // stride), np.arange(width // stride), indexing="ij")
         cells.append(np.stack([xs.ravel(), ys.ravel()], axis=1))
         strides.append(np.full((xs.size, 1), stride))
-    return np.concatenate(cells).astype(np.float64), np.concatenate(strides).astype(np.float64)
+    grid = np.concatenate(cells).astype(np.float64), np.concatenate(strides).astype(np.float64)
+    for array in grid:
+        array.flags.writeable = False  # cached: one caller's write would move every later box
+    return grid
 
 
 def infer_layout(name: str, shape, image: tuple[int, int] | None = None, values: np.ndarray | None = None) -> tuple[str, str]:
