@@ -356,6 +356,18 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
+def shortfall(metric: str, value: float, minimum: float) -> str:
+    """Return 'metric value < minimum' with the fewest digits (at least 4) that keep the two apart.
+
+    At a fixed 4 digits a cosine of 0.999996 against 0.999999 read 'cosine 1 < 1'."""
+    least = f"{minimum:.12g}"  # as the user wrote it
+    for digits in range(4, 18):
+        shown = f"{value:.{digits}g}"
+        if math.isnan(value) or float(shown) < minimum:
+            break
+    return f"{metric} {shown} < {least}"
+
+
 def headline(report: dict) -> str:
     """Return the summary's words for one report: the metric that decided the verdict, then any failures."""
     checks = [Check(c["metric"], c["output"], c["value"], c["minimum"], c.get("task", "generic")) for c in report["checks"]]
@@ -368,7 +380,7 @@ def headline(report: dict) -> str:
     metrics = report["outputs"].get(decided.output, {})
     if "accuracy" in metrics and decided.metric != "accuracy":
         words += f"; accuracy {metrics['accuracy']:.2%} (FP32 {metrics['baseline_accuracy']:.2%})"
-    failed = [f"{c.metric} {c.value:.4g} < {c.minimum:g}" for c in checks if not c.passed]
+    failed = [shortfall(c.metric, c.value, c.minimum) for c in checks if not c.passed]
     if failed:
         words += f"; below minimum: {', '.join(failed)}"
     return words
@@ -391,8 +403,9 @@ def _summary_row(path: Path, report: dict) -> dict:
     if not isinstance(report["passed"], bool):  # the string "false" is truthy: only a JSON bool is a verdict
         raise TrtpipeError(f"{path}: 'passed' is {json.dumps(report['passed'])}, not true or false, so it is not a "
                            "verdict; rerun 'trtpipe validate --report' rather than editing the report")
-    stem = Path(report["candidate"]).name
-    model, precision = stem.split(".")[0], report["precision"]
+    stem, precision = Path(report["candidate"]).name, report["precision"]
+    # a candidate is MODEL.PRECISION.onnx, and MODEL may hold dots of its own (resnet.v2)
+    model = stem.removesuffix(".onnx").removesuffix(f".{precision}")
     engines = sorted(Path(path).parent.parent.glob(f"{model}.{precision}.*.engine"))
     return {"model": model, "precision": precision,
             "engine_mb": engines[0].stat().st_size / 1e6 if engines else None,
