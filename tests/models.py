@@ -122,6 +122,53 @@ def yolo_like(classes=18, layout="yolov8", box_pixels=64.0, seed=2) -> onnx.Mode
     return _model(graph)
 
 
+def yolox_like(classes=3, seed=8) -> onnx.ModelProto:
+    """YOLOX's head as its export writes it undecoded, on 3x64x64 images: one Conv per stride 8, 16, 32 (kernel =
+    stride) to x, y (offsets in the cell), log w, log h (in cells), objectness and classes, all Sigmoid, each
+    level's cells in rows, concatenated: `output` [batch, 84, 5+classes]."""
+    rng = np.random.default_rng(seed)
+    width = 5 + classes
+    inits, nodes, levels = [], [], []
+    for stride in (8, 16, 32):
+        inits += [_init(f"head{stride}.w", rng.normal(0, 0.15, (width, 3, stride, stride)) * 8 / stride),
+                  _init(f"head{stride}.b", [0, 0, 0, 0, 1.0] + [0.0] * classes),
+                  numpy_helper.from_array(np.array([0, width, -1], np.int64), f"flat{stride}")]
+        nodes += [helper.make_node("Conv", ["images", f"head{stride}.w", f"head{stride}.b"], [f"conv{stride}"],
+                                   strides=[stride, stride], name=f"head{stride}"),
+                  helper.make_node("Sigmoid", [f"conv{stride}"], [f"sig{stride}"], name=f"sigmoid{stride}"),
+                  helper.make_node("Reshape", [f"sig{stride}", f"flat{stride}"], [f"level{stride}"], name=f"flatten{stride}")]
+        levels.append(f"level{stride}")
+    nodes += [helper.make_node("Concat", levels, ["levels"], axis=2, name="levels"),
+              helper.make_node("Transpose", ["levels"], ["output"], perm=[0, 2, 1], name="boxes_first")]
+    graph = helper.make_graph(nodes, "yolox_like", [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, 64, 64])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 84, width])], inits)
+    return _model(graph)
+
+
+def separate_boxes(classes=18) -> onnx.ModelProto:
+    """`yolo_like`'s head with its boxes decoded: `boxes` [batch, 64, 4] as x1, y1, x2, y2, `scores` [batch, 64]
+    (the best class's) and `labels` [batch, 64] (int64), as detectors with NMS outputs write them."""
+    model = yolo_like(classes)
+    graph = model.graph
+    corners = np.array([[1, 0, 1, 0], [0, 1, 0, 1], [-0.5, 0, 0.5, 0], [0, -0.5, 0, 0.5]], np.float32)  # cxcywh -> xyxy
+    graph.initializer.extend([_init("corners", corners)] + [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                                                            (("at0", [0]), ("at4", [4]), ("at_end", [4 + classes]), ("last", [2]))])
+    graph.node.extend([
+        helper.make_node("Transpose", ["output0"], ["rows"], perm=[0, 2, 1], name="rows"),
+        helper.make_node("Slice", ["rows", "at0", "at4", "last"], ["cxcywh"], name="box_values"),
+        helper.make_node("MatMul", ["cxcywh", "corners"], ["boxes"], name="to_corners"),
+        helper.make_node("Slice", ["rows", "at4", "at_end", "last"], ["class_scores"], name="class_values"),
+        helper.make_node("ReduceMax", ["class_scores"], ["scores"], axes=[2], keepdims=0, name="best_score"),
+        helper.make_node("ArgMax", ["class_scores"], ["labels"], axis=2, keepdims=0, name="best_class"),
+    ])
+    del graph.output[:]
+    graph.output.extend([helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["N", 64, 4]),
+                         helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", 64]),
+                         helper.make_tensor_value_info("labels", TensorProto.INT64, ["N", 64])])
+    onnx.checker.check_model(model)
+    return model
+
+
 def ctc_head(steps=24, features=8, classes=12, seed=4) -> onnx.ModelProto:
     """A CTC recognizer's last layer: features [batch, steps, features] -> MatMul-Add -> Softmax ->
     `probs` [batch, steps, classes], class 0 the blank."""
