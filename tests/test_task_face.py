@@ -82,6 +82,13 @@ def test_init_and_validate_without_a_task_recognise_the_face_head(cli, head):
     assert code == 0, err
     face = json.loads(out)["outputs"]["heatmap"]
     assert face["task"] == "face" and "inferred from the maps' channels" in face["roles"]
+    code, _, err = cli("init", head / "face.onnx", "--data", head / "val", "-o", head / "init.toml")
+    assert code == 0, err
+    written = (head / "init.toml").read_text()
+    assert 'task = "face"' in written and 'landmark_output = "landmarks"' in written and 'name = "scale"' not in written
+    code, out, err = _validate(cli, head, head / "face.fp16.onnx", "init.toml")
+    assert code == 0, err
+    assert "named in the spec's [[outputs]]" in json.loads(out)["outputs"]["heatmap"]["roles"]
 
 
 def test_a_threshold_no_face_reaches_and_a_wrong_stride_are_exit_2(cli, head):

@@ -293,6 +293,8 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
         if output.name == keyed and first_keys:
             lines += [f"{key} = {toml_string(value) if isinstance(value, str) else value}  # CHECK: read from the "
                       "outputs' shapes" for key, value in first_keys.items()]
+        elif read:  # beside a face head: the spec's task would make it a heatmap
+            lines.append('task = "generic"  # CHECK: not one of the face head\'s maps')
         elif axis_of(output):
             lines.append(f"batch_axis = {axis_of(output)}  # CHECK: shaped like an input whose samples stack there")
         lines.append("")
