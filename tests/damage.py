@@ -161,11 +161,13 @@ def rolled(output: str):
     return _changed(output, lambda values, call: np.roll(values, 1, axis=0))
 
 
-def one_cell_zeroed(output: str):
-    """The first sample's highest cell of a heatmap `output` [batch, 1, h, w] set to 0: one face dropped."""
+def one_face_zeroed(output: str, radius: int = 3):
+    """A heatmap `output` [batch, 1, h, w] set to 0 within `radius` cells of the first sample's highest cell: one
+    face dropped (CenterFace marks a face on several cells around its centre; NMS keeps one)."""
     def change(values, call):
         if call == 0:
-            values[0].reshape(-1)[int(values[0].argmax())] = 0.0
+            y, x = np.unravel_index(int(values[0, 0].argmax()), values.shape[2:])
+            values[0, 0, max(y - radius, 0):y + radius + 1, max(x - radius, 0):x + radius + 1] = 0.0
         return values
     return _changed(output, change)
 

@@ -109,7 +109,7 @@ CASES = [
     ("generic", "constant", d.constant("landmarks"), {"cosine", "channel_cosine_min"}),
     ("generic", "NaN in one sample", d.nan_in_one_sample("landmarks"), {"finite"}),
     ("generic", "batch rolled", d.rolled("landmarks"), {"cosine", "channel_cosine_min"}),
-    ("face", "a face dropped", d.one_cell_zeroed("heatmap"), {"face_recall"}),
+    ("face", "a face dropped", d.one_face_zeroed("heatmap"), {"face_recall"}),
     ("face", "landmarks moved", d.offset("landmarks", slice(0, 10), 0.05), {"landmark_agreement"}),
     ("face", "boxes shifted half a cell", d.offset("offset", slice(0, 2), 0.5), {"box_iou", "face_recall"}),
     ("face", "boxes shrunk to 0.8", d.offset("scale", slice(0, 2), float(np.log(0.8))), {"box_iou"}),

