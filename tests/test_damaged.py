@@ -64,6 +64,7 @@ CASES = [
     *[case for layout, (centre, size, classes, axis) in BOXES.items() for case in [
         (layout, "boxes shifted 3 px", d.offset("output0", centre, 3.0, axis), {"box_iou"}),
         (layout, "boxes shrunk to 0.8", d.scaled("output0", size, 0.8, axis), {"box_iou"}),
+        (layout, "box width zeroed", d.zeroed("output0", 2, axis), {"map50", "f1"}),
         (layout, "classes swapped", d.permuted("output0", classes, axis), {"map50", "f1"}),
         (layout, "class scores x0.2", d.scaled("output0", classes, 0.2, axis), {"f1"}),
         (layout, "constant", d.constant("output0"), {"map50", "f1"}),
@@ -98,6 +99,7 @@ CASES = [
     ("embedding", "NaN in one sample", d.nan_in_one_sample("probs"), {"finite"}),
     ("embedding", "batch rolled", d.rolled("probs"), {"cosine", "neighbour_agreement"}),
     ("sequence", "a character changed", d.one_step_changed("probs"), {"exact_match"}),
+    ("sequence", "a class scaled", d.scaled("probs", 3, 3.0, 2), {"exact_match", "char_agreement"}),
     ("sequence", "classes swapped", d.permuted("probs", slice(1, 12), 2), {"exact_match", "char_agreement"}),
     ("sequence", "constant", d.constant("probs"), {"exact_match", "char_agreement"}),
     ("sequence", "NaN in one sample", d.nan_in_one_sample("probs"), {"finite"}),
@@ -114,6 +116,8 @@ CASES = [
     ("face", "boxes shifted half a cell", d.offset("offset", slice(0, 2), 0.5), {"box_iou", "face_recall"}),
     ("face", "boxes shrunk to 0.8", d.offset("scale", slice(0, 2), float(np.log(0.8))), {"box_iou"}),
     # this head's heatmap is ~0 or ~1: x0.6 keeps every face (and passes), x0.4 loses them
+    ("face", "a landmark channel zeroed", d.zeroed("landmarks", 3), {"landmark_agreement"}),
+    ("face", "box scales permuted", d.permuted("scale", slice(0, 2)), {"box_iou"}),
     ("face", "heatmap scaled", d.scaled("heatmap", 0, 0.4), {"face_recall"}),
     ("face", "NaN in one sample", d.nan_in_one_sample("landmarks"), {"finite"}),
     ("face", "batch rolled", d.rolled("heatmap"), {"face_recall", "face_precision"}),
