@@ -340,7 +340,7 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
                                     'axes is read as the values per box, and one box per grid cell in cell offsets as yolox. '
                                     'dense/generic: where C is, e.g. NCHW')),
     "outputs.conf": ("0.25", "detection: the confidence threshold"),
-    "outputs.iou": ("0.45", "detection: NMS IoU"),
+    "outputs.iou": ("0.45", "detection: NMS IoU; face: NMS IoU, 0.3 (CenterFace's own)"),
     "outputs.classes": ("from the shape", "detection: the number of classes"),
     "outputs.score_output": ("none", "detection, separate layout: the scores output"),
     "outputs.class_output": ("none", "detection, separate layout: the classes output"),
