@@ -416,9 +416,9 @@ def judge_report(row: Row, report: dict, floats: list[str]) -> list[str]:
         row.cosine = measured[row.cosine_output]
     from trtpipe.quality.validate import shortfall
 
-    coarse = {(c["output"], c["metric"]): c["samples"] for c in report.get("coarse_checks", [])}
+    coarse = {(c["output"], c["metric"]): f"{c.get('unit', 'sample')} of {c['samples']}" for c in report.get("coarse_checks", [])}
     return [f"{shortfall(c['metric'], c['value'], c['minimum'])} on {c['output']}"
-            + (f" (one sample of {coarse[c['output'], c['metric']]} decides it)" if (c["output"], c["metric"]) in coarse else "")
+            + (f" (one {coarse[c['output'], c['metric']]} decides it)" if (c["output"], c["metric"]) in coarse else "")
             for c in report["checks"] if not c["passed"]]
 
 

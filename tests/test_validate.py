@@ -140,12 +140,13 @@ def test_validate_says_when_one_sample_decides_a_share(workdir, cli):
         code, out, err = cli(*args, "--json")
         assert code in (0, 1), err
         top1 = [c for c in json.loads(out)["coarse_checks"] if c["metric"] == "top1_agreement"]
-        assert top1 == ([{"output": "probs", "metric": "top1_agreement", "samples": 32, "minimum": 0.98, "needed": 50}]
+        assert top1 == ([{"output": "probs", "metric": "top1_agreement", "samples": 32, "minimum": 0.98, "needed": 50,
+                          "unit": "sample"}]
                         if coarse else [])
         _, markdown, _ = cli(*args)
         assert ("Too few samples for top1_agreement on probs: one sample of 32 is 3.1%, more than the 2.0% "
                 "its minimum 0.98 allows" in markdown) == coarse
-        assert ("validate on at least 50." in markdown) == coarse
+        assert ("validate on at least 50 samples." in markdown) == coarse
 
 
 def test_a_threshold_no_task_of_the_spec_judges_is_refused_at_load(workdir, cli):
