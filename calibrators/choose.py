@@ -89,6 +89,7 @@ def layer_model(model, node, values: Mapping[str, np.ndarray], grid: str):
     from onnx import helper, numpy_helper
 
     from calibrators.graph import constant_names, weight_slot
+    from trtpipe.graph import toolkit
     from trtpipe.graph.qdq import quantize_weight, weight_axis
     from trtpipe.targets import Precision
 
@@ -111,7 +112,7 @@ def layer_model(model, node, values: Mapping[str, np.ndarray], grid: str):
         initializers.append(numpy_helper.from_array(np.asarray(array), name))
     outputs = [helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT, None)]
     graph = helper.make_graph([helper.make_node(node.op_type, list(node.input), [node.output[0]],
-                                                **{a.name: helper.get_attribute_value(a) for a in node.attribute})],
+                                                **toolkit.attributes(node))],
                               "layer", inputs, outputs, initializers)
     opsets = [o for o in model.opset_import if o.domain in ("", "ai.onnx")]
     layer = helper.make_model(graph, opset_imports=opsets)

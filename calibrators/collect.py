@@ -15,7 +15,9 @@ def exposing_session(model, tensors: list[str], threads: int | None = None):
     import onnx
     import onnxruntime as ort
 
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    from trtpipe.graph import toolkit
+
+    model = toolkit.copy(model)
     del model.graph.output[:]
     model.graph.output.extend(onnx.ValueInfoProto(name=name) for name in tensors)
     options = ort.SessionOptions()

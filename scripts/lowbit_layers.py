@@ -32,10 +32,11 @@ def run(model, batches):
 
 
 def replaced(model, weights: dict[str, np.ndarray]):
-    import onnx
     from onnx import numpy_helper
 
-    copy = onnx.ModelProto.FromString(model.SerializeToString())
+    from trtpipe.graph import toolkit
+
+    copy = toolkit.copy(model)
     for init in copy.graph.initializer:
         if init.name in weights:
             init.CopyFrom(numpy_helper.from_array(weights[init.name], init.name))

@@ -24,7 +24,7 @@ from calibrators.collect import exposed_activations
 from calibrators.gptq import gptq_int4, gram
 from calibrators.lowbit import DEFAULT_INT4_BLOCK, INT4_BLOCK_SIZES
 from trtpipe.errors import TrtpipeError
-from trtpipe.graph import onnxio
+from trtpipe.graph import toolkit
 from trtpipe.graph.lowbit import BLOCK_SIZE_KEY, MIN_TABLE_ROWS
 from trtpipe.graph.smooth import ChannelScales, smoothable_layers
 
@@ -99,7 +99,7 @@ def with_block_size(model, block: int):
 
     if block not in INT4_BLOCK_SIZES:
         raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model = toolkit.copy(model)
     onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props}, BLOCK_SIZE_KEY: str(block)})
     return model
 
@@ -116,11 +116,9 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
     instead of to nearest, with AWQ's block scales; the folded weights are then the INT4 values
     times their scales, which `--precision int4` rounds back to exactly those values.
     """
-    import onnx
-
     if block not in INT4_BLOCK_SIZES:
         raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model = toolkit.copy(model)
     layers = awq_layers(model, block)
     if not layers:
         raise TrtpipeError(f"nothing for AWQ: no MatMul with a constant 2-D FP32 weight whose rows split into blocks of {block}")
@@ -168,12 +166,12 @@ def clip_tables(model, block: int) -> list[str]:
     from onnx import TensorProto, numpy_helper
 
     inits = {init.name: init for init in model.graph.initializer}
-    readers = onnxio.readers(model)
+    readers = toolkit.readers(model.graph)
     done = []
     for node in model.graph.node:
         # A table another layer also reads (tied embeddings) keeps its values: the clip is the table's alone.
         init = inits.get(node.input[0]) if node.op_type == "Gather" and readers[node.input[0]] == 1 else None
-        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        axis = toolkit.attribute(node, "axis", 0)
         if (init is None or axis != 0 or init.data_type != TensorProto.FLOAT or len(init.dims) != 2
                 or init.dims[1] % block or init.dims[0] < MIN_TABLE_ROWS or init.name in done):
             continue

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
+from trtpipe.graph import toolkit
 
 # The largest relative difference a float output may show after folding: folding reorders FP32
 # arithmetic (w * gamma / sqrt(var) once instead of per inference), which moves the last bits only.
@@ -233,16 +234,14 @@ def cleanup(model, check: bool = True, shapes=None, fixed=None):
     `shapes` ({input: (min, opt, max)}, the build's profile) and `fixed` ({input: array}, inputs a
     spec gives one value) decide If nodes, which are then folded into their branch (graph.control).
     """
-    import onnx
-
     from trtpipe.graph.control import fold_ifs
 
     global _last
     digest = hashlib.sha256(model.SerializeToString() + repr((shapes, fixed)).encode()).hexdigest()
     if _last is not None and _last[0] == digest:
-        return onnx.ModelProto.FromString(_last[1].SerializeToString()), _last[2]
+        return toolkit.copy(_last[1]), _last[2]
     original = model
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model = toolkit.copy(model)
     report = CleanupReport(nodes_before=len(model.graph.node))
     batchnorms = sum(node.op_type == "BatchNormalization" for node in model.graph.node)
     report.initializer_inputs = initializers_out_of_inputs(model)
@@ -261,5 +260,5 @@ def cleanup(model, check: bool = True, shapes=None, fixed=None):
                 f"(relative, on random inputs; tolerance {TOLERANCE:g}); please report this with the model"
             )
     _last = (digest, cleaned, report)
-    return onnx.ModelProto.FromString(cleaned.SerializeToString()), report
+    return toolkit.copy(cleaned), report
 
