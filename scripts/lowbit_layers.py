@@ -25,10 +25,10 @@ from trtpipe.quality.metrics import cosine_per_sample
 
 
 def run(model, batches):
-    import onnxruntime as ort
+    from trtpipe.graph.sessions import session
 
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return np.concatenate([session.run(None, b)[0] for b in batches])
+    runner = session(model)
+    return np.concatenate([runner.run(None, b)[0] for b in batches])
 
 
 def replaced(model, weights: dict[str, np.ndarray]):

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.graph import toolkit
+from trtpipe.graph import sessions, toolkit
 
 # The largest relative difference a float output may show after folding: folding reorders FP32
 # arithmetic (w * gamma / sqrt(var) once instead of per inference), which moves the last bits only.
@@ -127,20 +127,12 @@ def constants_to_initializers(model) -> int:
 def ort_basic(model):
     """Return `model` as ONNX Runtime's ORT_ENABLE_BASIC offline optimizer writes it."""
     import onnx
-    import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="trtpipe-cleanup-") as tmp:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
-        options.log_severity_level = 3
-        try:
-            ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"],
-                                 disabled_optimizers=list(KEPT_AS_EXPORTED))
-        except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own Fail/InvalidGraph types
-            first = str(exc).strip().splitlines()[0][:300]
-            raise TrtpipeError(f"ONNX Runtime cannot load the model ({first}); check it with 'trtpipe inspect'") from None
-        optimized = onnx.load(options.optimized_model_filepath)
+        optimized_path = Path(tmp) / "optimized.onnx"
+        sessions.session(model, optimization="basic", optimized_path=optimized_path,
+                         disabled_optimizers=KEPT_AS_EXPORTED)
+        optimized = onnx.load(str(optimized_path))
     # ONNX Runtime lists every domain it knows; keep the ones the graph uses, the opset stays the model's.
     used = {node.domain for node in optimized.graph.node} | {""}
     imports = [entry for entry in optimized.opset_import if entry.domain in used or entry.domain == "ai.onnx"]
@@ -196,17 +188,13 @@ def max_relative_error(original, cleaned, samples: int = 2, shapes=None, fixed=N
     Returns (None, why) when the original does not run on random inputs (a model that needs
     particular shapes or values): then nothing was checked, and the note says so.
     """
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    # Fatal only: a model that fails on random inputs is caught below and said in the note; ONNX
+    # Fatal only (4): a model that fails on random inputs is caught below and said in the note; ONNX
     # Runtime's own error line (silero-vad's reflect Pad on a 64-sample input) read as a crash in tune.
-    options.log_severity_level = 4
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare the graphs as written
+    # "none": compare the graphs as written.
     worst = 0.0
     try:
-        first = ort.InferenceSession(original.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        second = ort.InferenceSession(cleaned.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        first = sessions.session(original, optimization="none", log_severity=4)
+        second = sessions.session(cleaned, optimization="none", log_severity=4)
         for seed in range(samples):
             feeds = random_feeds(original, seed, shapes=shapes, fixed=fixed)
             expected = first.run(None, feeds)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trtpipe.graph import toolkit
+from trtpipe.graph import sessions, toolkit
 
 # Ops whose output depends on their input's shape only, never on its values.
 SHAPE_READERS = ("Shape", "Size")
@@ -93,15 +93,12 @@ def _profile_feeds(model, shapes: Mapping[str, Sequence[Sequence[int]]], fixed: 
 
 def _conditions(model, names: Sequence[str], feeds: Sequence[dict]) -> list[list[bool]]:
     """Return each named boolean tensor's value on each feed (ONNX Runtime, the CPU provider)."""
-    import onnxruntime as ort
     from onnx import TensorProto, helper
 
     probe = toolkit.copy(model)
     del probe.graph.output[:]
     probe.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.BOOL, None) for name in names)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = sessions.session(probe)
     runs = [session.run(list(names), feed) for feed in feeds]
     return [[bool(np.asarray(run[i]).reshape(-1)[0]) for run in runs] for i in range(len(names))]
 
