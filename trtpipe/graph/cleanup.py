@@ -24,6 +24,7 @@ import numpy as np
 
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import sessions, toolkit
+from trtpipe.graph.inputs import index_limits, random_inputs
 
 # The largest relative difference a float output may show after folding: folding reorders FP32
 # arithmetic (w * gamma / sqrt(var) once instead of per inference), which moves the last bits only.
@@ -143,7 +144,7 @@ def ort_basic(model):
 
 
 def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM, shapes=None, fixed=None) -> dict[str, np.ndarray]:
-    """Return random inputs for `model`: floats in [0, 1), integers 0 or 1 (valid ids, masks, types).
+    """Return random inputs for `model`, by the rule of trtpipe.graph.inputs.
 
     A dynamic batch dim (axis 0) is 1 and any other dynamic dim is `dynamic`; dims that share a
     name get one size. `shapes` ({input: (min, opt, max)}) gives an input its min shape instead;
@@ -151,10 +152,10 @@ def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM, shapes=None, fi
     """
     from onnx import helper
 
-    rng = np.random.default_rng(seed)
     initializers = {init.name for init in model.graph.initializer}
     sizes: dict[str, int] = {}
     feeds = {}
+    drawn = []
     for value in model.graph.input:
         if value.name in initializers:
             continue
@@ -170,13 +171,8 @@ def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM, shapes=None, fi
                 shape.append(sizes.setdefault(dim.dim_param or f"{value.name}:{axis}", 1 if axis == 0 else dynamic))
         if shapes and value.name in shapes:
             shape = list(shapes[value.name][0])  # the smallest: the check stays cheap
-        dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
-        if np.issubdtype(dtype, np.floating):
-            feeds[value.name] = rng.random(shape).astype(dtype)
-        elif dtype == np.bool_:
-            feeds[value.name] = np.ones(shape, bool)
-        else:
-            feeds[value.name] = rng.integers(0, 2, shape).astype(dtype)
+        drawn.append((value.name, helper.tensor_dtype_to_np_dtype(tensor.elem_type), shape))
+    feeds.update(random_inputs(drawn, seed, index_limits(model.graph)))
     return feeds
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trtpipe.graph import sessions, toolkit
+from trtpipe.graph.inputs import index_limits, random_inputs
 
 # Ops whose output depends on their input's shape only, never on its values.
 SHAPE_READERS = ("Shape", "Size")
@@ -63,7 +64,7 @@ def static_condition(graph, node, fixed: Sequence[str] = ()) -> bool:
 
 
 def _profile_feeds(model, shapes: Mapping[str, Sequence[Sequence[int]]], fixed: Mapping[str, np.ndarray]) -> list[dict]:
-    """Return random feeds at each of the profile's shapes (min, opt, max).
+    """Return random feeds (trtpipe.graph.inputs' rule) at each of the profile's shapes (min, opt, max).
 
     An input the profile does not name keeps its static dims; its dynamic ones take 1, 64 and 2 in
     turn, so that a condition on them is not taken for decided.
@@ -71,9 +72,10 @@ def _profile_feeds(model, shapes: Mapping[str, Sequence[Sequence[int]]], fixed: 
     from onnx import helper
 
     constants = {init.name for init in model.graph.initializer}
+    limits = index_limits(model.graph)
     feeds = []
     for corner in range(3):
-        rng = np.random.default_rng(corner)
+        drawn = []
         feed = {}
         for value in model.graph.input:
             if value.name in constants:
@@ -82,11 +84,10 @@ def _profile_feeds(model, shapes: Mapping[str, Sequence[Sequence[int]]], fixed: 
                 feed[value.name] = np.asarray(fixed[value.name])
                 continue
             tensor = value.type.tensor_type
-            dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
             shape = (list(shapes[value.name][corner]) if value.name in shapes else
                      [d.dim_value if d.HasField("dim_value") else (1, 64, 2)[corner] for d in tensor.shape.dim])
-            feed[value.name] = (rng.random(shape).astype(dtype) if np.issubdtype(dtype, np.floating)
-                                else rng.integers(0, 2, shape).astype(dtype))
+            drawn.append((value.name, helper.tensor_dtype_to_np_dtype(tensor.elem_type), shape))
+        feed.update(random_inputs(drawn, corner, limits))
         feeds.append(feed)
     return feeds
 
