@@ -55,7 +55,8 @@ class ActivationSample:
         self.rows.append(flat[rng.choice(flat.shape[0], min(keep, flat.shape[0]), replace=False)])
 
     def mean(self) -> np.ndarray:
-        return (self.total / max(self.count, 1)).astype(np.float32)
+        assert self.total is not None, "mean of no rows"  # awq() refuses data without samples first
+        return np.asarray(self.total / max(self.count, 1), np.float32)
 
     def sample(self, tokens: int, rng: np.random.Generator) -> np.ndarray:
         rows = np.concatenate(self.rows)
@@ -150,6 +151,7 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
         summary.layers[activation] = result
         scaled = [array * result.scales[:, None] for array in arrays]
         if gptq:
+            assert sample.gram is not None  # update() gathers it when gptq is asked for
             folded, summary.gptq_errors[activation] = _gptq_rounded(sample.gram, x, result, scaled, block)
         else:
             folded = [clipped(array, amax, block) for array, amax in zip(scaled, result.clips)]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def node_matches(node, patterns: Iterable[str]) -> bool:
 
 
 def check_exclude(model, patterns: Iterable[str], model_path, flag: str = "--exclude",
-                  cleaned: Callable[[], object] | None = None) -> None:
+                  cleaned: Callable[[], Any] | None = None) -> None:
     """Raise if a pattern matches no node of `model`: a misspelt exclusion would quantize the layer it meant.
 
     `cleaned` gives the graph the typed passes rewrite (cleanup with the spec's fixed inputs): the

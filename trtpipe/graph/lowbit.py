@@ -242,7 +242,10 @@ def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = (),
     fp32 = _fp32_arrays(model)
     half = to_half(onnxio.with_opset(model, FP4_OPSET), Precision.FP16, keep=exclude)
     report = LowbitReport([], [])
-    new_inits, before, weights_done, acts_done = [], {}, {}, {}
+    new_inits: list = []
+    before: dict[str, list] = {}  # node output -> the nodes to put before that node
+    weights_done: dict[str, str] = {}  # weight -> its dequantized name
+    acts_done: dict[str, str] = {}  # activation -> its dequantized name
     names = toolkit.NewNames(half.graph)
     kept = _kept_names(model, exclude)
     missing = []

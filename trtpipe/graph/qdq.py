@@ -214,28 +214,30 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
                 amax = table.amax[name]
                 scale = add_scale(f"{name}__scale", amax / qmax if amax > 0 else 1.0)
                 zp = add_zero_point(f"{name}__zero_point", 1, scalar=True)
-                q, dq = names.new(f"{name}__q"), names.new(f"{name}__dq")
-                new_nodes.append(helper.make_node("QuantizeLinear", [name, scale, zp], [q], name=f"{name}/QuantizeLinear"))
-                new_nodes.append(helper.make_node("DequantizeLinear", [q, scale, zp], [dq], name=f"{name}/DequantizeLinear"))
-                dequantized[name] = dq
+                q_name, dq_name = names.new(f"{name}__q"), names.new(f"{name}__dq")
+                new_nodes.append(helper.make_node("QuantizeLinear", [name, scale, zp], [q_name], name=f"{name}/QuantizeLinear"))
+                new_nodes.append(helper.make_node("DequantizeLinear", [q_name, scale, zp], [dq_name], name=f"{name}/DequantizeLinear"))
+                dequantized[name] = dq_name
         for i, name in enumerate(node.input):
             if name in activations:
                 node.input[i] = dequantized[name]
-        if weight is not None and weight in values:
+        if slot is not None and weight in values:
             array = values[weight]
             axis = weight_axis(node, array, slot)
             key = (weight, axis)  # one weight read along two axes (W and W^T users) gets two DQs
             if key not in weights_done:
                 stem = weight if not any(k[0] == weight for k in weights_done) else f"{weight}__axis{axis}"
-                q, scale = quantize_weight(array, axis, precision, scales_fit_fp16)
+                q, weight_scale = quantize_weight(array, axis, precision, scales_fit_fp16)
                 quantized = names.new(f"{stem}__quantized")
                 new_initializers.append(numpy_helper.from_array(q, quantized))
-                scale_name = add_scale(f"{stem}__scale", scale)
-                zp_name = add_zero_point(f"{stem}__zero_point", scale.size, scalar=axis is None)
+                scale_name = add_scale(f"{stem}__scale", weight_scale)
+                zp_name = add_zero_point(f"{stem}__zero_point", weight_scale.size, scalar=axis is None)
                 weights_done[key] = names.new(f"{stem}__dq")
-                new_nodes.append(helper.make_node(
-                    "DequantizeLinear", [quantized, scale_name, zp_name],
-                    [weights_done[key]], name=f"{stem}/DequantizeLinear", **({} if axis is None else {"axis": axis})))
+                dequantize = helper.make_node("DequantizeLinear", [quantized, scale_name, zp_name], [weights_done[key]],
+                                              name=f"{stem}/DequantizeLinear")
+                if axis is not None:
+                    toolkit.set_attribute(dequantize, "axis", axis)
+                new_nodes.append(dequantize)
             node.input[slot] = weights_done[key]
         new_nodes.append(node)
         quantized_nodes.append(toolkit.label(node))

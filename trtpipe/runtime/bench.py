@@ -85,7 +85,7 @@ def summarize(values_ms: Sequence[float], percentiles: Sequence[float] = PERCENT
 
 def warnings_for(metrics: Mapping[str, Summary]) -> list[str]:
     """Return trtexec's warnings, and ours for an unstable GPU compute time."""
-    out = []
+    out: list[str] = []
     compute = metrics.get("gpu_compute")
     if compute is None:
         return out
@@ -173,6 +173,11 @@ class _Clock:
         self.timed_from: float | None = None
         self.warmups = self.timed = 0
 
+    def elapsed(self) -> float:
+        """Return the seconds since the first timed query."""
+        assert self.timed_from is not None, "no query was timed"  # next() times one before it returns None
+        return time.perf_counter() - self.timed_from
+
     def next(self) -> bool | None:
         """Return True for a timed query, False for a warm-up one, None when done."""
         now = time.perf_counter()
@@ -237,7 +242,7 @@ def bench_session(session, feeds: Mapping[str, np.ndarray], settings: BenchSetti
                 flight.append((events, enqueue_ms, timed))
             while flight:
                 collect()
-            walltime = time.perf_counter() - clock.timed_from
+            walltime = clock.elapsed()
         finally:
             stream.synchronize()
             if graph is not None:
@@ -257,7 +262,7 @@ def bench_onnx(runner, feeds: Mapping[str, np.ndarray], settings: BenchSettings)
         runner.infer(feeds)
         if timed:
             latency.append((time.perf_counter() - start) * 1000)
-    return {"latency": latency}, clock.timed, clock.warmups, time.perf_counter() - clock.timed_from
+    return {"latency": latency}, clock.timed, clock.warmups, clock.elapsed()
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -290,13 +295,13 @@ def input_shapes(inputs, given: Mapping[str, tuple[int, ...]], batch: int | None
             if len(shape) != len(spec.shape) or any(d >= 0 and d != s for d, s in zip(spec.shape, shape)):
                 raise TrtpipeError(f"--shapes {spec.name}: {list(shape)} does not fit the input's shape {list(spec.shape)}")
         else:
-            shape = list(opt.get(spec.name) or spec.shape)
+            dims = list(opt.get(spec.name) or spec.shape)
             if batch is not None and spec.shape and spec.shape[0] < 0:
-                shape[0] = batch
-            if any(d < 0 for d in shape):
+                dims[0] = batch
+            if any(d < 0 for d in dims):
                 raise TrtpipeError(f"input '{spec.name}' has dynamic shape {list(spec.shape)}; pass --shapes "
                                    f"{spec.name}:DIMS (or --batch N when only the first dimension is dynamic)")
-            shape = tuple(shape)
+            shape = tuple(dims)
         if 0 in shape:  # a static dim of 0 in the model, or an engine profile's
             raise TrtpipeError(f"input '{spec.name}' would be {list(shape)}: an empty tensor times no work; bench "
                                "a model and --shapes whose dims are all at least 1")
