@@ -19,7 +19,7 @@ onnx is imported inside the functions that need it: `import trtpipe` never needs
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -118,14 +118,6 @@ def names_read(nodes: Iterable) -> set[str]:
         for graph in subgraphs(node):
             names |= names_read(graph.node) | {out.name for out in graph.output}
     return names
-
-
-def all_nodes(graph) -> Iterator:
-    """Yield every node of `graph` and of the subgraphs its nodes run, outer before inner."""
-    for node in graph.node:
-        yield node
-        for inner in subgraphs(node):
-            yield from all_nodes(inner)
 
 
 def constant_value(node) -> np.ndarray | None:
