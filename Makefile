@@ -73,6 +73,7 @@ test: lint
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check trtpipe calibrators models tests scripts
+	$(VENV)/bin/mypy  # what it checks: [tool.mypy] in pyproject.toml (trtpipe/graph, trtpipe/runtime)
 
 # ---- the pipeline, per model and precision -------------------------------------------------
 # Installing packages does not re-export (.venv is order-only); editing export.py does.

@@ -348,7 +348,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     from trtpipe.config import parse_shapes
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import node_matches
-    from trtpipe.graph.qdq import layer_name
+    from trtpipe.graph.toolkit import label
     from trtpipe.quality.cost import cost_model, gpu_for, synthetic_feeds
     from trtpipe.quality.noise import local_noise, weight_noise
     from trtpipe.quality.sensitivity import quantizable_layers
@@ -384,17 +384,17 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     costs = cost_model(model, gpu, feeds)
     constants = constant_names(model)
     nodes = quantizable_layers(model, Config(DEFAULT_METHOD[str(precision)]).table(amax), spec.min_weights)
-    layers = [(layer_name(n), activation_inputs(n, constants)) for n in nodes]
+    layers = [(label(n), activation_inputs(n, constants)) for n in nodes]
     grid = "fp8" if precision is Precision.FP8 else "int8"
     default_amax = amax[DEFAULT_METHOD[str(precision)]]
-    proxy = {layer_name(n): sum(local_noise(histograms[t], default_amax[t], grid) for t in activation_inputs(n, constants))
+    proxy = {label(n): sum(local_noise(histograms[t], default_amax[t], grid) for t in activation_inputs(n, constants))
              + weight_noise(model, n, constants, precision) for n in nodes}
     search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(str(precision), quantized),
                     tuning, wanted, thresholds, budget_seconds, slack=slack, confidence=confidence,
                     unquantized=search_unquantized, proxy=proxy, on_trial=on_trial, on_phase=on_phase,
                     named=named if validation_dir is None else {})
     default = Config(DEFAULT_METHOD[str(precision)],
-                     exclude=tuple(sorted(layer_name(n) for n in nodes if node_matches(n, spec.exclude))))
+                     exclude=tuple(sorted(label(n) for n in nodes if node_matches(n, spec.exclude))))
     chosen = search.run(default)
     result = TuneResult(search.trials, chosen, chosen.config.table(amax), gpu.name,
                         {k: tuple(v.shape) for k, v in feeds.items()}, thresholds, seen,
