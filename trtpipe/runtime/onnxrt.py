@@ -37,8 +37,12 @@ class OnnxRunner(Runner):
     """
 
     def __init__(self, path: str | os.PathLike, providers: list[str] | None = None, threads: int | None = None,
-                 model=None):
-        """Run the ONNX at `path`, or `model` (a ModelProto) named by `path` when given."""
+                 model=None, spin: bool = True):
+        """Run the ONNX at `path`, or `model` (a ModelProto) named by `path` when given.
+
+        `spin=False` lets ONNX Runtime's intra-op threads sleep between runs instead of spin-waiting
+        for the next one: where other busy threads share the cores (a server's, its clients'), a
+        spinning pool takes the time they need."""
         ort = require("onnxruntime", "pipeline", "running ONNX models")
         from trtpipe.graph import onnxio, simulate
 
@@ -55,6 +59,8 @@ class OnnxRunner(Runner):
         options.log_severity_level = 3
         if threads:
             options.intra_op_num_threads = threads
+        if not spin:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         # A typed graph runs as written: ONNX Runtime's rewrites of Q/DQ graphs compute something else
         # than TensorRT builds. Extended fusions make QGemm, which has no float8 kernel; basic ones
         # moved EfficientNet's FP16 Q/DQ logits to cosine 0.925 from its FP32 twin (0.999 unrewritten).
