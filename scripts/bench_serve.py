@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "serve"))
 
+from serve_helpers import Server, bundled_triton, start_server  # tests/serve, put on the path above
+
 LEVELS = (1, 4, 16)
 BLOCK = 10  # latency calls of one path in a row, so each follows a call of its own kind
 
@@ -116,25 +118,32 @@ def latencies(calls: dict, seconds: float) -> dict[str, dict]:
             for name, t in times.items()}
 
 
-def measure(subject: Subject, served_port: int, floor_port: int, window_s: float, rounds_count: int,
-            latency_s: float) -> dict:
+def measure(subject: Subject, served: Server, floor: Server, window_s: float, rounds_count: int, latency_s: float) -> dict:
     """Return the latency and throughput figures of one model, printing each as it comes."""
     from trtpipe.serve.loadtest import Client, LoadOptions, run_level
 
-    served, floor = Client("grpc", f"127.0.0.1:{served_port}"), Client("grpc", f"127.0.0.1:{floor_port}")
+    servers = {"served": served, "floor": floor}
+    clients = {(role, protocol): Client(protocol, f"127.0.0.1:{getattr(server, protocol)}")
+               for role, server in servers.items() for protocol in ("grpc", "http")}
     sample = subject.samples[0]
+
+    def call(role, protocol="grpc"):
+        return lambda: clients[role, protocol].infer(subject.name, sample, subject.outputs)
+
+    paths = {"in-process": lambda: subject.runner(sample), "served": call("served"), "floor": call("floor"),
+             "served over HTTP (trtpipe serve's front)": call("served", "http"),
+             "floor over HTTP (Triton's own)": call("floor", "http"),
+             "a gRPC round trip alone (is_server_live)": clients["floor", "grpc"].client.is_server_live}
     try:
-        lat = latencies({"in-process": lambda: subject.runner(sample),
-                         "served": lambda: served.infer(subject.name, sample, subject.outputs),
-                         "floor": lambda: floor.infer(subject.name, sample, subject.outputs)}, latency_s)
+        lat = latencies(paths, latency_s)
     finally:
-        served.close()
-        floor.close()
+        for client in clients.values():
+            client.close()
     lat["load"] = load()
     base = lat["in-process"]["p50_ms"]
     print(f"{subject.label}, batch 1 at concurrency 1 (load {lat['load']:.1f}, {lat['served']['calls']} calls each):")
-    for name in ("in-process", "served", "floor"):
-        print(f"  {name:10s} p50 {lat[name]['p50_ms']:8.3f} ms  p99 {lat[name]['p99_ms']:8.3f} ms")
+    for name in paths:
+        print(f"  {name:42s} p50 {lat[name]['p50_ms']:8.3f} ms  p99 {lat[name]['p99_ms']:8.3f} ms")
     print(f"  served adds {lat['served']['p50_ms'] - base:.3f} ms at p50; the floor answers in {lat['floor']['p50_ms']:.3f} ms; "
           f"trtpipe's share (served - floor - in-process) {lat['served']['p50_ms'] - lat['floor']['p50_ms'] - base:.3f} ms",
           flush=True)
@@ -143,9 +152,9 @@ def measure(subject: Subject, served_port: int, floor_port: int, window_s: float
         rounds = []
         for _ in range(rounds_count):  # the three in turn, round after round: each round's ratio sees one load
             in_process = in_process_throughput(subject.runner, subject.samples, level, window_s)
-            got = run_level(LoadOptions(f"grpc://127.0.0.1:{served_port}", subject.name, (level,), window_s),
+            got = run_level(LoadOptions(f"grpc://127.0.0.1:{served.grpc}", subject.name, (level,), window_s),
                             level, subject.samples, subject.expected, subject.outputs)
-            floor_level = run_level(LoadOptions(f"grpc://127.0.0.1:{floor_port}", subject.name, (level,), window_s),
+            floor_level = run_level(LoadOptions(f"grpc://127.0.0.1:{floor.grpc}", subject.name, (level,), window_s),
                                     level, subject.samples, None, subject.outputs)
             rounds.append({"in_process": in_process, "served": got.throughput, "floor": floor_level.throughput,
                            "served_p99_ms": got.p99_ms, "errors": got.errors + floor_level.errors, "wrong": got.wrong,
@@ -187,13 +196,12 @@ def main() -> None:
     parser.add_argument("--model", default="efficientnet-lite0", help="the compute-bound model: a shipped model with build/M/M.onnx")
     parser.add_argument("--window-s", type=float, default=1.5, help="seconds per throughput window (each path, each level)")
     parser.add_argument("--rounds", type=int, default=3, help="throughput windows per path and level, in turn (median)")
-    parser.add_argument("--latency-s", type=float, default=4.0, help="seconds of batch-1 calls per model (all three paths)")
+    parser.add_argument("--latency-s", type=float, default=5.0, help="seconds of batch-1 calls per model (every path)")
     parser.add_argument("--serve-args", default="", help="options for both `trtpipe serve`s and the floor, e.g. '--instances 2'")
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "build" / "serve-bench")
     args = parser.parse_args()
     serve_args = args.serve_args.split()
 
-    from serve_helpers import bundled_triton, start_server
 
     from trtpipe import data
     from trtpipe.config import load_spec
@@ -227,11 +235,12 @@ def main() -> None:
         servers = [start_server([s.path, *serve_args], tmp / f"{s.name}.log") for s in subjects]
         triton = None
         try:
-            triton, _http, floor_grpc, _metrics = bundled_triton(tmp, floor_repository(tmp / "floor", subjects, serve_args),
-                                                                 tmp / "floor.log")
+            triton, floor_http, floor_grpc, _metrics = bundled_triton(tmp, floor_repository(tmp / "floor", subjects, serve_args),
+                                                                      tmp / "floor.log")
+            floor = Server(triton, tmp / "floor.log", floor_http, floor_grpc, _metrics)
             print(f"servers ready in {time.monotonic() - began:.0f} s: trtpipe serve {' '.join(serve_args) or '(defaults)'}; "
                   f"{os.cpu_count()} CPU cores, ONNX Runtime CPUExecutionProvider, {threads} threads", flush=True)
-            results = [measure(s, server.grpc, floor_grpc, args.window_s, args.rounds, args.latency_s)
+            results = [measure(s, server, floor, args.window_s, args.rounds, args.latency_s)
                        for s, server in zip(subjects, servers)]
         finally:
             codes = [server.terminate() for server in servers]
