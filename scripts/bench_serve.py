@@ -9,12 +9,14 @@ nothing. So per model:
 
 - served - in-process is what serving adds, floor - zero is what the stack costs whatever the
   model, and served - floor - in-process is trtpipe's own share;
-- latency at concurrency 1: in-process, served and floor calls in blocks of 10, taking turns until
-  the time is up, so that the three see the same load and each call follows one of its own kind;
+- latency at concurrency 1: in-process, served and floor calls (gRPC, and HTTP) in blocks of 10,
+  taking turns until the time is up, so that all see the same load and each call follows one of
+  its own kind;
 - throughput at concurrency 1, 4, 16: in-process runs of batch C back to back (the runner's own
   batched ceiling at that size), and closed-loop tritonclient gRPC clients keeping C batch-1
-  requests in flight on the served and the floor server (every served answer checked against the
-  in-process runner), window after window, in turn.
+  requests in flight on the served and the floor server (every answer checked: the served against
+  the in-process runner, the floor's against zeros), window after window in turn, for --rounds
+  rounds; each ratio is the median of the rounds' ratios.
 
 CPU only (ONNX Runtime's CPU provider); the load-test clients share the cores with the servers. The
 1-minute load average is printed with every figure: on a shared machine it says how far to trust it.
@@ -147,6 +149,8 @@ def measure(subject: Subject, served: Server, floor: Server, window_s: float, ro
     print(f"  served adds {lat['served']['p50_ms'] - base:.3f} ms at p50; the floor answers in {lat['floor']['p50_ms']:.3f} ms; "
           f"trtpipe's share (served - floor - in-process) {lat['served']['p50_ms'] - lat['floor']['p50_ms'] - base:.3f} ms",
           flush=True)
+    # The floor's answers are checked too (zeros), so that its clients do the same work as the served ones'.
+    zeros = [{name: np.zeros_like(value) for name, value in answer.items()} for answer in subject.expected]
     rows = []
     for level in LEVELS:
         rounds = []
@@ -155,9 +159,10 @@ def measure(subject: Subject, served: Server, floor: Server, window_s: float, ro
             got = run_level(LoadOptions(f"grpc://127.0.0.1:{served.grpc}", subject.name, (level,), window_s),
                             level, subject.samples, subject.expected, subject.outputs)
             floor_level = run_level(LoadOptions(f"grpc://127.0.0.1:{floor.grpc}", subject.name, (level,), window_s),
-                                    level, subject.samples, None, subject.outputs)
+                                    level, subject.samples, zeros, subject.outputs)
             rounds.append({"in_process": in_process, "served": got.throughput, "floor": floor_level.throughput,
-                           "served_p99_ms": got.p99_ms, "errors": got.errors + floor_level.errors, "wrong": got.wrong,
+                           "served_p99_ms": got.p99_ms, "errors": got.errors + floor_level.errors,
+                           "wrong": got.wrong + floor_level.wrong,
                            "load": load()})
         row = {"concurrency": level, "rounds": rounds, **{key: _median([r[key] for r in rounds]) for key in
                                                           ("in_process", "served", "floor", "load")},
@@ -252,7 +257,19 @@ def main() -> None:
               "seconds": time.monotonic() - began}
     args.output.mkdir(parents=True, exist_ok=True)
     write_json(args.output / "serve-bench.json", result)
+    summary(results)
     print(f"done in {result['seconds']:.0f} s; server exit codes {codes}; wrote {args.output / 'serve-bench.json'}")
+
+
+def summary(results: list[dict]) -> None:
+    """Print one line per model: what serving adds at concurrency 1, and throughput as ratios."""
+    print("summary (p50 at concurrency 1; throughput served / in-process batched, served / floor):")
+    for model in results:
+        lat, base = model["latency"], model["latency"]["in-process"]["p50_ms"]
+        ratios = ", ".join(f"c={row['concurrency']} {row['served_over_in_process']:.0%} / {row['served_over_floor']:.0%}"
+                           for row in model["throughput"])
+        print(f"  {model['model']}: served adds {lat['served']['p50_ms'] - base:.2f} ms (floor {lat['floor']['p50_ms']:.2f} ms), "
+              f"p99 {lat['served']['p99_ms']:.2f} ms; {ratios}")
 
 
 if __name__ == "__main__":
