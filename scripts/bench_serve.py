@@ -92,15 +92,42 @@ def _median(values: list[float]) -> float:
     return float(np.median(values))
 
 
-def in_process_throughput(runner, samples: list[dict], batch: int, seconds: float) -> float:
-    """Return samples/s of the runner on batches of `batch` samples called back to back for `seconds`."""
+def cpu_seconds(pid: int) -> float:
+    """Return the CPU time (user + system) that a process and all its descendants have used so far, in seconds."""
+    total, todo, tick = 0.0, [pid], os.sysconf("SC_CLK_TCK")
+    while todo:
+        process = todo.pop()
+        try:
+            fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            for task in Path(f"/proc/{process}/task").iterdir():
+                todo += map(int, (task / "children").read_text().split())
+        except OSError:
+            pass  # it exited meanwhile
+    return total
+
+
+def in_process_throughput(runner, samples: list[dict], batch: int, seconds: float) -> tuple[float, float]:
+    """Return samples/s of the runner on batches of `batch` samples called back to back for `seconds`,
+    and the CPU milliseconds it took per sample."""
     payload = {name: np.concatenate([samples[i % len(samples)][name] for i in range(batch)]) for name in samples[0]}
     runner(payload)
-    count, began = 0, time.perf_counter()
+    count, began, cpu = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - began < seconds:
         runner(payload)
         count += batch
-    return count / (time.perf_counter() - began)
+    return count / (time.perf_counter() - began), (time.process_time() - cpu) * 1e3 / count
+
+
+def served_throughput(server: Server, subject: Subject, level: int, seconds: float, expected: list) -> tuple:
+    """Return the load test's Level on `server`, and the CPU milliseconds per sample of the server and the clients."""
+    from trtpipe.serve.loadtest import LoadOptions, run_level
+
+    cpu = cpu_seconds(server.process.pid) + time.process_time()
+    got = run_level(LoadOptions(f"grpc://127.0.0.1:{server.grpc}", subject.name, (level,), seconds),
+                    level, subject.samples, expected, subject.outputs)
+    cpu = cpu_seconds(server.process.pid) + time.process_time() - cpu
+    return got, cpu * 1e3 / max(got.samples, 1)
 
 
 def latencies(calls: dict, seconds: float) -> dict[str, dict]:
@@ -122,7 +149,7 @@ def latencies(calls: dict, seconds: float) -> dict[str, dict]:
 
 def measure(subject: Subject, served: Server, floor: Server, window_s: float, rounds_count: int, latency_s: float) -> dict:
     """Return the latency and throughput figures of one model, printing each as it comes."""
-    from trtpipe.serve.loadtest import Client, LoadOptions, run_level
+    from trtpipe.serve.loadtest import Client
 
     servers = {"served": served, "floor": floor}
     clients = {(role, protocol): Client(protocol, f"127.0.0.1:{getattr(server, protocol)}")
@@ -155,12 +182,11 @@ def measure(subject: Subject, served: Server, floor: Server, window_s: float, ro
     for level in LEVELS:
         rounds = []
         for _ in range(rounds_count):  # the three in turn, round after round: each round's ratio sees one load
-            in_process = in_process_throughput(subject.runner, subject.samples, level, window_s)
-            got = run_level(LoadOptions(f"grpc://127.0.0.1:{served.grpc}", subject.name, (level,), window_s),
-                            level, subject.samples, subject.expected, subject.outputs)
-            floor_level = run_level(LoadOptions(f"grpc://127.0.0.1:{floor.grpc}", subject.name, (level,), window_s),
-                                    level, subject.samples, zeros, subject.outputs)
+            in_process, in_process_cpu = in_process_throughput(subject.runner, subject.samples, level, window_s)
+            got, served_cpu = served_throughput(served, subject, level, window_s, subject.expected)
+            floor_level, floor_cpu = served_throughput(floor, subject, level, window_s, zeros)
             rounds.append({"in_process": in_process, "served": got.throughput, "floor": floor_level.throughput,
+                           "cpu_ms_per_sample": {"in_process": in_process_cpu, "served": served_cpu, "floor": floor_cpu},
                            "served_p99_ms": got.p99_ms, "errors": got.errors + floor_level.errors,
                            "wrong": got.wrong + floor_level.wrong,
                            "load": load()})
@@ -168,12 +194,16 @@ def measure(subject: Subject, served: Server, floor: Server, window_s: float, ro
                                                           ("in_process", "served", "floor", "load")},
                "served_over_in_process": _median([r["served"] / r["in_process"] for r in rounds]),
                "served_over_floor": _median([r["served"] / r["floor"] for r in rounds]),
+               "cpu_ms_per_sample": {key: _median([r["cpu_ms_per_sample"][key] for r in rounds])
+                                     for key in ("in_process", "served", "floor")},
                "errors": sum(r["errors"] for r in rounds), "wrong": sum(r["wrong"] for r in rounds)}
         rows.append(row)
+        cpu = row["cpu_ms_per_sample"]
         spread = ", ".join(f"{r['served'] / r['in_process']:.0%}" for r in rounds)
         print(f"  concurrency {level:2d}: in-process batch {level:2d} {row['in_process']:9.1f}/s, served {row['served']:7.1f}/s, "
               f"floor {row['floor']:7.1f}/s; served / in-process {row['served_over_in_process']:5.1%} ({spread}), "
-              f"served / floor {row['served_over_floor']:4.0%}; errors {row['errors']}, wrong {row['wrong']} "
+              f"served / floor {row['served_over_floor']:4.0%}; CPU ms per sample in-process {cpu['in_process']:.3f}, "
+              f"served {cpu['served']:.3f}, floor {cpu['floor']:.3f}; errors {row['errors']}, wrong {row['wrong']} "
               f"(load {row['load']:.1f})", flush=True)
     return {"model": subject.label, "file": subject.path.name, "latency": lat, "throughput": rows}
 
@@ -263,10 +293,12 @@ def main() -> None:
 
 def summary(results: list[dict]) -> None:
     """Print one line per model: what serving adds at concurrency 1, and throughput as ratios."""
-    print("summary (p50 at concurrency 1; throughput served / in-process batched, served / floor):")
+    print("summary (p50 at concurrency 1; throughput served / in-process batched, served / floor; "
+          "CPU per sample in-process / served):")
     for model in results:
         lat, base = model["latency"], model["latency"]["in-process"]["p50_ms"]
-        ratios = ", ".join(f"c={row['concurrency']} {row['served_over_in_process']:.0%} / {row['served_over_floor']:.0%}"
+        ratios = ", ".join(f"c={row['concurrency']} {row['served_over_in_process']:.0%} / {row['served_over_floor']:.0%} / "
+                           f"{row['cpu_ms_per_sample']['in_process'] / row['cpu_ms_per_sample']['served']:.0%}"
                            for row in model["throughput"])
         print(f"  {model['model']}: served adds {lat['served']['p50_ms'] - base:.2f} ms (floor {lat['floor']['p50_ms']:.2f} ms), "
               f"p99 {lat['served']['p99_ms']:.2f} ms; {ratios}")
