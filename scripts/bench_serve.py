@@ -85,10 +85,12 @@ class Subject:
 
 
 def load() -> float:
+    """Return the 1-minute load average."""
     return os.getloadavg()[0]
 
 
 def _median(values: list[float]) -> float:
+    """Return the median of `values` as a float."""
     return float(np.median(values))
 
 
@@ -223,6 +225,7 @@ def floor_repository(root: Path, subjects: list[Subject], serve_args: list[str])
 
 
 def _option(args: list[str], flag: str, default):
+    """Return the value given to `flag` in `args`, else `default`."""
     return args[args.index(flag) + 1] if flag in args else default
 
 
@@ -236,7 +239,6 @@ def main() -> None:
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "build" / "serve-bench")
     args = parser.parse_args()
     serve_args = args.serve_args.split()
-
 
     from trtpipe import data
     from trtpipe.config import load_spec
@@ -266,10 +268,10 @@ def main() -> None:
             runner = OnnxRunner(path, threads=threads, spin=False)
             subjects.append(Subject(label, path, runner, model_name(path), samples, [runner(s) for s in samples],
                                     [o.name for o in runner.outputs]))
-        # Both servers start at once; each `trtpipe serve` serves one model, as a user would run it.
-        servers = [start_server([s.path, *serve_args], tmp / f"{s.name}.log") for s in subjects]
-        triton = None
+        servers, triton = [], None
         try:
+            for subject in subjects:  # one `trtpipe serve` per model, as a user would run it
+                servers.append(start_server([subject.path, *serve_args], tmp / f"{subject.name}.log"))
             triton, floor_http, floor_grpc, _metrics = bundled_triton(tmp, floor_repository(tmp / "floor", subjects, serve_args),
                                                                       tmp / "floor.log")
             floor = Server(triton, tmp / "floor.log", floor_http, floor_grpc, _metrics)
@@ -282,9 +284,10 @@ def main() -> None:
             if triton is not None:
                 os.killpg(triton.pid, signal.SIGINT)
                 triton.wait(timeout=90)
-    result = {"device": f"CPU ({os.cpu_count()} cores), ONNX Runtime CPUExecutionProvider", "threads": threads, "serve_args": serve_args,
-              "window_s": args.window_s, "latency_s": args.latency_s, "models": results, "server_exit_codes": codes,
-              "seconds": time.monotonic() - began}
+    result = {"command": " ".join(["python", "scripts/bench_serve.py", *sys.argv[1:]]),
+              "device": f"CPU ({os.cpu_count()} cores), ONNX Runtime CPUExecutionProvider", "threads": threads,
+              "serve_args": serve_args, "window_s": args.window_s, "rounds": args.rounds, "latency_s": args.latency_s,
+              "models": results, "server_exit_codes": codes, "seconds": time.monotonic() - began}
     args.output.mkdir(parents=True, exist_ok=True)
     write_json(args.output / "serve-bench.json", result)
     summary(results)
