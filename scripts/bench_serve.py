@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import shlex
 import signal
 import sys
 import tempfile
@@ -284,7 +285,7 @@ def main() -> None:
             if triton is not None:
                 os.killpg(triton.pid, signal.SIGINT)
                 triton.wait(timeout=90)
-    result = {"command": " ".join(["python", "scripts/bench_serve.py", *sys.argv[1:]]),
+    result = {"command": shlex.join(["python", "scripts/bench_serve.py", *sys.argv[1:]]),
               "device": f"CPU ({os.cpu_count()} cores), ONNX Runtime CPUExecutionProvider", "threads": threads,
               "serve_args": serve_args, "window_s": args.window_s, "rounds": args.rounds, "latency_s": args.latency_s,
               "models": results, "server_exit_codes": codes, "seconds": time.monotonic() - began}
