@@ -24,15 +24,17 @@ QUIET = 3  # ONNX Runtime's log severity: errors and worse; its warnings about u
 
 def session(model, providers: Sequence[str] = CPU, *, optimization: str = "all", threads: int | None = None,
             log_severity: int = QUIET, optimized_path: str | os.PathLike | None = None,
-            disabled_optimizers: Sequence[str] = (), name: str | None = None, tf32: bool = False) -> Any:
+            disabled_optimizers: Sequence[str] = (), name: str | None = None, tf32: bool = False,
+            spin: bool = True) -> Any:
     """Return an onnxruntime.InferenceSession running the ModelProto `model` on `providers`, in order.
 
     `optimization`: "none" runs the graph as written (typed graphs: ONNX Runtime's rewrites of Q/DQ
     compute something else than TensorRT builds), "basic" or "all" (ONNX Runtime's default).
     `threads`: intra-op threads (None: ONNX Runtime's choice). `optimized_path`: where ONNX Runtime
     writes the graph it optimized. The CUDA provider runs FP32 as FP32 unless `tf32` (its default
-    TF32 rounds MatMul and Conv inputs to 10 mantissa bits). A model ONNX Runtime refuses is a one-line
-    TrtpipeError, naming `name` when given.
+    TF32 rounds MatMul and Conv inputs to 10 mantissa bits). `spin=False` lets the intra-op threads
+    sleep between runs instead of spin-waiting (a server's threads share the cores). A model ONNX
+    Runtime refuses is a one-line TrtpipeError, naming `name` when given.
     """
     ort = require("onnxruntime", "pipeline", "running ONNX models")
     options = ort.SessionOptions()
@@ -40,6 +42,8 @@ def session(model, providers: Sequence[str] = CPU, *, optimization: str = "all",
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPTIMIZATION[optimization])
     if threads:
         options.intra_op_num_threads = threads
+    if not spin:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if optimized_path is not None:
         options.optimized_model_filepath = str(optimized_path)
     chosen = [(p, {"use_tf32": "0"}) if p == "CUDAExecutionProvider" and not tf32 else p for p in providers]

@@ -37,8 +37,12 @@ class OnnxRunner(Runner):
     tf32 = False  # FP32 means FP32 on the CUDA provider too (scripts/baseline_providers.py measures TF32)
 
     def __init__(self, path: str | os.PathLike, providers: list[str] | None = None, threads: int | None = None,
-                 model=None):
-        """Run the ONNX at `path`, or `model` (a ModelProto) named by `path` when given."""
+                 model=None, spin: bool = True):
+        """Run the ONNX at `path`, or `model` (a ModelProto) named by `path` when given.
+
+        `spin=False` lets ONNX Runtime's intra-op threads sleep between runs instead of spin-waiting
+        for the next one: where other busy threads share the cores (a server's, its clients'), a
+        spinning pool takes the time they need."""
         ort = require("onnxruntime", "pipeline", "running ONNX models")
         from trtpipe.graph import onnxio, simulate
         from trtpipe.graph.sessions import session
@@ -60,11 +64,12 @@ class OnnxRunner(Runner):
         if "CUDAExecutionProvider" in providers:
             try:
                 self.session = session(model, providers, optimization=optimization, threads=threads, name=str(self.path),
-                                       tf32=self.tf32)
+                                       tf32=self.tf32, spin=spin)
             except TrtpipeError:
                 self.session = None  # no CUDA kernel for some type: simulate on the CPU below
         if self.session is None or self.session.get_providers()[0] != "CUDAExecutionProvider":
-            self.session = session(simulate.for_cpu(model), optimization=optimization, threads=threads, name=str(self.path))
+            self.session = session(simulate.for_cpu(model), optimization=optimization, threads=threads, name=str(self.path),
+                                   spin=spin)
         self.inputs = [IOSpec(i.name, _dtype(i.type), tuple(d if isinstance(d, int) else -1 for d in i.shape))
                        for i in self.session.get_inputs()]
         self.outputs = [IOSpec(o.name, _dtype(o.type), tuple(d if isinstance(d, int) else -1 for d in o.shape))
