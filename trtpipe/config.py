@@ -63,7 +63,7 @@ class OutputSpec:
 
     Keys: name, task, layout, batch_axis, and per task: conf, iou (NMS), classes, score_output,
     class_output (detection), margin (classification), neighbours (embedding), threshold (dense),
-    blank, step_axis (sequence).
+    blank, step_axis, decode (sequence).
     None means the task's default (trtpipe.quality.tasks says which and why).
     """
 
@@ -80,6 +80,7 @@ class OutputSpec:
     threshold: float | None = None
     blank: int | None = None
     step_axis: int | None = None
+    decode: str | None = None  # sequence: ctc (repeats collapsed) or tags (one class per step)
     # The axis samples stack on (1 for an RNN state [layers, batch, hidden]); None: the output has no
     # batch axis ([seq_len]) and the whole tensor is one sample per run.
     batch_axis: int | None = 0
@@ -278,7 +279,7 @@ SCHEMA = {
                                         "iou": _number, "classes": _integer, "score_output": _string,
                                         "class_output": _string, "margin": _number, "neighbours": _integer,
                                         "threshold": _number, "blank": _integer, "step_axis": _integer,
-                                        "batch_axis": _axis_or_none}, "outputs", required=("name",)),
+                                        "decode": _choice("ctc", "tags"), "batch_axis": _axis_or_none}, "outputs", required=("name",)),
                              "outputs"),
     # The public model zoo's pins and input recipe (scripts/zoo.py reads it; the pipeline does not).
     "zoo": _free_table,
@@ -342,6 +343,8 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
                                  "([seq_len]): the whole tensor is one sample per run")),
     "outputs.blank": ("0", "sequence: the CTC blank class, dropped after repeats are collapsed"),
     "outputs.step_axis": ("1", "sequence: the output's axis of time steps ([batch, steps, classes]); classes on the other"),
+    "outputs.decode": ("ctc", ("sequence: ctc (a recognizer: repeats collapsed, then the blank dropped) or tags (a "
+                               "per-token tagger, a segmenter: every step's class kept, only the blank, its padding, dropped)")),
     "zoo": (None, "make zoo's pins and input recipe for a public model; the pipeline ignores it"),
 }
 TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs", "zoo")
