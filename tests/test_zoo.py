@@ -36,7 +36,7 @@ def test_the_zoo_covers_the_families_it_promises():
     assert sum(e.kind == "transformer" for e in entries) >= 2 and any(e.kind == "recurrent" for e in entries)
     families = " ".join(e.family for e in entries)
     for word in ("YOLO", "PicoDet", "OCR", "dense prediction", "classifier", "audio", "YOLOX", "faces with landmarks",
-                 "CTC", "audio embedding", "music transcription", "per-character tagger"):
+                 "CTC", "audio embedding", "music transcription", "per-character tagger", "image to image"):
         assert word in families
     assert len({e.pin.onnx_sha256 for e in entries}) == len(entries), "two entries pin the same file"
 
@@ -166,7 +166,7 @@ def test_log_mel_frames_and_band_of_a_tone():
 
 
 @pytest.mark.parametrize("name", ["captcha-crnn", "centerface", "ddddocr-det", "effword-resnet50", "basic-pitch",
-                                  "speech-embedding", "slovorez"])
+                                  "speech-embedding", "slovorez", "u2netp"])
 def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
     from trtpipe.data import iter_batches
 
