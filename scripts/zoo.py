@@ -216,6 +216,22 @@ def load_inputs():
     return module
 
 
+# Makers that read more than their spec's options: the model itself, or other files of its pinned wheel.
+READS_MODEL = ("audio",)  # the state each chunk sees comes from the model itself
+READS_WHEEL = ("wakeword_windows", "morpheme_words")  # a mel front end, a vocabulary and dictionary
+
+
+def maker_options(entry: Entry) -> dict:
+    """Return the keyword arguments of the entry's input maker: [zoo.options], and the model or the
+    wheel (which fetch checked) for the makers that read them."""
+    options = dict(entry.options)
+    if entry.inputs in READS_MODEL:
+        options["model"] = entry.onnx
+    if entry.inputs in READS_WHEEL:
+        options["wheel"] = BUILD / "wheels" / entry.pin.wheel
+    return options
+
+
 def make_data(entry: Entry, samples: int) -> None:
     """Write the calibration and validation inputs (different seeds), unless made with the same recipe."""
     from common import replace_dir
@@ -228,9 +244,7 @@ def make_data(entry: Entry, samples: int) -> None:
         stamp = directory / "recipe.json"
         if stamp.is_file() and json.loads(stamp.read_text()) == recipe:
             continue
-        options = dict(entry.options)
-        if entry.inputs == "audio":
-            options["model"] = entry.onnx  # the state each chunk sees comes from the model itself
+        options = maker_options(entry)
 
         def fill(tmp: Path, seed=seed, count=count, recipe=recipe, options=options) -> None:
             inputs.make(entry.inputs, tmp, count, seed, **options)

@@ -11,7 +11,7 @@ from damage import favour_class
 from models import ctc_head, save, save_batches, unbatched
 from trtpipe.config import OutputSpec
 from trtpipe.quality.tasks import make_task
-from trtpipe.quality.tasks.sequence import ctc_greedy, edit_distance
+from trtpipe.quality.tasks.sequence import ctc_greedy, edit_distance, tags
 from trtpipe.quality.validate import DEFAULT_THRESHOLDS, judge
 
 SPEC = '[[outputs]]\nname = "probs"\ntask = "sequence"\n'
@@ -22,6 +22,28 @@ def test_ctc_greedy_collapses_repeats_then_drops_the_blank():
     assert ctc_greedy(steps, blank=0) == [(1, 1, 2, 3)]  # the blank between the 1s keeps both
     assert ctc_greedy(steps, blank=2) == [(1, 0, 1, 0, 3)]
     assert edit_distance((1, 2, 3), (1, 3)) == 1 and edit_distance((), (4, 4)) == 2 and edit_distance((5,), (5,)) == 0
+
+
+def test_tags_keep_every_step_and_drop_only_the_padding():
+    steps = np.eye(4)[[[1, 1, 2, 3, 3, 3, 0, 0]]]  # B I I / E E E, then padding
+    assert tags(steps, blank=0) == [(1, 1, 2, 3, 3, 3)]
+    assert ctc_greedy(steps, blank=0) == [(1, 2, 3)]  # CTC would hide where a morpheme ends
+
+
+def test_a_tagger_whose_boundary_moves_by_one_character_fails_only_as_tags():
+    """A root one character longer (I I E -> I I I E with the ending shortened) is the same CTC string."""
+    def word(root: int, moved: bool) -> list[int]:  # B, root x I, E, two ending tags, padding to 10
+        tags = [1] + [2] * (root + moved) + [3] + [4] * (2 - moved)
+        return tags + [0] * (10 - len(tags))
+
+    baseline = np.eye(5)[[word(2 + i % 4, False) for i in range(50)]]
+    candidate = np.eye(5)[[word(2 + i % 4, i < 5) for i in range(50)]]
+    for decode, changed in (("ctc", 0), ("tags", 5)):
+        task = make_task(OutputSpec("tags", "sequence", decode=decode))
+        task.update({"tags": candidate}, {"tags": baseline}, [f"w{i}" for i in range(50)], {})
+        outputs, _checks = judge([task], "int8", DEFAULT_THRESHOLDS["int8"])
+        assert outputs["tags"]["changed_sequences"] == changed, decode
+        assert task.described()["decode"] == decode
 
 
 def test_the_captcha_case_fails_at_the_default_minimum():

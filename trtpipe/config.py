@@ -63,7 +63,7 @@ class OutputSpec:
 
     Keys: name, task, layout, batch_axis, and per task: conf, iou (NMS), classes, score_output,
     class_output (detection), margin (classification), neighbours (embedding), threshold (dense, face),
-    blank, step_axis (sequence), scale_output, offset_output, landmark_output, stride (face: a
+    blank, step_axis, decode (sequence), scale_output, offset_output, landmark_output, stride (face: a
     CenterNet-style face head, this entry its heatmap).
     None means the task's default (trtpipe.quality.tasks says which and why).
     """
@@ -87,6 +87,7 @@ class OutputSpec:
     offset_output: str | None = None
     landmark_output: str | None = None
     stride: int | None = None
+    decode: str | None = None  # sequence: ctc (repeats collapsed) or tags (one class per step)
     # The axis samples stack on (1 for an RNN state [layers, batch, hidden]); None: the output has no
     # batch axis ([seq_len]) and the whole tensor is one sample per run.
     batch_axis: int | None = 0
@@ -287,7 +288,8 @@ SCHEMA = {
                                         "threshold": _number, "blank": _integer, "step_axis": _integer,
                                         "scale_output": _string, "offset_output": _string,
                                         "landmark_output": _string, "stride": _integer,
-                                        "batch_axis": _axis_or_none}, "outputs", required=("name",)),
+                                        "decode": _choice("ctc", "tags"), "batch_axis": _axis_or_none}, "outputs",
+                                       required=("name",)),
                              "outputs"),
     # The public model zoo's pins and input recipe (scripts/zoo.py reads it; the pipeline does not).
     "zoo": _free_table,
@@ -358,6 +360,8 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.landmark_output": ("inferred", ("face: 5 landmarks [batch, 10, h, w], y then x of each, as shares of the "
                                              "box's height and width from its top-left corner")),
     "outputs.stride": ("the input's size over the heatmap's", "face: input pixels per heatmap cell (CenterFace: 4)"),
+    "outputs.decode": ("ctc", ("sequence: ctc (a recognizer: repeats collapsed, then the blank dropped) or tags (a "
+                               "per-token tagger, a segmenter: every step's class kept, only the blank, its padding, dropped)")),
     "zoo": (None, "make zoo's pins and input recipe for a public model; the pipeline ignores it"),
 }
 TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs", "zoo")

@@ -382,10 +382,103 @@ def write_spoken_words(directory: Path, count: int, seed: int, seconds: float = 
     np.savez(directory / "words.npz", input=np.stack(features))
 
 
+def piano_note(rng: np.random.Generator, midi: int, seconds: float, rate: int) -> np.ndarray:
+    """Return one piano-like note: up to 12 slightly inharmonic partials (stiff strings), each decaying
+    faster the higher it is, after a short hammer thump of filtered noise."""
+    from scipy.signal import lfilter
+
+    n = int(seconds * rate)
+    t = np.arange(n) / rate
+    f0 = 440.0 * 2 ** ((midi - 69) / 12)
+    stiffness = rng.uniform(1e-4, 6e-4)
+    note = np.zeros(n)
+    for k in range(1, 13):
+        fk = k * f0 * np.sqrt(1 + stiffness * k * k)
+        if fk > rate / 2 - 500:
+            break
+        decay = rng.uniform(1.5, 3.0) * (1 + 0.4 * k) * (1 + f0 / 800)
+        note += np.sin(2 * np.pi * fk * t + rng.uniform(0, 2 * np.pi)) * np.exp(-decay * t) / k ** 1.1
+    attack = min(n, int(0.004 * rate))
+    note[:attack] *= np.linspace(0, 1, attack)
+    release = min(n, int(0.05 * rate))  # the damper falls when the key is let go
+    note[n - release:] *= np.linspace(1, 0, release)
+    thump = lfilter([1], [1, -0.9], rng.normal(0, 1, min(n, int(0.01 * rate)))) * 0.05
+    note[:len(thump)] += thump
+    return note / max(np.abs(note).max(), 1e-9)
+
+
+def write_piano(directory: Path, count: int, seed: int, samples: int = 43844, rate: int = 22050) -> None:
+    """Windows of synthesized piano music at `rate` as Basic Pitch feeds them ([samples, 1] each): a melody
+    of notes over an accompaniment of chords, tempo, key and loudness drawn per window, with room noise;
+    one .npz keyed by the model's input name."""
+    windows = []
+    for _ in range(count):
+        rng = np.random.default_rng([seed, len(windows)])
+        out = np.zeros(samples + rate)  # a note may ring past the window: cut at the end
+        tonic = int(rng.integers(48, 66))
+        scale = tonic + np.array([0, 2, 4, 5, 7, 9, 11, 12, 14, 16])
+        beat = rng.uniform(0.2, 0.5)
+        t = rng.uniform(0, 0.2)
+        while t < samples / rate:
+            start = int(t * rate)
+            length = beat * int(rng.choice([1, 1, 2, 3]))
+            melody = int(rng.choice(scale)) + 12
+            notes = [(melody, rng.uniform(0.5, 1.0))]
+            if rng.random() < 0.5:  # a chord below the melody: root, third, fifth
+                root = int(rng.choice(scale[:5])) - 12
+                notes += [(root + d, rng.uniform(0.2, 0.5)) for d in (0, 4 if rng.random() < 0.6 else 3, 7)]
+            for midi, velocity in notes:
+                sound = piano_note(rng, midi, length + 0.3, rate) * velocity
+                end = min(len(out), start + len(sound))
+                out[start:end] += sound[:end - start]
+            t += length
+        window = out[:samples]
+        window *= rng.uniform(0.2, 0.9) / max(np.abs(window).max(), 1e-9)
+        windows.append((window + rng.normal(0, 0.002, samples)).astype(np.float32)[:, None])
+    np.savez(directory / "piano.npz", **{"serving_default_input_2:0": np.stack(windows)})
+
+
+def write_wakeword_windows(directory: Path, count: int, seed: int, wheel: Path, features: str, frames: int = 76) -> None:
+    """Windows of `frames` mel frames of speech-like 16 kHz audio as openWakeWord's pipeline makes them:
+    the wheel's own mel model (`features`, a member of the pinned `wheel`), then x / 10 + 2, [frames, 32, 1]."""
+    import zipfile
+
+    import onnxruntime as ort
+
+    with zipfile.ZipFile(wheel) as archive:
+        session = ort.InferenceSession(archive.read(features), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(seed)
+    windows = []
+    for _ in range(count):
+        audio = speech_like(rng, 1.5)  # 1.5 s: about 148 frames of 10 ms
+        mel = session.run(None, {"input": audio[None]})[0][0, 0] / 10 + 2  # [frames, 32]
+        start = int(rng.integers(0, mel.shape[0] - frames + 1))
+        windows.append(mel[start:start + frames, :, None])
+    np.savez(directory / "windows.npz", input_1=np.stack(windows).astype(np.float32))
+
+
+def write_morpheme_words(directory: Path, count: int, seed: int, wheel: Path, vocabulary: str, words: str,
+                         length: int = 24) -> None:
+    """Real Russian words (the pinned wheel's own dictionary, `words`) as Slovorez encodes them: one id per
+    character from its `vocabulary` (config.json), 0 after the word, `length` ids a word; one .npz."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        ids = json.loads(archive.read(vocabulary))["mapping"]["tokenizer_vocab"]
+        dictionary = sorted(w for w in json.loads(archive.read(words)) if 2 <= len(w) <= length)
+    rng = np.random.default_rng(seed)
+    encoded = np.zeros((count, length), np.int32)
+    for i, word in enumerate(rng.choice(dictionary, count, replace=False)):
+        encoded[i, :len(word)] = [ids.get(c, ids["<UNK>"]) for c in word]
+    np.savez(directory / "words.npz", input_layer=encoded)
+
+
 MAKERS: dict[str, Callable[..., None]] = {
     "photos": write_photos, "pages": write_pages, "text_lines": write_text_lines, "tokens": write_tokens,
     "audio": write_audio, "file_bytes": write_file_bytes, "captchas": write_captchas,
     "click_captchas": write_click_captchas, "faces": write_faces, "spoken_words": write_spoken_words,
+    "piano": write_piano, "wakeword_windows": write_wakeword_windows, "morpheme_words": write_morpheme_words,
 }
 
 

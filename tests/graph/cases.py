@@ -106,6 +106,21 @@ def constant_node_weights():
     return model, {"x": rng.random((2, 3, 16, 16), np.float32)}
 
 
+def fp16_weights():
+    """tf2onnx's mixed-precision Keras export (Slovorez): FP32 in, a Cast to FP16, a Conv whose weight and
+    bias are FP16 initializers, a Cast back to FP32."""
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (8, 3, 3, 3)).astype(np.float16), "conv.w"),
+             numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float16), "conv.b")]
+    nodes = [
+        helper.make_node("Cast", ["x"], ["x16"], to=TensorProto.FLOAT16, name="to_half"),
+        helper.make_node("Conv", ["x16", "conv.w", "conv.b"], ["c16"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("Relu", ["c16"], ["r16"], name="relu"),
+        helper.make_node("Cast", ["r16"], ["y"], to=TensorProto.FLOAT, name="to_float"),
+    ]
+    model = _model(nodes, [_value("x", [1, 3, 16, 16])], [_value("y", [1, 8, 16, 16])], inits)
+    return model, {"x": rng.random((1, 3, 16, 16), np.float32)}
+
+
 def conv_transpose():
     """A ConvTranspose upsampling, weight [C_in, C_out, k, k]: its output channels are axis 1."""
     inits = [_f("up.w", rng.normal(0, 0.3, (8, 4, 2, 2)) * np.linspace(0.1, 2.0, 4)[None, :, None, None]),

@@ -38,6 +38,28 @@ def test_constant_nodes_and_transposed_weights_become_initializers():
     assert initializers[fc.input[1]] == [8, 10]  # the Transpose folded: [K, N]
 
 
+
+def test_fp16_weights_reach_their_conv_as_initializers_and_get_quantized(tmp_path):
+    """ONNX Runtime's CPU optimizer puts a Cast to float32 after each FP16 weight (it has no FP16 Conv);
+    cleanup folds those Casts, so Q/DQ insertion sees the weight: 0% of Slovorez's weights were quantized."""
+    from helpers import cosine, table_for
+
+    from trtpipe.graph.coverage import weight_coverage
+    from trtpipe.graph.qdq import insert_qdq
+    from trtpipe.targets import Precision
+
+    model, feeds = cases.fp16_weights()
+    cleaned, _report = cleanup(model)
+    conv = next(n for n in cleaned.graph.node if n.op_type == "Conv")
+    initializers = {init.name for init in cleaned.graph.initializer}
+    assert conv.input[1] in initializers
+    assert not [n for n in cleaned.graph.node if n.op_type == "Cast" and set(n.input) & initializers]
+    typed, quantized = insert_qdq(cleaned, table_for(cleaned, feeds), Precision.INT8)
+    assert quantized == ["conv"] and weight_coverage(typed).fraction == 1.0
+    expected, = run(model, feeds, tmp_path / "original.onnx")
+    got, = run(typed, feeds, tmp_path / "int8.onnx")
+    assert cosine(got, expected) > 0.999
+
 def dims(value):
     return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
 

@@ -125,6 +125,35 @@ def constants_to_initializers(model) -> int:
     return len(moved)
 
 
+def casts_of_initializers_folded(model) -> int:
+    """Replace each Cast of an initializer by the cast initializer, in place; return how many.
+
+    ONNX Runtime's CPU provider has no FP16 Conv, so on an FP16-weight graph (tf2onnx's mixed-precision
+    Keras models) its optimizer puts a Cast to float32 after every FP16 weight, after it folded constants:
+    left there, the weight reaches its layer through a Cast and Q/DQ insertion does not see a weight."""
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    values = {init.name: init for init in graph.initializer}
+    kept, folded = [], []
+    for node in graph.node:
+        source = values.get(node.input[0]) if node.op_type == "Cast" and len(node.input) == 1 else None
+        if source is None:
+            kept.append(node)
+            continue
+        to = next(a.i for a in node.attribute if a.name == "to")
+        array = numpy_helper.to_array(source).astype(helper.tensor_dtype_to_np_dtype(to))
+        folded.append(numpy_helper.from_array(array, node.output[0]))
+    if folded:
+        used = {name for node in kept for name in node.input} | {o.name for o in graph.output}
+        initializers = [init for init in graph.initializer if init.name in used] + folded
+        del graph.node[:]
+        graph.node.extend(kept)
+        del graph.initializer[:]
+        graph.initializer.extend(initializers)
+    return len(folded)
+
+
 def ort_basic(model):
     """Return `model` as ONNX Runtime's ORT_ENABLE_BASIC offline optimizer writes it."""
     import onnx
@@ -233,6 +262,7 @@ def cleanup(model, check: bool = True, shapes=None, fixed=None):
     model, report.folded_ifs = fold_ifs(model, shapes, fixed)
     report.constants_to_initializers = constants_to_initializers(model)
     cleaned = ort_basic(model)
+    casts_of_initializers_folded(cleaned)
     del cleaned.graph.value_info[:]  # stale after folding; every consumer re-infers shapes and types
     report.nodes_after = len(cleaned.graph.node)
     report.batchnorms_folded = batchnorms - sum(node.op_type == "BatchNormalization" for node in cleaned.graph.node)

@@ -1,6 +1,7 @@
 """Sequences: a CTC recognizer's per-step class scores decoded greedily (argmax per step, repeats
-collapsed, the blank dropped), judged by whether the candidate reads the string FP32 reads: the share
-of samples whose strings agree exactly, and the characters that agree (1 - character error rate)."""
+collapsed, the blank dropped), or a tagger's (`decode = "tags"`: argmax per step, only the blank, its
+padding, dropped), judged by whether the candidate reads the string FP32 reads: the share of samples
+whose strings agree exactly, and the characters that agree (1 - character error rate)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from trtpipe.quality.tasks import Degenerate, Task
 
 BLANK = 0  # PaddleOCR's, and PyTorch's nn.CTCLoss default
 STEP_AXIS = 1  # [batch, steps, classes]
+DECODE = "ctc"
 CHANGES_KEPT = 12
 
 
@@ -26,6 +28,12 @@ def ctc_greedy(steps: np.ndarray, blank: int) -> list[tuple[int, ...]]:
         distinct[1:] = row[1:] != row[:-1]
         decoded.append(tuple(int(c) for c in row[distinct] if c != blank))
     return decoded
+
+
+def tags(steps: np.ndarray, blank: int) -> list[tuple[int, ...]]:
+    """Return each sample's class per step from scores [samples, steps, classes], `blank` (padding)
+    dropped: a tagger's two equal tags in a row are two tokens, not one."""
+    return [tuple(int(c) for c in row if c != blank) for row in steps.argmax(-1)]
 
 
 def edit_distance(a: tuple, b: tuple) -> int:
@@ -58,6 +66,7 @@ class SequenceTask(Task):
         super().__init__(spec)
         self.blank = spec.blank if spec.blank is not None else BLANK
         self.step_axis = spec.step_axis if spec.step_axis is not None else STEP_AXIS
+        self.decode = {"ctc": ctc_greedy, "tags": tags}[spec.decode or DECODE]
         self.count = self.exact = self.edits = self.characters = 0
         self.changes: list[Change] = []
 
@@ -77,7 +86,7 @@ class SequenceTask(Task):
         if not 0 <= self.blank < baseline.shape[-1]:
             raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank {self.blank} is not one of its "
                                f"{baseline.shape[-1]} classes; fix blank")
-        wanted, gotten = ctc_greedy(baseline, self.blank), ctc_greedy(candidate, self.blank)
+        wanted, gotten = self.decode(baseline, self.blank), self.decode(candidate, self.blank)
         for sample, base, cand in zip(ids, wanted, gotten):
             distance = edit_distance(base, cand)
             self.count += 1
@@ -100,6 +109,9 @@ class SequenceTask(Task):
         return {"exact_match": self.exact / max(self.count, 1), "char_agreement": max(0.0, 1 - errors),
                 "char_error_rate": errors, "changed_sequences": self.count - self.exact,
                 "baseline_characters": self.characters, "blank": self.blank, "step_axis": self.step_axis}
+
+    def described(self) -> dict[str, str]:
+        return {**super().described(), "decode": self.spec.decode or DECODE}
 
     def picture(self):
         from trtpipe.quality.pictures import SequenceChanges
