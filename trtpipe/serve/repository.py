@@ -9,6 +9,8 @@ TensorRT engines go to Triton's TensorRT backend, which picks the plan for each 
 backend cannot load: it links libnvinfer) and ONNX models go to the Python backend with trtpipe's
 runner inside (python_model.py). Dims are written without the batch dimension when the model
 batches; max_batch_size is at most the smallest profile maximum of dimension 0, as Triton requires.
+A tensor with no dims left (`[N]` in a batching model, or a scalar) is `dims: [1]` with an empty
+reshape: clients send `[N, 1]` (or `[1]`) and the model gets `[N]` (or `[]`).
 """
 
 from __future__ import annotations
@@ -72,8 +74,11 @@ def check_types(model: ServedModel) -> None:
 def _tensors(kind: str, model: ServedModel, specs) -> str:
     rows = []
     for spec in specs:
-        dims = ", ".join(str(d) for d in model.dims(spec)) or "1"  # a scalar is written as [1], as Triton asks
-        rows.append(f"  {{ name: {pbtxt_string(spec.name)} data_type: {TRITON_TYPES[spec.dtype]} dims: [ {dims} ] }}")
+        dims = ", ".join(str(d) for d in model.dims(spec))
+        # Triton takes no empty dims: a tensor that is only its batch axis ([N], batching) or a scalar is
+        # [1] to clients, and the reshape hands the model its own shape ([N] or []).
+        shape = f"dims: [ {dims} ]" if dims else "dims: [ 1 ] reshape: { shape: [ ] }"
+        rows.append(f"  {{ name: {pbtxt_string(spec.name)} data_type: {TRITON_TYPES[spec.dtype]} {shape} }}")
     return f"{kind} [\n" + ",\n".join(rows) + "\n]\n"
 
 
