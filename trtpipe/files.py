@@ -1,4 +1,5 @@
-"""Atomic writes and file fingerprints: an interrupted step never leaves a file make takes for done."""
+"""Atomic writes, file fingerprints and the one reader of text inputs: an interrupted step never leaves
+a file make takes for done, and a text input that cannot be one is refused before it is read."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
 
+# A spec, labels, a calibration cache, an exclusions file or a report is far smaller; a larger file
+# is refused from its size, before it is read whole into memory.
+MAX_TEXT_INPUT_BYTES = 16 << 20
+
 # Read once: os.umask can only be read by setting it, which races with other threads.
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -27,6 +32,35 @@ def sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def read_text_input(path: str | os.PathLike, where: str, fix: str) -> str:
+    """Return the UTF-8 text of an input file, or raise starting with `where` (the flag and the file) and saying `fix`.
+
+    Only a regular file is opened: a FIFO would wait for a writer for ever, a device could be endless.
+    """
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise TrtpipeError(f"{where}: cannot read it (no such file); {fix}") from None
+    except OSError as exc:
+        raise TrtpipeError(f"{where}: cannot read it ({exc.strerror}); {fix}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise TrtpipeError(f"{where}: is a directory; {fix}")
+    if not stat.S_ISREG(info.st_mode):
+        raise TrtpipeError(f"{where}: is not a regular file (a FIFO, device or socket); {fix}")
+    if info.st_size > MAX_TEXT_INPUT_BYTES:
+        raise TrtpipeError(f"{where}: {info.st_size} bytes, more than such a file holds "
+                           f"(at most {MAX_TEXT_INPUT_BYTES >> 20} MiB); {fix}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TrtpipeError(f"{where}: cannot read it ({exc.strerror}); {fix}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TrtpipeError(f"{where}: not UTF-8 text (byte {exc.start}); save it as UTF-8, or {fix}") from None
 
 
 def sidecar_path(path: str | os.PathLike) -> Path:
