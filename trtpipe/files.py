@@ -84,7 +84,8 @@ def check_output(path: str | os.PathLike, inputs=(), flag: str = "-o", siblings=
     """Return `path` if a regular file may be written there, else raise naming the flag and the fix.
 
     Refused: a directory, a FIFO, a device or socket (replacing one would break what reads it, or a
-    write would block), and any of `inputs` (writing over the model being read destroys it). Every
+    write would block), any of `inputs` (writing over the model being read destroys it), and a path
+    inside an input directory (a file written into the data joins the samples the next run reads). Every
     command that writes calls this before it reads anything, with all it reads as `inputs` (model,
     spec, data, cache, exclusions) and the other files it writes beside `path` as `siblings` (a
     tuned cache's .toml, a sidecar), which are held to the same rules.
@@ -95,7 +96,19 @@ def check_output(path: str | os.PathLike, inputs=(), flag: str = "-o", siblings=
             if source is not None and same_file(written, source):
                 also = "is also" if written == path else f"would also write {written}, which is"
                 raise TrtpipeError(f"{flag} {path}: {also} an input ({source}); write the result to another file")
+            if source is not None and _inside(written, source):
+                what = "is" if written == path else f"would also write {written},"
+                raise TrtpipeError(f"{flag} {path}: {what} inside the input directory {source} (the next run would "
+                                   "read it as data); write the result outside it")
     return path
+
+
+def _inside(path: Path, directory: str | os.PathLike) -> bool:
+    """Return True if `path` would be written inside the existing directory `directory`, however either is spelt."""
+    if not os.path.isdir(directory):
+        return False
+    here, there = os.path.realpath(path.parent if str(path.parent) else "."), os.path.realpath(directory)
+    return here == there or here.startswith(there.rstrip(os.sep) + os.sep)
 
 
 def _check_writable(path: str | os.PathLike, flag: str) -> Path:

@@ -300,3 +300,49 @@ def test_a_file_that_cannot_be_used(case: Case, workspace, report, taken_port, t
     message = check_refused(command_line(case.command, values), workspace, out, hostile, (target.name, flag), fifos)
     if case.variant in VARIANT_SAYS:
         assert VARIANT_SAYS[case.variant] in message, message
+
+
+# ---- outputs that are inputs by another name -------------------------------------------------
+
+WRITERS = sorted((c, p) for (c, p), role in ROLES.items() if role == "output" and p in BASES[c])
+# A link to an input is the input (written through, or renamed over, the model is gone); a file
+# inside an input directory joins the data the next run reads.
+OUTPUT_VARIANTS = ("symlink-to-an-input", "hardlink-to-an-input", "inside-the-data")
+
+
+def _first_input(command: str) -> str:
+    """Return the input file parameter a link is made to: the model, else the spec."""
+    return next(p for p in ("model", "candidate", "--spec") if p in BASES[command])
+
+
+@pytest.mark.parametrize("command,param,variant", [(c, p, v) for c, p in WRITERS for v in OUTPUT_VARIANTS
+                                                   if v != "inside-the-data" or "--data" in BASES[c]],
+                         ids=[f"{c}{p}-{v}" for c, p in WRITERS for v in OUTPUT_VARIANTS
+                              if v != "inside-the-data" or "--data" in BASES[c]])
+def test_an_output_that_is_an_input_by_another_name(command, param, variant, workspace, report, taken_port, tmp_path):
+    import shutil
+
+    if command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    values = {k: v.format(ws=workspace, out=out, taken=taken_port) for k, v in BASES[command].items()}
+    suffix = Path(values[param]).suffix
+    if variant == "inside-the-data":
+        shutil.copytree(workspace / "data", hostile / "data")
+        values["--data"] = str(hostile / "data")
+        values[param] = str(hostile / "data" / f"written{suffix}")
+    else:
+        source = _first_input(command)
+        original = Path(values[source])
+        copy = hostile / original.name
+        shutil.copy(original, copy)
+        values[source] = str(copy)
+        link = hostile / f"link{suffix}"
+        if variant == "symlink-to-an-input":
+            link.symlink_to(copy)
+        else:
+            os.link(copy, link)
+        values[param] = str(link)
+    check_refused(command_line(command, values), workspace, out, hostile, (param,))
