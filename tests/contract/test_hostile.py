@@ -346,3 +346,95 @@ def test_an_output_that_is_an_input_by_another_name(command, param, variant, wor
             os.link(copy, link)
         values[param] = str(link)
     check_refused(command_line(command, values), workspace, out, hostile, (param,))
+
+
+# ---- numbers a spec holds ---------------------------------------------------------------------
+
+# Each numeric place in model.toml, as TOML text with {v} for the number, and the values it must
+# refuse: nan and the infinities everywhere, and what means nothing there.
+SPEC_NUMBERS = {
+    "[preprocess] scale": ("[preprocess]\nscale = {v}\n", ["nan", "inf", "-inf", "0"]),
+    "[preprocess] mean": ("[preprocess]\nmean = [{v}]\n", ["nan", "inf", "-inf"]),
+    "[preprocess] std": ("[preprocess]\nstd = [{v}]\n", ["nan", "inf", "-inf", "0"]),
+    "[preprocess] size": ("[preprocess]\nsize = [{v}, 4]\n", ["0", "-4", "nan", "inf", "1e400"]),
+    "[preprocess] resize": ("[preprocess]\nsize = [4, 4]\nresize = {v}\n", ["0", "-1", "nan", "inf"]),
+    "[quantize] smooth": ("[quantize]\nsmooth = {v}\n", ["nan", "inf", "-0.5"]),
+    "[quantize] min_weights": ("[quantize]\nmin_weights = {v}\n", ["-1", "nan", "inf"]),
+    "[thresholds.fp16] cosine": ("[thresholds.fp16]\ncosine = {v}\n", ["nan", "inf", "-inf"]),
+    "[thresholds.fp16] snr_db": ("[thresholds.fp16]\nsnr_db = {v}\n", ["nan", "inf"]),
+    "[[inputs]] shape": ("", ["0", "-2", "nan", "1.5"]),
+    "[[inputs]] value": ("", ["nan", "inf", "-inf"]),
+}
+
+
+def _spec_with(place: str, value: str) -> str:
+    text, _ = SPEC_NUMBERS[place]
+    if place == "[[inputs]] shape":
+        return GOOD_SPEC.replace("shape = [-1, 16]", f"shape = [-1, {value}]")
+    if place == "[[inputs]] value":
+        return GOOD_SPEC.replace("shape = [-1, 16]", f"shape = [-1, 16]\nvalue = {value}")
+    return GOOD_SPEC + text.format(v=value)
+
+
+@pytest.mark.parametrize("place,value", [(p, v) for p, (_, values) in SPEC_NUMBERS.items() for v in values],
+                         ids=[f"{p}={v}" for p, (_, values) in SPEC_NUMBERS.items() for v in values])
+def test_a_number_in_the_spec_that_means_nothing(place, value, workspace, tmp_path):
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    spec = hostile / "numbers.toml"
+    spec.write_text(_spec_with(place, value))
+    argv = (["validate", workspace / "mlp.fp16.onnx", "--baseline", workspace / "mlp.onnx", "--spec", spec,
+             "--data", workspace / "data"] if place.startswith("[thresholds") else
+            ["calibrate", workspace / "mlp.onnx", "--spec", spec, "-o", out / "c.cache"])
+    check_refused(argv, workspace, out, hostile, ("numbers.toml",))
+
+
+# ---- paths with spaces, non-ASCII and leading dashes, through each command's good path -------
+
+STRANGE_FOLDER = "-dash ünï 名/with space"
+
+
+@pytest.fixture(scope="module")
+def strange(tmp_path_factory):
+    """The workspace's model, spec and data under a folder whose name starts with a dash and holds spaces
+    and non-ASCII; the model's own name starts with a dash too."""
+    import shutil
+
+    import models
+
+    root = tmp_path_factory.mktemp("paths") / STRANGE_FOLDER
+    root.mkdir(parents=True)
+    models.save(models.dynamic_mlp(), root / "-m ø.onnx")
+    models.save_batches(root / "dä ta", np.random.default_rng(0).normal(0, 1, (32, 16)).astype(np.float32))
+    (root / "spéc.toml").write_text(GOOD_SPEC.replace('"data"', '"dä ta"'))
+    code, _out, err, _ = run_cli(command_line("calibrate", {"model": root / "-m ø.onnx", "--spec": root / "spéc.toml",
+                                                            "-o": root / "-c ü.cache"}))
+    assert code == 0, err
+    shutil.copy(root / "-m ø.onnx", root / "-base ø.onnx")
+    return root
+
+
+GOOD_PATHS = {
+    "init": {"model": "{r}/-m ø.onnx", "--data": "{r}/dä ta", "-o": "{r}/out/-init ü.toml"},
+    "smooth": {"model": "{r}/-m ø.onnx", "--spec": "{r}/spéc.toml", "-o": "{r}/out/-s ü.onnx"},
+    "awq": {"model": "{r}/-m ø.onnx", "--round-to-nearest": None, "--block-size": "32", "-o": "{r}/out/-a ü.onnx"},
+    "quantize": {"model": "{r}/-m ø.onnx", "--precision": "int8", "--cache": "{r}/-c ü.cache", "-o": "{r}/out/-q ü.onnx"},
+    "sensitivity": {"model": "{r}/-m ø.onnx", "--cache": "{r}/-c ü.cache", "--spec": "{r}/spéc.toml", "--top": "1"},
+    "bench": {"candidate": "{r}/-m ø.onnx", "--batch": "4", "--iterations": "2", "--warmup-ms": "0", "--duration-s": "0"},
+    "triton": {"engines": "{r}/-m ø.onnx", "--name": "m", "-o": "{r}/out/rëpo"},
+    "inspect": {"path": "{r}/-c ü.cache"},
+    "validate": {"candidate": "{r}/-m ø.onnx", "--baseline": "{r}/-base ø.onnx", "--spec": "{r}/spéc.toml",
+                 "--report": "{r}/out/rep orts"},
+}
+
+
+@pytest.mark.parametrize("command", sorted(GOOD_PATHS))
+def test_strange_paths_work(command, strange):
+    values = {k: (v.format(r=strange) if v is not None else None) for k, v in GOOD_PATHS[command].items()}
+    argv = command_line(command, {k: v for k, v in values.items() if v is not None})
+    argv[1:1] = [k for k, v in values.items() if v is None]  # flags without a value
+    code, out, err, exception = run_cli(argv)
+    assert code == 0, f"exit {code} {exception!r}: {out}{err}"
+    if command == "validate":
+        assert (strange / "out" / "rep orts" / "-m ø.onnx.json").is_file()
