@@ -438,3 +438,25 @@ def test_strange_paths_work(command, strange):
     assert code == 0, f"exit {code} {exception!r}: {out}{err}"
     if command == "validate":
         assert (strange / "out" / "rep orts" / "-m ø.onnx.json").is_file()
+
+
+# ---- the runtime's Python API ------------------------------------------------------------------
+
+RUNNER_FEEDS = {
+    "float64": lambda: {"x": np.zeros((2, 16), np.float64)}, "int64": lambda: {"x": np.zeros((2, 16), np.int64)},
+    "strings": lambda: {"x": np.array([["a"] * 16] * 2)}, "a-list": lambda: {"x": [[0.0] * 16]},
+    "wrong-shape": lambda: {"x": np.zeros((2, 15), np.float32)}, "no-batch-axis": lambda: {"x": np.zeros(16, np.float32)},
+    "no-inputs": dict, "an-extra-input": lambda: {"x": np.zeros((2, 16), np.float32), "y": np.zeros(1)},
+}
+
+
+@pytest.mark.parametrize("what", sorted(RUNNER_FEEDS))
+def test_the_onnx_runner_refuses_feeds_in_one_line_naming_the_model(what, workspace):
+    from trtpipe.errors import TrtpipeError
+    from trtpipe.runtime import OnnxRunner
+
+    with OnnxRunner(workspace / "mlp.onnx") as runner:
+        with pytest.raises(TrtpipeError) as caught:
+            runner(RUNNER_FEEDS[what]())
+        assert str(caught.value).startswith("mlp.onnx: ") and "\n" not in str(caught.value), str(caught.value)
+        assert runner({"x": np.zeros((2, 16), np.float32)})["probs"].shape == (2, 8)  # and it still runs
