@@ -460,3 +460,43 @@ def test_the_onnx_runner_refuses_feeds_in_one_line_naming_the_model(what, worksp
             runner(RUNNER_FEEDS[what]())
         assert str(caught.value).startswith("mlp.onnx: ") and "\n" not in str(caught.value), str(caught.value)
         assert runner({"x": np.zeros((2, 16), np.float32)})["probs"].shape == (2, 8)  # and it still runs
+
+
+# ---- Ctrl-C while a command writes -------------------------------------------------------------
+
+INTERRUPTED = {**{c: GOOD_PATHS[c] for c in ("init", "smooth", "awq", "quantize", "triton", "validate")},
+               "calibrate": {"model": "{r}/-m ø.onnx", "--spec": "{r}/spéc.toml", "--force": None, "-o": "{r}/out/-c.cache"}}
+
+
+ONNX_ONLY = {"awq", "quantize", "smooth"}  # their one output is an ONNX, staged and then saved by onnx
+
+
+@pytest.mark.parametrize("command,when", [(c, w) for c in sorted(INTERRUPTED) for w in ("staged", "written")
+                                          if w == "staged" or c not in ONNX_ONLY])
+def test_ctrl_c_while_writing_leaves_nothing(command, when, strange, monkeypatch):
+    """A real SIGINT the moment the command stages an output ("staged": its first; "written": the first
+    whose bytes come from trtpipe.files): exit 130, the one line, and nothing of it left, finished or
+    temporary."""
+    import shutil
+    import signal
+
+    from trtpipe import files
+
+    out = strange / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    real = getattr(files.Outputs, "stage" if when == "staged" else "write")
+
+    def interrupted(self, *args, **kwargs):
+        result = real(self, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # handled at the next bytecode: inside the command
+        return result
+
+    monkeypatch.setattr(files.Outputs, "stage" if when == "staged" else "write", interrupted)
+    values = {k: (v.format(r=strange) if v is not None else None) for k, v in INTERRUPTED[command].items()}
+    argv = command_line(command, {k: v for k, v in values.items() if v is not None})
+    argv[1:1] = [k for k, v in values.items() if v is None]
+    code, stdout, stderr, exception = run_cli(argv)
+    assert code == 130 and stderr.strip().splitlines()[-1] == "trtpipe: interrupted; nothing unfinished was written", \
+        f"exit {code} {exception!r}: {stdout}{stderr}"
+    assert [p for p in out.rglob("*") if not p.is_dir()] == []
