@@ -76,6 +76,7 @@ class GrpcGuard:
                                "choose a free port with --grpc-port") from None
 
     def start(self) -> None:
+        """Start listening (gRPC serves from its own threads)."""
         self.server.start()
 
     def stop(self, grace_s: float = 5.0) -> None:
@@ -88,9 +89,11 @@ class GrpcGuard:
         context.abort(getattr(grpc.StatusCode, problem[0]), problem[1])
 
     def metadata(self, context) -> list[tuple[str, str | bytes]]:
+        """Return the client's metadata that Triton should see (not gRPC's own keys)."""
         return [(k, v) for k, v in context.invocation_metadata() if not k.startswith(FORWARDED_METADATA_SKIP)]
 
     def unary(self, method: str, body: bytes, context) -> bytes:
+        """Return Triton's answer to one call, refusing an inference request the model does not take."""
         if method == INFER_METHOD:
             problem = self._checked(body)
             if problem:
@@ -122,6 +125,7 @@ class GrpcGuard:
             self.refuse(context, refused[0])
 
     def _checked(self, body: bytes) -> tuple[str, str] | None:
+        """Return what is wrong with the ModelInferRequest in `body`, or None."""
         request = self.request_type()
         try:
             request.ParseFromString(body)
