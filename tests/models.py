@@ -232,6 +232,17 @@ def unbatched(length=16, seed=5) -> onnx.ModelProto:
     return _model(graph)
 
 
+def per_sample(scale=2.0, shift=1.0) -> onnx.ModelProto:
+    """One number per sample, the batch its only axis: x float32 [N] -> sigmoid(x*scale+shift) [N]."""
+    inits = [_init("scale", np.float32(scale)), _init("shift", np.float32(shift))]
+    nodes = [helper.make_node("Mul", ["x", "scale"], ["scaled"], name="scale"),
+             helper.make_node("Add", ["scaled", "shift"], ["logit"], name="shift"),
+             helper.make_node("Sigmoid", ["logit"], ["score"], name="sigmoid")]
+    graph = helper.make_graph(nodes, "per_sample", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])],
+                              [helper.make_tensor_value_info("score", TensorProto.FLOAT, ["N"])], inits)
+    return _model(graph)
+
+
 def dynamic_mlp() -> onnx.ModelProto:
     return mlp(batch="N")
 

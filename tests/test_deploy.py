@@ -72,7 +72,7 @@ def test_deploy_tunes_what_fails_and_leaves_no_failing_engine(cli, workdir):
     (("--data", "{w}/photos", "--target", "sm_80", "--backend", "tensorrt-rtx", "--precision", "fp8"),
      "fp8 needs compute capability 8.9"),
     (("--data", "{w}/photos", *RTX, "--budget-min", "-1"), "--budget-min"),
-    (("--data", "{w}/wrong-shape", *RTX), "{w}/wrong-shape/000.npy: input 'input' has shape [4, 5]"),  # after init wrote
+    (("--data", "{w}/wrong-shape", *RTX), "{w}/wrong-shape/000.npy: input 'input' has shape [4, 5]"),  # init's check
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, workdir, args, message):
     models.save_batches(workdir / "wrong-shape", np.zeros((4, 5), np.float32))

@@ -9,13 +9,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from calibrators.amax import DEFAULT_PERCENTILE, METHODS, compute_amax
-from calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, read_cache, render
+from calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, parse, read_cache, render
 from calibrators.graph import quantized_activations
 from calibrators.histogram import DEFAULT_BINS
 from trtpipe import data
 from trtpipe.config import ModelSpec, decided_inputs, resolve_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import check_output, sha256, sidecar_path, write_json, write_text
+from trtpipe.files import check_output, read_text_input, sha256, sidecar_path, write_json, write_text
 from trtpipe.graph import onnxio
 from trtpipe.progress import progress_bar
 
@@ -43,7 +43,7 @@ def data_fingerprint(directory: str | os.PathLike) -> str:
     """Return a sha256 over the names and bytes of every data file, in order."""
     digest = hashlib.sha256()
     for path in data.list_files(directory):
-        digest.update(path.name.encode() + b"\0" + sha256(path).encode())
+        digest.update(os.fsencode(path.name) + b"\0" + sha256(path).encode())  # the name's bytes, whatever they are
     return digest.hexdigest()
 
 
@@ -194,10 +194,9 @@ def load_table(path: Path, precisions=()) -> CalibrationTable:
     for; using it for another quantized precision in `precisions` is an error. A cache without a
     sidecar (TensorRT's own) is taken as it is.
     """
-    if not Path(path).is_file():
-        raise TrtpipeError(f"--cache {path}: no such file; make it with 'trtpipe calibrate'")
+    text = read_text_input(path, f"--cache {path}", "make it with 'trtpipe calibrate'")
     try:
-        table = read_cache(path)
+        table = parse(text, str(path))
     except CacheError as exc:
         raise TrtpipeError(f"--cache {exc}; recalibrate with 'trtpipe calibrate'") from None
     if not table.amax:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from calibrators.lowbit import INT4_BLOCK_SIZES
 from trtpipe.errors import TrtpipeError
+from trtpipe.files import read_text_input
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -423,12 +424,9 @@ def _holds(dtype: str, value: float) -> bool:
 def load_spec(path: str | os.PathLike) -> ModelSpec:
     """Return the spec in the TOML file at `path`; relative paths in it are relative to the file."""
     path = Path(path)
+    text = read_text_input(path, f"--spec {path}", "pass the model's model.toml ('trtpipe init' writes one)")
     try:
-        raw = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise TrtpipeError(f"--spec {path}: cannot read the spec ({exc.strerror or exc.__class__.__name__})") from None
-    except UnicodeDecodeError:
-        raise TrtpipeError(f"--spec {path}: not a text file; pass the model's model.toml") from None
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TrtpipeError(f"--spec {path}: not valid TOML ({exc}); fix the file") from None
     try:
@@ -522,13 +520,10 @@ def resolve_inputs(spec: ModelSpec, model, model_path: str | os.PathLike) -> Mod
 def load_exclusions(path: str | os.PathLike) -> list[str]:
     """Return the [quantize] exclude list of a TOML file (a spec, or the .toml 'trtpipe tune' writes)."""
     path = Path(path)
+    text = read_text_input(path, f"--exclude @{path}", "make it with 'trtpipe tune'")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(text)
         names = raw.get("quantize", {}).get("exclude", [])
-    except OSError as exc:
-        raise TrtpipeError(f"--exclude @{path}: cannot read it ({exc.strerror}); make it with 'trtpipe tune'") from None
-    except UnicodeDecodeError as exc:
-        raise TrtpipeError(f"--exclude @{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except (tomllib.TOMLDecodeError, AttributeError):
         raise TrtpipeError(f"--exclude @{path}: not a TOML file with [quantize] exclude; rerun 'trtpipe tune'") from None
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):

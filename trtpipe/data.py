@@ -16,6 +16,7 @@ import numpy as np
 
 from trtpipe.config import InputSpec, ModelSpec, Preprocess
 from trtpipe.errors import TrtpipeError
+from trtpipe.files import read_text_input
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 DATA_SUFFIXES = (".npy", ".npz") + IMAGE_SUFFIXES
@@ -258,12 +259,7 @@ def read_labels(path: str | os.PathLike) -> dict[str, int]:
     """Return {sample id: class} from a file of `<sample id> <class>` lines."""
     labels = {}
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise TrtpipeError(f"--labels {path}: cannot read it ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise TrtpipeError(f"--labels {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    lines = read_text_input(path, f"--labels {path}", "pass a file of '<sample id> <class>' lines").splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip() or line.startswith("#"):
             continue
@@ -271,6 +267,8 @@ def read_labels(path: str | os.PathLike) -> dict[str, int]:
         if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
             raise TrtpipeError(f"--labels {path}: line {number} is not '<sample id> <class>'; fix it")
         labels[parts[0]] = int(parts[1])
+    if not labels:
+        raise TrtpipeError(f"--labels {path}: holds no labels; write one '<sample id> <class>' line per sample")
     return labels
 
 

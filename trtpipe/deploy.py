@@ -100,8 +100,9 @@ def _spec(model, model_path: Path, data_dir: Path | None, spec_path: Path | None
             if data_dir is None:
                 raise TrtpipeError("--data DIR is needed (or a --spec with data.calibration)")
             check_output(spec_path, [model_path, data_dir])
+            text = starting_spec(model, model_path, data_dir, spec_path=spec_path)  # data it cannot use: nothing made
             ensure_dir(output)
-            write_text(spec_path, starting_spec(model, model_path, data_dir, spec_path=spec_path))
+            write_text(spec_path, text)
             written = True
             on_step(f"wrote {spec_path} as 'trtpipe init' does; check its lines marked CHECK")
     spec = resolve_inputs(load_spec(spec_path), model, model_path)

@@ -1,4 +1,5 @@
-"""Atomic writes and file fingerprints: an interrupted step never leaves a file make takes for done."""
+"""Atomic writes, file fingerprints and the one reader of text inputs: an interrupted step never leaves
+a file make takes for done, and a text input that cannot be one is refused before it is read."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
 
+# A spec, labels, a calibration cache, an exclusions file or a report is far smaller; a larger file
+# is refused from its size, before it is read whole into memory.
+MAX_TEXT_INPUT_BYTES = 16 << 20
+
 # Read once: os.umask can only be read by setting it, which races with other threads.
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -27,6 +32,35 @@ def sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def read_text_input(path: str | os.PathLike, where: str, fix: str) -> str:
+    """Return the UTF-8 text of an input file, or raise starting with `where` (the flag and the file) and saying `fix`.
+
+    Only a regular file is opened: a FIFO would wait for a writer for ever, a device could be endless.
+    """
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise TrtpipeError(f"{where}: cannot read it (no such file); {fix}") from None
+    except OSError as exc:
+        raise TrtpipeError(f"{where}: cannot read it ({exc.strerror}); {fix}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise TrtpipeError(f"{where}: is a directory; {fix}")
+    if not stat.S_ISREG(info.st_mode):
+        raise TrtpipeError(f"{where}: is not a regular file (a FIFO, device or socket); {fix}")
+    if info.st_size > MAX_TEXT_INPUT_BYTES:
+        raise TrtpipeError(f"{where}: {info.st_size} bytes, more than such a file holds "
+                           f"(at most {MAX_TEXT_INPUT_BYTES >> 20} MiB); {fix}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TrtpipeError(f"{where}: cannot read it ({exc.strerror}); {fix}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TrtpipeError(f"{where}: not UTF-8 text (byte {exc.start}); save it as UTF-8, or {fix}") from None
 
 
 def sidecar_path(path: str | os.PathLike) -> Path:
@@ -50,7 +84,8 @@ def check_output(path: str | os.PathLike, inputs=(), flag: str = "-o", siblings=
     """Return `path` if a regular file may be written there, else raise naming the flag and the fix.
 
     Refused: a directory, a FIFO, a device or socket (replacing one would break what reads it, or a
-    write would block), and any of `inputs` (writing over the model being read destroys it). Every
+    write would block), any of `inputs` (writing over the model being read destroys it), and a path
+    inside an input directory (a file written into the data joins the samples the next run reads). Every
     command that writes calls this before it reads anything, with all it reads as `inputs` (model,
     spec, data, cache, exclusions) and the other files it writes beside `path` as `siblings` (a
     tuned cache's .toml, a sidecar), which are held to the same rules.
@@ -61,7 +96,19 @@ def check_output(path: str | os.PathLike, inputs=(), flag: str = "-o", siblings=
             if source is not None and same_file(written, source):
                 also = "is also" if written == path else f"would also write {written}, which is"
                 raise TrtpipeError(f"{flag} {path}: {also} an input ({source}); write the result to another file")
+            if source is not None and _inside(written, source):
+                what = "is" if written == path else f"would also write {written},"
+                raise TrtpipeError(f"{flag} {path}: {what} inside the input directory {source} (the next run would "
+                                   "read it as data); write the result outside it")
     return path
+
+
+def _inside(path: Path, directory: str | os.PathLike) -> bool:
+    """Return True if `path` would be written inside the existing directory `directory`, however either is spelt."""
+    if not os.path.isdir(directory):
+        return False
+    here, there = os.path.realpath(path.parent if str(path.parent) else "."), os.path.realpath(directory)
+    return here == there or here.startswith(there.rstrip(os.sep) + os.sep)
 
 
 def _check_writable(path: str | os.PathLike, flag: str) -> Path:

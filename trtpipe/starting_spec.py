@@ -141,11 +141,28 @@ def _first_arrays(directory: Path, inputs: list[TensorFacts]):
     """Return {input: array} of the first .npy or .npz file (a .npy holds the one input's samples)."""
     for path in list_files(directory):
         if path.suffix.lower() == ".npy" and len(inputs) == 1:
-            return {inputs[0].name: load_arrays(path)[""]}
+            return _fitting(path, inputs, {inputs[0].name: load_arrays(path)[""]})
         if path.suffix.lower() == ".npz":
             arrays = load_arrays(path)
-            return {t.name: arrays[t.name] for t in inputs if t.name in arrays}
+            missing = [t.name for t in inputs if t.name not in arrays]
+            if missing:
+                raise TrtpipeError(f"{path}: no array for input '{missing[0]}' (it holds {', '.join(arrays) or 'none'}); "
+                                   "store samples as .npz keyed by input name")
+            return _fitting(path, inputs, {t.name: arrays[t.name] for t in inputs})
     return {}
+
+
+def _fitting(path: Path, inputs: list[TensorFacts], arrays: dict) -> dict:
+    """Return `arrays` when each could be samples of its input (numbers, of its rank or one less), else raise naming the file."""
+    for tensor in inputs:
+        array = arrays[tensor.name]
+        if array.dtype.kind not in "biuf":
+            raise TrtpipeError(f"{path}: input '{tensor.name}' is {array.dtype}, not numbers; "
+                               f"save the samples as {tensor.dtype}")
+        if array.ndim not in (len(tensor.shape) - 1, len(tensor.shape)):
+            raise TrtpipeError(f"{path}: input '{tensor.name}' has shape {list(array.shape)}, the model expects "
+                               f"{tensor.shape} (-1 is any size); re-export the data in that shape")
+    return arrays
 
 
 def _batch_axis(tensor: TensorFacts, array, count: int | None) -> int | None:

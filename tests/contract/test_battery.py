@@ -99,8 +99,8 @@ def _calibrate(cli, ws, precision):
     assert code == 0, err
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
+def make_workspace(tmp_path_factory):
+    """Return the shared workspace (tests/contract/conftest.py makes it once for both batteries)."""
     from click.testing import CliRunner
 
     from trtpipe.cli import main
@@ -317,8 +317,8 @@ def _cases() -> list[Case]:
         for command, make in users.items():
             if command == "inspect" and cache in ("headeronly.cache",):
                 continue  # an empty table is a valid thing to look at
-            if command == "inspect" and cache == "folder.cache":
-                needle = "not a regular file"
+            if cache == "folder.cache":
+                needle = "not a regular file" if command == "inspect" else "is a directory"
             cases.append(Case(f"{command}-{cache}", make(f"{{ws}}/{cache}"), (cache, needle)))
 
     # A cache calibrated for the other grid.
@@ -434,7 +434,8 @@ def _cases() -> list[Case]:
     # summary takes validation reports only.
     for name, path in (("cache-sidecar", "{ws}/int8.cache.json"), ("engine-sidecar", f"{{ws}}/{ENGINE}.json"),
                        ("not-a-report", "{ws}/report.json"), ("missing", "{ws}/nope.json"), ("a-cache", "{ws}/int8.cache")):
-        cases.append(Case(f"summary-{name}", ("summary", path), ("not a validation report",), rtx=name == "engine-sidecar"))
+        needle = "no such file" if name == "missing" else "not a validation report"
+        cases.append(Case(f"summary-{name}", ("summary", path), (needle,), rtx=name == "engine-sidecar"))
     cases.append(Case("inspect-a-json", ("inspect", "{ws}/int8.cache.json"), ("a JSON file",)))
     return cases + _issue_26_cases()
 

@@ -1,6 +1,6 @@
 """A hostile client against one live `trtpipe serve` (loopback only, a fixed number of requests, a time
 bound): malformed JSON, huge, negative and zero shapes, wrong dtypes and names, oversize, compressed
-and chunked bodies over HTTP, and lying shapes over gRPC, with a good request after every bad one and
+and chunked bodies over HTTP, and lying shapes and oversize messages over gRPC, with a good request after every bad one and
 one bad request inside a batch of good ones. The server answers every good request right, every bad
 one with one line (no traceback, no server path), and is still serving at the end."""
 
@@ -108,12 +108,20 @@ def test_a_hostile_client_is_refused_and_every_good_request_answered(served):
                                                          [0, 3, 16, 16], [2**62, 2**62, 16, 16], [1, 3, 16])]
     lies += [("conv", "nope", "FP32", [1, 3, 16, 16]), ("conv", "input", "INT64", [1, 3, 16, 16]),
              ("nope", "input", "FP32", [1, 3, 16, 16])]
-    for model, name, datatype, shape in lies:
+    oversize = np.ones(16 << 18, np.float32)  # 16 MiB, far more than any request the two models take
+    lies += [("conv", "input", "FP32", [1, 3, 16, 16], oversize), ("conv", "input", "FP32", [8, 3, 16, 16], oversize)]
+    grpc_refused = {}
+    for model, name, datatype, shape, *data in lies:
         with pytest.raises(InferenceServerException) as caught:
-            grpc_infer(server.grpc, model, name, datatype, shape)
+            grpc_infer(server.grpc, model, name, datatype, shape, *data)
         assert "Traceback" not in str(caught.value) and str(root) not in str(caught.value)
+        grpc_refused.setdefault(tuple(shape) if not data else "oversize", str(caught.value))
         np.testing.assert_allclose(grpc_infer(server.grpc, "conv", "input", "FP32", good.shape, good), expected,
                                    rtol=1e-4, atol=1e-5)
+    # The front refuses these itself: the shape before Triton sees it, the message from its length prefix.
+    assert "more than 8 (the batch limit)" in grpc_refused[(10**12, 3, 16, 16)], grpc_refused
+    assert "takes [-1,3,16,16]" in grpc_refused[(1, 3, 16, 10**12)], grpc_refused
+    assert "larger than max (16777" in grpc_refused["oversize"] and "vs. 1048576)" in grpc_refused["oversize"], grpc_refused
     assert server.process.poll() is None
 
 

@@ -140,6 +140,56 @@ def test_onnx_repository_runs_in_the_real_triton_server(cli, tmp_path):
                 os.killpg(process.pid, signal.SIGKILL)
 
 
+def test_a_model_whose_only_axis_is_the_batch_is_reshaped_and_served_batched(cli, tmp_path):
+    """[N] in, [N] out: Triton takes no empty dims, so clients send [N, 1] and the model gets [N] back."""
+    models.save(models.per_sample(), tmp_path / "score.onnx")
+    code, _out, err = cli("triton", tmp_path / "score.onnx", "-o", tmp_path / "repo", "--kind", "cpu", "--max-batch", 8,
+                          "--max-queue-delay-us", 1_000_000)
+    assert code == 0, err
+    config = parse(tmp_path / "repo" / "score" / "config.pbtxt")
+    assert config.max_batch_size == 8
+    for tensor in (config.input[0], config.output[0]):
+        assert list(tensor.dims) == [1] and tensor.HasField("reshape") and list(tensor.reshape.shape) == []
+    process, port, _grpc, metrics = bundled_triton(tmp_path, tmp_path / "repo", tmp_path / "triton.log")
+    try:
+        import concurrent.futures
+
+        import tritonclient.http as httpclient
+
+        samples = [np.random.default_rng(i).normal(size=(1 + i % 3, 1)).astype(np.float32) for i in range(4)]
+
+        def infer(sample):
+            client = httpclient.InferenceServerClient(f"127.0.0.1:{port}", network_timeout=120.0)
+            try:
+                tensor = httpclient.InferInput("x", list(sample.shape), "FP32")
+                tensor.set_data_from_numpy(sample)
+                return client.infer("score", [tensor]).as_numpy("score")
+            finally:
+                client.close()
+
+        with concurrent.futures.ThreadPoolExecutor(len(samples)) as pool:  # held together by the batcher
+            got = list(pool.map(infer, samples))
+        for sample, answer in zip(samples, got):
+            assert answer.shape == sample.shape
+            np.testing.assert_allclose(answer, 1 / (1 + np.exp(-(2 * sample + 1))), rtol=1e-5)
+        import time
+
+        from test_serve_server import metric_counts
+
+        deadline = time.monotonic() + 30  # Triton updates its counters every 2 s
+        while (counts := metric_counts(metrics, "score"))["nv_inference_request_success"] < len(samples):
+            assert time.monotonic() < deadline, counts
+            time.sleep(0.5)
+        assert counts["nv_inference_request_success"] == len(samples) and counts["nv_inference_exec_count"] < len(samples), counts
+    finally:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
 def test_names_and_types_the_repository_cannot_hold_write_nothing(cli, tmp_path):
     import onnx
     from onnx import TensorProto, helper

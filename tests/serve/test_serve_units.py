@@ -94,6 +94,8 @@ def test_request_limits_come_from_the_model():
     limits = request_limits("m", [("x", "float32", (-1, 3, -1)), ("k", "int64", (-1,))], 8, {"x": (32, 3, 100)})
     assert limits.max_bytes == 8 * 3 * 100 * 4 + 8 * 8  # the batch limit, not the profile's 32, bounds dimension 0
     assert limits.problem({"x": [8, 3, 100], "k": [8]}) is None
+    assert limits.problem({"k": [8, 1]}) is None  # [N] as a client sends it through the config's reshape
+    assert "more than 8 (the batch limit)" in limits.problem({"k": [9, 1]}) and "has 2 dimensions" in limits.problem({"k": [8, 2]})
     assert limits.problem({"x": [8, 3, 100]}, {"x": "FP32"}) is None
     assert "dimension 0 is 9, more than 8 (the batch limit)" in limits.problem({"x": [9, 3, 1]})
     assert "dimension 2 is 101, more than 100 (the model's maximum)" in limits.problem({"x": [1, 3, 101]})

@@ -52,6 +52,15 @@ MIN_WEIGHTS_OPTION = click.option(
 
 
 
+def one_line(message: str) -> str:
+    """Return `message` as one printable line: a file name's newlines and undecodable bytes escaped."""
+    try:
+        text = message.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that is no escaped byte
+        text = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 class Group(click.Group):
     """Turns TrtpipeError and click's usage errors into one line on stderr and exit code 2, never a traceback."""
 
@@ -59,11 +68,11 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except TrtpipeError as exc:
-            click.echo(f"trtpipe: error: {exc}", err=True)
+            click.echo(f"trtpipe: error: {one_line(str(exc))}", err=True)
             sys.exit(2)
         except click.UsageError as exc:  # a bad flag value: one line, with where to read more
             command = f"trtpipe {exc.ctx.info_name}" if exc.ctx is not None and exc.ctx.parent is not None else "trtpipe"
-            click.echo(f"trtpipe: error: {exc.format_message()} (see '{command} --help')", err=True)
+            click.echo(f"trtpipe: error: {one_line(exc.format_message())} (see '{command} --help')", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
             # Every file is staged and committed whole (trtpipe.files.Outputs): what was not finished

@@ -138,6 +138,11 @@ def loadtest(url, model_name, data_dir, spec_path, check_path, concurrency, dura
     if plot:
         check_output(plot, [data_dir, spec_path, check_path], "--plot")
     options = LoadOptions(url, model_name, levels, duration_s, batch_size, protocol)
+    if check_path is not None:
+        from trtpipe.serve.models import open_runner
+
+        with open_runner(check_path, threads=1):  # a file that cannot run is told before the server is asked
+            pass
     samples = load_samples(options, data_dir, spec_path, limit)
     report = run_loadtest(options, samples, check_path)
     if plot:

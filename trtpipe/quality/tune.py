@@ -370,6 +370,8 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     if on_phase:
         on_phase("reading the calibration data and collecting histograms")
     batches = load_batches(spec, calibration_dir, batch_size)
+    if validation_dir is not None:
+        load_batches(spec, validation_dir, batch_size)  # read now: a file it cannot use is told before the search, not after
     histograms = collect_histograms(model, tensors, batches)
     amax = amax_by_method(histograms, precision)
     if on_phase:

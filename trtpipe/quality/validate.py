@@ -15,7 +15,7 @@ import numpy as np
 from trtpipe import data
 from trtpipe.config import ModelSpec
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import ensure_dir, json_text, staged_outputs
+from trtpipe.files import ensure_dir, json_text, read_text_input, staged_outputs
 from trtpipe.progress import progress_bar
 from trtpipe.quality.tasks import Task, check_inputs, make_tasks
 from trtpipe.runtime.runner import Runner
@@ -397,8 +397,9 @@ def summary_rows(report_paths: list[Path]) -> list[dict]:
     """Return one row per report: model, precision, engine size, deciding metric, pass, mode."""
     rows = []
     for path in report_paths:
+        text = read_text_input(path, str(path), "pass the .json reports 'trtpipe validate --report' writes")
         try:
-            report = json.loads(Path(path).read_text())
+            report = json.loads(text)
             rows.append(_summary_row(path, report))
         except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration, IndexError, RecursionError):
             raise TrtpipeError(f"{path}: not a validation report; rerun 'trtpipe validate --report'") from None

@@ -36,6 +36,7 @@ class InputLimit:
     dtype: str
     fixed: tuple[int, ...]  # the model's shape, batch dimension included; -1 where dynamic
     largest: tuple[int | None, ...]
+    reshaped: bool = False  # clients send one more dimension of 1 (Triton's reshape of [N] or a scalar)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class RequestLimits:
             if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool)
                                                                for d in shape):
                 return f"input '{name}': the shape must be a list of integers"
+            if limit.reshaped and len(shape) == len(limit.fixed) + 1 and shape[-1] == 1:
+                shape = shape[:-1]  # as a client sends it ([N, 1]); the model gets it reshaped ([N])
             if len(shape) != len(limit.fixed):
                 return (f"input '{name}' has {len(shape)} dimensions, model '{self.model}' takes {len(limit.fixed)} "
                         f"({_shape(limit)})")
@@ -79,12 +82,13 @@ class RequestLimits:
 
     def to_json(self) -> str:
         return json.dumps({"model": self.model, "max_bytes": self.max_bytes,
-                           "inputs": {n: [i.dtype, list(i.fixed), list(i.largest)] for n, i in self.inputs.items()}})
+                           "inputs": {n: [i.dtype, list(i.fixed), list(i.largest), i.reshaped] for n, i in self.inputs.items()}})
 
     @classmethod
     def from_json(cls, text: str) -> RequestLimits:
         data = json.loads(text)
-        inputs = {n: InputLimit(dtype, tuple(fixed), tuple(largest)) for n, (dtype, fixed, largest) in data["inputs"].items()}
+        inputs = {n: InputLimit(dtype, tuple(fixed), tuple(largest), reshaped)
+                  for n, (dtype, fixed, largest, reshaped) in data["inputs"].items()}
         return cls(data["model"], inputs, int(data["max_bytes"]))
 
 
@@ -104,7 +108,7 @@ def request_limits(model: str, inputs: Sequence[tuple[str, str, Sequence[int]]],
                 largest[axis] = int(size)
         if max_batch and shape and shape[0] < 0:
             largest[0] = min(max_batch, largest[0] or max_batch)
-        limits[name] = InputLimit(dtype, tuple(shape), tuple(largest))
+        limits[name] = InputLimit(dtype, tuple(shape), tuple(largest), len(shape) == (1 if max_batch else 0))
         if any(d is None for d in largest):
             bounded = False
         else:

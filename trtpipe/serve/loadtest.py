@@ -169,13 +169,14 @@ def load_samples(options: LoadOptions, data_dir, spec_path, limit: int) -> list[
     from trtpipe import data
     from trtpipe.config import InputSpec, ModelSpec, load_spec
 
-    client, meta = _connect(options)
-    client.close()
+    data.list_files(data_dir)  # the files are told before the server is asked
     if spec_path:
         spec = load_spec(spec_path)
     else:
         from tritonclient.utils import triton_to_np_dtype
 
+        client, meta = _connect(options)
+        client.close()
         inputs = [InputSpec(i["name"], [int(d) for d in i["shape"]], np.dtype(triton_to_np_dtype(i["datatype"])).name)
                   for i in meta["inputs"]]
         spec = ModelSpec(name=options.model, root=Path(data_dir), inputs=inputs)

@@ -9,6 +9,8 @@ TensorRT engines go to Triton's TensorRT backend, which picks the plan for each 
 backend cannot load: it links libnvinfer) and ONNX models go to the Python backend with trtpipe's
 runner inside (python_model.py). Dims are written without the batch dimension when the model
 batches; max_batch_size is at most the smallest profile maximum of dimension 0, as Triton requires.
+A tensor with no dims left (`[N]` in a batching model, or a scalar) is `dims: [1]` with an empty
+reshape: clients send `[N, 1]` (or `[1]`) and the model gets `[N]` (or `[]`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import atomic_path, ensure_dir, sidecar_path, write_text
+from trtpipe.files import Outputs, ensure_dir, sidecar_path, staged_outputs
 from trtpipe.runtime.sidecar import read_sidecar, sealed
 from trtpipe.serve.models import ENGINE_SUFFIX, ServedModel, check_model_name, describe_engine, model_name
 
@@ -72,8 +74,11 @@ def check_types(model: ServedModel) -> None:
 def _tensors(kind: str, model: ServedModel, specs) -> str:
     rows = []
     for spec in specs:
-        dims = ", ".join(str(d) for d in model.dims(spec)) or "1"  # a scalar is written as [1], as Triton asks
-        rows.append(f"  {{ name: {pbtxt_string(spec.name)} data_type: {TRITON_TYPES[spec.dtype]} dims: [ {dims} ] }}")
+        dims = ", ".join(str(d) for d in model.dims(spec))
+        # Triton takes no empty dims: a tensor that is only its batch axis ([N], batching) or a scalar is
+        # [1] to clients, and the reshape hands the model its own shape ([N] or []).
+        shape = f"dims: [ {dims} ]" if dims else "dims: [ 1 ] reshape: { shape: [ ] }"
+        rows.append(f"  {{ name: {pbtxt_string(spec.name)} data_type: {TRITON_TYPES[spec.dtype]} {shape} }}")
     return f"{kind} [\n" + ",\n".join(rows) + "\n]\n"
 
 
@@ -153,7 +158,9 @@ def write_repository(paths: Sequence[str | os.PathLike], output: str | os.PathLi
                for model, backend in planned]
     texts = [config_text(model, backend, options, files) for model, backend, files in configs]
     root = ensure_dir(output)
-    return [write_model(root, model, files, text, backend == "python") for (model, backend, files), text in zip(configs, texts)]
+    with staged_outputs() as outputs:  # every model's files, or none: an interrupt leaves no model without its config
+        return [write_model(root, model, files, text, backend == "python", outputs)
+                for (model, backend, files), text in zip(configs, texts)]
 
 
 def version_files(model: ServedModel) -> dict[str, str]:
@@ -161,24 +168,22 @@ def version_files(model: ServedModel) -> dict[str, str]:
     return {"onnx": "model.onnx"} if model.kind == "onnx" else {cc: plan_name(cc) for cc in sorted(model.engines)}
 
 
-def write_model(root: Path, model: ServedModel, files: dict[str, str], config: str, python: bool) -> Path:
-    """Write `root/<model>/`: its files in 1/ (and model.py when `python`, the Python backend), config.pbtxt last."""
+def write_model(root: Path, model: ServedModel, files: dict[str, str], config: str, python: bool,
+                into: Outputs | None = None) -> Path:
+    """Write `root/<model>/`: its files in 1/ (and model.py when `python`, the Python backend), config.pbtxt
+    renamed last; `into`: stage them in a caller's Outputs, committed with its other files."""
     directory = root / model.name
     version = ensure_dir(directory / "1")
-    if model.kind == "onnx":
-        _copy(model.path, version / files["onnx"])
-    else:
-        for cc, engine in model.engines.items():
-            _copy(engine, version / files[cc])
-            info = read_sidecar(engine)
-            info.engine = files[cc]  # the sidecar names the file it describes, sealed anew for that name
-            write_text(sidecar_path(version / files[cc]), json.dumps(sealed(info), indent=2) + "\n")
-    if python:
-        write_text(version / "model.py", (Path(__file__).parent / "python_model.py").read_text())
-    write_text(directory / "config.pbtxt", config)
+    with staged_outputs(into) as outputs:
+        if model.kind == "onnx":
+            shutil.copyfile(model.path, outputs.stage(version / files["onnx"]))
+        else:
+            for cc, engine in model.engines.items():
+                shutil.copyfile(engine, outputs.stage(version / files[cc]))
+                info = read_sidecar(engine)
+                info.engine = files[cc]  # the sidecar names the file it describes, sealed anew for that name
+                outputs.write(sidecar_path(version / files[cc]), json.dumps(sealed(info), indent=2) + "\n")
+        if python:
+            outputs.write(version / "model.py", (Path(__file__).parent / "python_model.py").read_text())
+        outputs.write(directory / "config.pbtxt", config, last=True)
     return directory / "config.pbtxt"
-
-
-def _copy(source: Path, target: Path) -> None:
-    with atomic_path(target) as tmp:
-        shutil.copyfile(source, tmp)

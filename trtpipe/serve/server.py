@@ -3,13 +3,13 @@
 The models are written as `trtpipe triton` writes them for the Python backend (python_model.py runs
 trtpipe's runner in Triton's stub, one per instance) into a temporary repository, and the Triton
 server nvidia-pytriton bundles serves it: no proxy between Triton and the runner, and each request
-of a dynamic batch gets its own answer or its own error. gRPC and metrics are Triton's; HTTP goes
-through the guard (guard.py), which refuses requests the model cannot take before Triton 2.51's
-HTTP frontend allocates for them. Triton answers health (/v2/health/ready) and metrics
+of a dynamic batch gets its own answer or its own error. Metrics are Triton's; HTTP and gRPC go
+through fronts (guard.py, grpc_guard.py) that refuse requests the model cannot take before Triton
+2.51's frontends allocate for them, and Triton itself listens on loopback ports of its own. Triton answers health (/v2/health/ready) and metrics
 (:metrics_port/metrics), and checks shapes, dtypes, batch limits and model names.
 
 SIGTERM or SIGINT stops it gracefully: Triton is stopped first and finishes the requests it holds
-(queued or running), answered through the guard; then the guard stops.
+(queued or running), answered through the fronts; then the fronts stop.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def write_served(root: Path, models: Sequence[ServedModel], options: ServerOptio
 def serve(models: Sequence[ServedModel], options: ServerOptions, on_ready: Callable[[], None] | None = None,
           stop: threading.Event | None = None) -> None:
     """Serve `models` until SIGTERM/SIGINT (or `stop` is set)."""
+    from trtpipe.serve.grpc_guard import GrpcGuard
     from trtpipe.serve.guard import Guard
 
     if len({options.http_port, options.grpc_port, options.metrics_port}) != 3:
@@ -85,18 +86,23 @@ def serve(models: Sequence[ServedModel], options: ServerOptions, on_ready: Calla
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
     root = Path(tempfile.mkdtemp(prefix="trtpipe-serve-"))
     log = None if options.verbose else root / "triton.log"
-    process = guard = None
+    process = guard = grpc_guard = None
     try:
         repository = write_served(root, models, options)
         binary = install_server(root)
-        upstream = free_port()
-        endpoints = Endpoints("127.0.0.1", upstream, bind, options.grpc_port, bind, options.metrics_port)
+        upstream, grpc_upstream = free_port(), free_port()
+        while grpc_upstream == upstream:
+            grpc_upstream = free_port()
+        endpoints = Endpoints("127.0.0.1", upstream, "127.0.0.1", grpc_upstream, bind, options.metrics_port)
         process = start_server(binary, repository, endpoints, log, options.verbose)
         if not wait_ready(process, upstream, options.start_timeout_s):
             why = cause_in(log) or ("it exited" if process.poll() is not None else "not ready in time")
             raise TrtpipeError(f"Triton did not start ({why}); rerun with --verbose to see its log")
-        guard = Guard(bind, options.http_port, upstream, {m.name: m.limits() for m in models})
+        limits = {m.name: m.limits() for m in models}
+        guard = Guard(bind, options.http_port, upstream, limits)
         threading.Thread(target=guard.serve_forever, name="http-guard", daemon=True).start()
+        grpc_guard = GrpcGuard(bind, options.grpc_port, grpc_upstream, limits)
+        grpc_guard.start()
         if on_ready:
             on_ready()
         while not stop.wait(timeout=1.0):
@@ -107,7 +113,9 @@ def serve(models: Sequence[ServedModel], options: ServerOptions, on_ready: Calla
         if guard is not None:
             guard.drain()  # no idle connection keeps Triton from exiting
         if process is not None:
-            _stop(process)  # Triton drains the requests it holds before it exits, answered through the guard
+            _stop(process)  # Triton drains the requests it holds before it exits, answered through the fronts
+        if grpc_guard is not None:
+            grpc_guard.stop()
         if guard is not None:
             guard.shutdown()
             guard.server_close()

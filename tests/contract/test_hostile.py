@@ -1,0 +1,502 @@
+"""A second hostile battery, written from issue 26's classes rather than its examples.
+
+Every command `trtpipe --help` lists and every file option it has are read from the click command
+tree: each file option has a role here (model, spec, data, ...), and each role is tried with every
+way such a file can be unusable (a directory, a dangling link, a FIFO, empty, binary, not UTF-8,
+oversize, a .npy whose header lies, ...). A new command or file option fails
+`test_every_command_and_file_option_has_a_role` until it is given one, and is then covered by every
+variant of its role. Then outputs that are inputs by another name (a symbolic or hard link, a file in
+the data directory), numbers a spec may hold (NaN, infinite, negative, zero, huge), paths with spaces,
+non-ASCII and leading dashes through each command's good path, and the runtime's Python API fed
+wrong dtypes and shapes. Each bad case: exit code 2, one line naming the file or flag, no input
+changed, nothing left behind; a FIFO must never be waited on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import HAS_RTX
+
+from contract.test_battery import GOOD_SPEC, _snapshot
+from trtpipe.files import MAX_TEXT_INPUT_BYTES
+
+# ---- every command's file options, by role ------------------------------------------------------
+
+# The role of every file parameter of every command: which hostile variants it is tried with.
+ROLES = {
+    ("awq", "model"): "model", ("awq", "--data"): "data", ("awq", "--spec"): "spec", ("awq", "-o"): "output",
+    ("bench", "candidate"): "model",
+    ("build", "model"): "model", ("build", "--cache"): "cache", ("build", "--spec"): "spec",
+    ("build", "--timing-cache"): "output", ("build", "--data"): "data", ("build", "-o"): "outdir",
+    ("calibrate", "model"): "model", ("calibrate", "--data"): "data", ("calibrate", "--spec"): "spec",
+    ("calibrate", "-o"): "output",
+    ("deploy", "model"): "model", ("deploy", "--data"): "data", ("deploy", "--spec"): "spec", ("deploy", "-o"): "outdir",
+    ("init", "model"): "model", ("init", "--data"): "data", ("init", "-o"): "output",
+    ("inspect", "path"): "model",
+    ("loadtest", "--data"): "data", ("loadtest", "--spec"): "spec", ("loadtest", "--check"): "model",
+    ("loadtest", "--plot"): "output",
+    ("quantize", "model"): "model", ("quantize", "--cache"): "cache", ("quantize", "--spec"): "spec",
+    ("quantize", "--data"): "data", ("quantize", "-o"): "output",
+    ("sensitivity", "model"): "model", ("sensitivity", "--cache"): "cache", ("sensitivity", "--data"): "data",
+    ("sensitivity", "--spec"): "spec",
+    ("serve", "candidates"): "model", ("serve", "--spec"): "spec",
+    ("smooth", "model"): "model", ("smooth", "--data"): "data", ("smooth", "--spec"): "spec", ("smooth", "-o"): "output",
+    ("summary", "reports"): "report",
+    ("triton", "engines"): "model", ("triton", "-o"): "outdir",
+    ("tune", "model"): "model", ("tune", "--spec"): "spec", ("tune", "--data"): "data", ("tune", "--validation"): "data",
+    ("tune", "--baseline"): "model", ("tune", "--report"): "outdir", ("tune", "-o"): "output",
+    ("validate", "candidate"): "model", ("validate", "--baseline"): "model", ("validate", "--data"): "data",
+    ("validate", "--labels"): "labels", ("validate", "--spec"): "spec", ("validate", "--report"): "outdir",
+}
+NO_FILES = {"plan"}
+
+# A command line per command that gets as far as its files: {param: value} (None: an argument-less
+# flag), each a good file of the workspace; a case swaps one for a hostile one.
+BASES = {
+    "awq": {"model": "{ws}/mlp.onnx", "--block-size": "32", "--data": "{ws}/data", "--spec": "{ws}/spec.toml", "-o": "{out}/a.onnx"},
+    "bench": {"candidate": "{ws}/mlp.onnx", "--iterations": "1", "--warmup-ms": "0", "--duration-s": "0"},
+    "build": {"model": "{ws}/mlp.onnx", "--precision": "int8", "--cache": "{ws}/int8.cache", "--data": "{ws}/data",
+              "--spec": "{ws}/spec.toml",
+              "--shapes": "x:1x16/8x16/32x16", "-o": "{out}/engines",
+              "--target": "sm_89", "--backend": "tensorrt-rtx"},
+    "calibrate": {"model": "{ws}/mlp.onnx", "--data": "{ws}/data", "--spec": "{ws}/spec.toml", "-o": "{out}/c.cache"},
+    "deploy": {"model": "{ws}/mlp.onnx", "--data": "{ws}/data", "--spec": "{ws}/spec.toml", "-o": "{out}/deploy",
+               "--target": "sm_89", "--backend": "tensorrt-rtx"},
+    "init": {"model": "{ws}/mlp.onnx", "--data": "{ws}/data", "-o": "{out}/model.toml"},
+    "inspect": {"path": "{ws}/mlp.onnx"},
+    "loadtest": {"--model": "mlp", "--data": "{ws}/data", "--spec": "{ws}/spec.toml", "--check": "{ws}/mlp.onnx",
+                 "--plot": "{out}/load.png"},
+    "quantize": {"model": "{ws}/mlp.onnx", "--precision": "int8", "--cache": "{ws}/int8.cache", "--spec": "{ws}/spec.toml",
+                 "--data": "{ws}/data", "-o": "{out}/q.onnx"},
+    "sensitivity": {"model": "{ws}/mlp.onnx", "--cache": "{ws}/int8.cache", "--data": "{ws}/data", "--spec": "{ws}/spec.toml"},
+    "serve": {"candidates": "{ws}/mlp.onnx", "--spec": "{ws}/spec.toml", "--http-port": "{taken}"},
+    "smooth": {"model": "{ws}/mlp.onnx", "--data": "{ws}/data", "--spec": "{ws}/spec.toml", "-o": "{out}/s.onnx"},
+    "summary": {"reports": "{ws}/report/mlp.fp16.onnx.json"},
+    "triton": {"engines": "{ws}/mlp.fp16.onnx", "-o": "{out}/repo"},
+    "tune": {"model": "{ws}/mlp.onnx", "--spec": "{ws}/spec.toml", "--precision": "int8", "--data": "{ws}/data",
+             "--validation": "{ws}/data", "--baseline": "{ws}/mlp.onnx", "--report": "{out}/tune", "--budget-min": "0.05",
+             "-o": "{out}/t.cache"},
+    "validate": {"candidate": "{ws}/mlp.fp16.onnx", "--baseline": "{ws}/mlp.onnx", "--data": "{ws}/data",
+                 "--spec": "{ws}/spec.toml", "--report": "{out}/report"},
+}
+FIRST_ARGUMENTS = {"loadtest": ["http://127.0.0.1:9"]}  # positional, not files
+NEEDS_RTX = {"build", "deploy"}
+
+
+def _params(command: str) -> dict:
+    import click
+
+    from trtpipe.cli import main
+
+    return {_key(p): p for p in main.commands[command].params if isinstance(p.type, click.Path)}
+
+
+def _key(param) -> str:
+    """Return how the tables name a parameter: an option by its flag, an argument by its name."""
+    import click
+
+    return param.opts[0] if isinstance(param, click.Option) else param.name
+
+
+def command_line(command: str, values: dict) -> list[str]:
+    """Return the argv of `command` with `values` ({flag or argument name: value}); arguments after `--`."""
+    argv, positional = [command, *FIRST_ARGUMENTS.get(command, [])], []
+    for key, value in values.items():
+        if key.startswith("-"):
+            argv += [key, value]
+        else:
+            positional.append(value)
+    return argv + ["--", *positional] if positional else argv
+
+
+def test_every_command_and_file_option_has_a_role():
+    from trtpipe.cli import main
+
+    found = {(name, p) for name in main.commands for p in _params(name)}
+    assert found == set(ROLES), sorted(found ^ set(ROLES))
+    assert set(main.commands) == set(BASES) | NO_FILES, set(main.commands) ^ (set(BASES) | NO_FILES)
+
+
+# ---- the hostile variants of each role --------------------------------------------------------
+
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+
+
+def _sparse(path: Path, size: int) -> None:
+    with open(path, "wb") as file:
+        file.truncate(size)
+
+
+def _npy_header(shape) -> bytes:
+    """Return a .npy whose header claims `shape` (float32) and which holds no data."""
+    import io
+
+    from numpy.lib import format as npformat
+
+    out = io.BytesIO()
+    npformat.write_array_header_1_0(out, {"descr": "<f4", "fortran_order": False, "shape": tuple(shape)})
+    return out.getvalue()
+
+
+# variant -> (what makes it at {hostile}/<name>, the name). Files for file roles:
+FILE_VARIANTS = {
+    "directory": (lambda p: p.mkdir(), "adir.onnx"),
+    "dangling-link": (lambda p: p.symlink_to(p.parent / "gone"), "gone-link.onnx"),
+    "fifo": (lambda p: os.mkfifo(p), "pipe.onnx"),
+    "empty": (lambda p: _write(p, b""), "empty.onnx"),
+    "binary": (lambda p: _write(p, bytes(range(256)) * 8), "binary.onnx"),
+    "not-utf8": (lambda p: _write(p, b'name = "caf\xe9"\n'), "latin1.onnx"),
+    "oversize": (lambda p: _sparse(p, MAX_TEXT_INPUT_BYTES + 1), "huge.onnx"),  # holes: no disk, refused by its size
+}
+# Data directories (each made under {hostile}/<name>/):
+DATA_VARIANTS = {
+    "a-file": lambda p: _write(p, GOOD_SPEC.encode()),
+    "dangling-link": lambda p: p.symlink_to(p.parent / "gone"),
+    "fifo-sample": lambda p: (p.mkdir(), os.mkfifo(p / "000.npy")),
+    "directory-sample": lambda p: (p.mkdir(), (p / "000.npy").mkdir()),
+    "object-npy": lambda p: (p.mkdir(), np.save(p / "000.npy", np.array([{"a": 1}] * 4, dtype=object))),
+    "npy-header-lies": lambda p: (p.mkdir(), _write(p / "000.npy", _npy_header((10**12, 16)))),
+    "npz-of-nothing": lambda p: (p.mkdir(), np.savez(p / "000.npz")),
+    "wrong-rank": lambda p: (p.mkdir(), np.save(p / "000.npy", np.zeros((4, 4, 4), np.float32))),
+    "strings": lambda p: (p.mkdir(), np.save(p / "000.npy", np.array([["a"] * 16] * 4))),
+    "not-utf8-name": lambda p: (p.mkdir(), _write(Path(os.fsdecode(os.fsencode(p) + b"/\xff\xfe.npy")), b"\x93NUMPY")),
+}
+# What the line must say for these (the others: any message naming the file or flag).
+VARIANT_SAYS = {"oversize": f"at most {MAX_TEXT_INPUT_BYTES >> 20} MiB"}
+ROLE_VARIANTS = {
+    "model": set(FILE_VARIANTS) - {"not-utf8", "oversize"},  # an ONNX is binary, and may be large
+    "spec": set(FILE_VARIANTS) - {"empty"},  # an empty model.toml is a spec of every default
+    "cache": set(FILE_VARIANTS), "labels": set(FILE_VARIANTS), "report": set(FILE_VARIANTS),
+    "data": set(DATA_VARIANTS),
+}
+# Which variants a command refuses with its own message rather than the file's: none; every case
+# must name the file or the flag.
+
+
+@dataclass
+class Case:
+    id: str
+    command: str
+    param: str
+    variant: str
+
+
+def _cases() -> list[Case]:
+    cases = []
+    for (command, param), role in sorted(ROLES.items()):
+        for variant in sorted(ROLE_VARIANTS.get(role, ())):
+            cases.append(Case(f"{command}-{param}-{variant}", command, param, variant))
+    return cases
+
+
+CASES = _cases()
+
+
+@contextlib.contextmanager
+def fifo_watch(paths: list[Path]):
+    """Yield a list that says whether something opened one of the FIFOs `paths` to read it (and would
+    have waited for ever): each is opened for writing, which only succeeds while a reader waits, and
+    closed at once, so that the reader gets end of file and the command goes on."""
+    blocked, done = [], threading.Event()
+
+    def watch():
+        while not done.wait(0.05):
+            for path in paths:
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                except OSError as exc:
+                    if exc.errno in (errno.ENXIO, errno.ENOENT):
+                        continue  # no reader: nothing waits on it
+                    raise
+                blocked.append(path)
+                os.close(fd)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield blocked
+    finally:
+        done.set()
+        thread.join()
+
+
+def run_cli(argv):
+    from click.testing import CliRunner
+
+    from trtpipe.cli import main
+
+    result = CliRunner().invoke(main, [str(a) for a in argv])
+    return result.exit_code, result.stdout, result.stderr, result.exception
+
+
+def check_refused(argv, workspace, out, hostile, needles_any, fifos=()) -> str:
+    """Run `argv`; assert exit 2, one line holding one of `needles_any`, no input changed, nothing left in
+    `out`; return the line."""
+    before_ws, before_hostile = _snapshot(workspace), _snapshot(hostile)
+    with fifo_watch(list(fifos)) as blocked:
+        code, stdout, stderr, exception = run_cli(argv)
+    assert not blocked, f"opened the FIFO {blocked[0]} to read it (it would wait for ever): {stderr}"
+    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("-- ")]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("trtpipe: error: "), \
+        f"exit {code} {exception!r}: {stdout}{stderr}"
+    assert any(n in lines[0] for n in needles_any), f"none of {needles_any} in {lines[0]!r}"
+    assert _snapshot(workspace) == before_ws, "an input changed"
+    assert _snapshot(hostile) == before_hostile, "a hostile input changed"
+    left = [p for p in out.rglob("*") if not p.is_dir()]
+    assert not left, f"left behind: {left}"
+    return lines[0]
+
+
+@pytest.fixture(scope="session")
+def report(workspace):
+    """A real validation report in the workspace (summary reads it)."""
+    if not (workspace / "report").exists():
+        code, _out, err, _ = run_cli(["validate", workspace / "mlp.fp16.onnx", "--baseline", workspace / "mlp.onnx",
+                                      "--data", workspace / "data", "--report", workspace / "report"])
+        assert code == 0, err
+    return workspace / "report" / "mlp.fp16.onnx.json"
+
+
+@pytest.fixture(scope="session")
+def taken_port():
+    """A port this test listens on: a serve that took a hostile file stops there, instead of serving."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_a_file_that_cannot_be_used(case: Case, workspace, report, taken_port, tmp_path):
+    if case.command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    role = ROLES[(case.command, case.param)]
+    if role == "data":
+        target = hostile / f"data-{case.variant}"
+        DATA_VARIANTS[case.variant](target)
+        fifos = [target / "000.npy"] if case.variant == "fifo-sample" else []
+    else:
+        make, name = FILE_VARIANTS[case.variant]
+        target = hostile / name
+        make(target)
+        fifos = [target] if case.variant == "fifo" else []
+    values = {k: v.format(ws=workspace, out=out, taken=taken_port) for k, v in BASES[case.command].items()}
+    values[case.param] = str(target)
+    flag = case.param if case.param.startswith("-") else target.name
+    message = check_refused(command_line(case.command, values), workspace, out, hostile, (target.name, flag), fifos)
+    if case.variant in VARIANT_SAYS:
+        assert VARIANT_SAYS[case.variant] in message, message
+
+
+# ---- outputs that are inputs by another name -------------------------------------------------
+
+WRITERS = sorted((c, p) for (c, p), role in ROLES.items() if role == "output" and p in BASES[c])
+# A link to an input is the input (written through, or renamed over, the model is gone); a file
+# inside an input directory joins the data the next run reads.
+OUTPUT_VARIANTS = ("symlink-to-an-input", "hardlink-to-an-input", "inside-the-data")
+
+
+def _first_input(command: str) -> str:
+    """Return the input file parameter a link is made to: the model, else the spec."""
+    return next(p for p in ("model", "candidate", "--spec") if p in BASES[command])
+
+
+@pytest.mark.parametrize("command,param,variant", [(c, p, v) for c, p in WRITERS for v in OUTPUT_VARIANTS
+                                                   if v != "inside-the-data" or "--data" in BASES[c]],
+                         ids=[f"{c}{p}-{v}" for c, p in WRITERS for v in OUTPUT_VARIANTS
+                              if v != "inside-the-data" or "--data" in BASES[c]])
+def test_an_output_that_is_an_input_by_another_name(command, param, variant, workspace, report, taken_port, tmp_path):
+    import shutil
+
+    if command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    values = {k: v.format(ws=workspace, out=out, taken=taken_port) for k, v in BASES[command].items()}
+    suffix = Path(values[param]).suffix
+    if variant == "inside-the-data":
+        shutil.copytree(workspace / "data", hostile / "data")
+        values["--data"] = str(hostile / "data")
+        values[param] = str(hostile / "data" / f"written{suffix}")
+    else:
+        source = _first_input(command)
+        original = Path(values[source])
+        copy = hostile / original.name
+        shutil.copy(original, copy)
+        values[source] = str(copy)
+        link = hostile / f"link{suffix}"
+        if variant == "symlink-to-an-input":
+            link.symlink_to(copy)
+        else:
+            os.link(copy, link)
+        values[param] = str(link)
+    check_refused(command_line(command, values), workspace, out, hostile, (param,))
+
+
+# ---- numbers a spec holds ---------------------------------------------------------------------
+
+# Each numeric place in model.toml, as TOML text with {v} for the number, and the values it must
+# refuse: nan and the infinities everywhere, and what means nothing there.
+SPEC_NUMBERS = {
+    "[preprocess] scale": ("[preprocess]\nscale = {v}\n", ["nan", "inf", "-inf", "0"]),
+    "[preprocess] mean": ("[preprocess]\nmean = [{v}]\n", ["nan", "inf", "-inf"]),
+    "[preprocess] std": ("[preprocess]\nstd = [{v}]\n", ["nan", "inf", "-inf", "0"]),
+    "[preprocess] size": ("[preprocess]\nsize = [{v}, 4]\n", ["0", "-4", "nan", "inf", "1e400"]),
+    "[preprocess] resize": ("[preprocess]\nsize = [4, 4]\nresize = {v}\n", ["0", "-1", "nan", "inf"]),
+    "[quantize] smooth": ("[quantize]\nsmooth = {v}\n", ["nan", "inf", "-0.5"]),
+    "[quantize] min_weights": ("[quantize]\nmin_weights = {v}\n", ["-1", "nan", "inf"]),
+    "[thresholds.fp16] cosine": ("[thresholds.fp16]\ncosine = {v}\n", ["nan", "inf", "-inf"]),
+    "[thresholds.fp16] snr_db": ("[thresholds.fp16]\nsnr_db = {v}\n", ["nan", "inf"]),
+    "[[inputs]] shape": ("", ["0", "-2", "nan", "1.5"]),
+    "[[inputs]] value": ("", ["nan", "inf", "-inf"]),
+}
+
+
+def _spec_with(place: str, value: str) -> str:
+    text, _ = SPEC_NUMBERS[place]
+    if place == "[[inputs]] shape":
+        return GOOD_SPEC.replace("shape = [-1, 16]", f"shape = [-1, {value}]")
+    if place == "[[inputs]] value":
+        return GOOD_SPEC.replace("shape = [-1, 16]", f"shape = [-1, 16]\nvalue = {value}")
+    return GOOD_SPEC + text.format(v=value)
+
+
+@pytest.mark.parametrize("place,value", [(p, v) for p, (_, values) in SPEC_NUMBERS.items() for v in values],
+                         ids=[f"{p}={v}" for p, (_, values) in SPEC_NUMBERS.items() for v in values])
+def test_a_number_in_the_spec_that_means_nothing(place, value, workspace, tmp_path):
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    spec = hostile / "numbers.toml"
+    spec.write_text(_spec_with(place, value))
+    argv = (["validate", workspace / "mlp.fp16.onnx", "--baseline", workspace / "mlp.onnx", "--spec", spec,
+             "--data", workspace / "data"] if place.startswith("[thresholds") else
+            ["calibrate", workspace / "mlp.onnx", "--spec", spec, "-o", out / "c.cache"])
+    check_refused(argv, workspace, out, hostile, ("numbers.toml",))
+
+
+# ---- paths with spaces, non-ASCII and leading dashes, through each command's good path -------
+
+STRANGE_FOLDER = "-dash ünï 名/with space"
+
+
+@pytest.fixture(scope="module")
+def strange(tmp_path_factory):
+    """The workspace's model, spec and data under a folder whose name starts with a dash and holds spaces
+    and non-ASCII; the model's own name starts with a dash too."""
+    import shutil
+
+    import models
+
+    root = tmp_path_factory.mktemp("paths") / STRANGE_FOLDER
+    root.mkdir(parents=True)
+    models.save(models.dynamic_mlp(), root / "-m ø.onnx")
+    models.save_batches(root / "dä ta", np.random.default_rng(0).normal(0, 1, (32, 16)).astype(np.float32))
+    (root / "spéc.toml").write_text(GOOD_SPEC.replace('"data"', '"dä ta"'))
+    code, _out, err, _ = run_cli(command_line("calibrate", {"model": root / "-m ø.onnx", "--spec": root / "spéc.toml",
+                                                            "-o": root / "-c ü.cache"}))
+    assert code == 0, err
+    shutil.copy(root / "-m ø.onnx", root / "-base ø.onnx")
+    return root
+
+
+GOOD_PATHS = {
+    "init": {"model": "{r}/-m ø.onnx", "--data": "{r}/dä ta", "-o": "{r}/out/-init ü.toml"},
+    "smooth": {"model": "{r}/-m ø.onnx", "--spec": "{r}/spéc.toml", "-o": "{r}/out/-s ü.onnx"},
+    "awq": {"model": "{r}/-m ø.onnx", "--round-to-nearest": None, "--block-size": "32", "-o": "{r}/out/-a ü.onnx"},
+    "quantize": {"model": "{r}/-m ø.onnx", "--precision": "int8", "--cache": "{r}/-c ü.cache", "-o": "{r}/out/-q ü.onnx"},
+    "sensitivity": {"model": "{r}/-m ø.onnx", "--cache": "{r}/-c ü.cache", "--spec": "{r}/spéc.toml", "--top": "1"},
+    "bench": {"candidate": "{r}/-m ø.onnx", "--batch": "4", "--iterations": "2", "--warmup-ms": "0", "--duration-s": "0"},
+    "triton": {"engines": "{r}/-m ø.onnx", "--name": "m", "-o": "{r}/out/rëpo"},
+    "inspect": {"path": "{r}/-c ü.cache"},
+    "validate": {"candidate": "{r}/-m ø.onnx", "--baseline": "{r}/-base ø.onnx", "--spec": "{r}/spéc.toml",
+                 "--report": "{r}/out/rep orts"},
+}
+
+
+@pytest.mark.parametrize("command", sorted(GOOD_PATHS))
+def test_strange_paths_work(command, strange):
+    values = {k: (v.format(r=strange) if v is not None else None) for k, v in GOOD_PATHS[command].items()}
+    argv = command_line(command, {k: v for k, v in values.items() if v is not None})
+    argv[1:1] = [k for k, v in values.items() if v is None]  # flags without a value
+    code, out, err, exception = run_cli(argv)
+    assert code == 0, f"exit {code} {exception!r}: {out}{err}"
+    if command == "validate":
+        assert (strange / "out" / "rep orts" / "-m ø.onnx.json").is_file()
+
+
+# ---- the runtime's Python API ------------------------------------------------------------------
+
+RUNNER_FEEDS = {
+    "float64": lambda: {"x": np.zeros((2, 16), np.float64)}, "int64": lambda: {"x": np.zeros((2, 16), np.int64)},
+    "strings": lambda: {"x": np.array([["a"] * 16] * 2)}, "a-list": lambda: {"x": [[0.0] * 16]},
+    "wrong-shape": lambda: {"x": np.zeros((2, 15), np.float32)}, "no-batch-axis": lambda: {"x": np.zeros(16, np.float32)},
+    "no-inputs": dict, "an-extra-input": lambda: {"x": np.zeros((2, 16), np.float32), "y": np.zeros(1)},
+}
+
+
+@pytest.mark.parametrize("what", sorted(RUNNER_FEEDS))
+def test_the_onnx_runner_refuses_feeds_in_one_line_naming_the_model(what, workspace):
+    from trtpipe.errors import TrtpipeError
+    from trtpipe.runtime import OnnxRunner
+
+    with OnnxRunner(workspace / "mlp.onnx") as runner:
+        with pytest.raises(TrtpipeError) as caught:
+            runner(RUNNER_FEEDS[what]())
+        assert str(caught.value).startswith("mlp.onnx: ") and "\n" not in str(caught.value), str(caught.value)
+        assert runner({"x": np.zeros((2, 16), np.float32)})["probs"].shape == (2, 8)  # and it still runs
+
+
+# ---- Ctrl-C while a command writes -------------------------------------------------------------
+
+INTERRUPTED = {**{c: GOOD_PATHS[c] for c in ("init", "smooth", "awq", "quantize", "triton", "validate")},
+               "calibrate": {"model": "{r}/-m ø.onnx", "--spec": "{r}/spéc.toml", "--force": None, "-o": "{r}/out/-c.cache"}}
+
+
+ONNX_ONLY = {"awq", "quantize", "smooth"}  # their one output is an ONNX, staged and then saved by onnx
+
+
+@pytest.mark.parametrize("command,when", [(c, w) for c in sorted(INTERRUPTED) for w in ("staged", "written")
+                                          if w == "staged" or c not in ONNX_ONLY])
+def test_ctrl_c_while_writing_leaves_nothing(command, when, strange, monkeypatch):
+    """A real SIGINT the moment the command stages an output ("staged": its first; "written": the first
+    whose bytes come from trtpipe.files): exit 130, the one line, and nothing of it left, finished or
+    temporary."""
+    import shutil
+    import signal
+
+    from trtpipe import files
+
+    out = strange / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    real = getattr(files.Outputs, "stage" if when == "staged" else "write")
+
+    def interrupted(self, *args, **kwargs):
+        result = real(self, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # handled at the next bytecode: inside the command
+        return result
+
+    monkeypatch.setattr(files.Outputs, "stage" if when == "staged" else "write", interrupted)
+    values = {k: (v.format(r=strange) if v is not None else None) for k, v in INTERRUPTED[command].items()}
+    argv = command_line(command, {k: v for k, v in values.items() if v is not None})
+    argv[1:1] = [k for k, v in values.items() if v is None]
+    code, stdout, stderr, exception = run_cli(argv)
+    assert code == 130 and stderr.strip().splitlines()[-1] == "trtpipe: interrupted; nothing unfinished was written", \
+        f"exit {code} {exception!r}: {stdout}{stderr}"
+    assert [p for p in out.rglob("*") if not p.is_dir()] == []

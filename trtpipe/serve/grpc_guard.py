@@ -1,0 +1,158 @@
+"""The gRPC front of `trtpipe serve`: every message bounded, and every inference request checked, before Triton.
+
+Triton 2.51 accepts gRPC messages of up to 2 GB (its frontend sets the largest message size gRPC
+allows) and has no option to bound it, so one client could make it hold 2 GB per request before any
+shape is checked. This front listens where clients call, with gRPC's own receive limit set to the
+largest request a served model takes: gRPC refuses a larger message from its length prefix, before
+reading it (measured: a server bounded at 1 MiB stayed at 34 MB resident while refusing 512 MiB).
+An inference request within that bound is parsed and its inputs checked against the model's limits
+(names, datatypes, shapes, bytes); the rest goes to Triton's gRPC on a loopback port unchanged, and
+Triton's answer (or error) comes back unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from concurrent import futures
+
+import grpc
+
+from trtpipe.errors import TrtpipeError
+from trtpipe.serve.guard import HEADER_BYTES
+from trtpipe.serve.limits import RequestLimits
+
+SERVICE = "/inference.GRPCInferenceService/"
+STREAM_METHOD = SERVICE + "ModelStreamInfer"
+INFER_METHOD = SERVICE + "ModelInfer"
+# Typed contents (int64_contents and the like) are varints: up to 10 bytes for an 8-byte element.
+CONTENT_BYTES_PER_BYTE = 2
+OTHER_MESSAGE_BYTES = 1 << 20  # any request but inference
+WORKERS = 64  # requests forwarded at once; more wait in gRPC's queue
+NO_DEADLINE_S = 1e9
+FORWARDED_METADATA_SKIP = ("user-agent", "grpc-", ":")
+
+
+def message_limit(limits: Mapping[str, RequestLimits]) -> int:
+    """Return the largest gRPC message the front receives: the largest request of any served model, encoded."""
+    largest = max((l.max_bytes for l in limits.values()), default=0)
+    return max(OTHER_MESSAGE_BYTES, HEADER_BYTES + CONTENT_BYTES_PER_BYTE * largest)
+
+
+def infer_problem(request, limits: Mapping[str, RequestLimits]) -> tuple[str, str] | None:
+    """Return (gRPC status name, the one line) of what is wrong with a ModelInferRequest, or None."""
+    model = limits.get(request.model_name)
+    if model is None:
+        return "NOT_FOUND", f"Request for unknown model: '{request.model_name}' is not found"
+    shapes, datatypes = {}, {}
+    for tensor in request.inputs:
+        if tensor.name in shapes:
+            return "INVALID_ARGUMENT", f"input '{tensor.name}' is given twice"
+        shapes[tensor.name], datatypes[tensor.name] = list(tensor.shape), tensor.datatype
+    if not shapes:
+        return "INVALID_ARGUMENT", f"the request has no inputs; model '{model.model}' takes {', '.join(model.inputs)}"
+    problem = model.problem(shapes, datatypes)
+    return ("INVALID_ARGUMENT", problem) if problem else None
+
+
+class GrpcGuard:
+    """The front on (host, port), forwarding what it accepts to Triton's gRPC on 127.0.0.1:`upstream`."""
+
+    def __init__(self, host: str, port: int, upstream: int, limits: Mapping[str, RequestLimits]):
+        from tritonclient.grpc import service_pb2
+
+        self.request_type = service_pb2.ModelInferRequest
+        self.limits = dict(limits)
+        largest = message_limit(self.limits)
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{upstream}", options=[
+            ("grpc.max_send_message_length", largest), ("grpc.max_receive_message_length", -1)])
+        self.server = grpc.server(futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="grpc-guard"),
+                                  handlers=[_Forward(self)], maximum_concurrent_rpcs=4 * WORKERS,
+                                  options=[("grpc.max_receive_message_length", largest),
+                                           ("grpc.max_send_message_length", -1), ("grpc.so_reuseport", 0)])
+        try:
+            self.server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError:
+            raise TrtpipeError(f"--grpc-port {port}: {host}:{port} is taken (another server?); "
+                               "choose a free port with --grpc-port") from None
+
+    def start(self) -> None:
+        """Start listening (gRPC serves from its own threads)."""
+        self.server.start()
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Stop listening, let the calls in flight finish (at most `grace_s`), close the channel to Triton."""
+        self.server.stop(grace_s).wait()
+        self.channel.close()
+
+    def refuse(self, context, problem: tuple[str, str]) -> None:
+        """End the call with the problem's status and line (raises, as gRPC's abort does)."""
+        context.abort(getattr(grpc.StatusCode, problem[0]), problem[1])
+
+    def metadata(self, context) -> list[tuple[str, str | bytes]]:
+        """Return the client's metadata that Triton should see (not gRPC's own keys)."""
+        return [(k, v) for k, v in context.invocation_metadata() if not k.startswith(FORWARDED_METADATA_SKIP)]
+
+    def unary(self, method: str, body: bytes, context) -> bytes:
+        """Return Triton's answer to one call, refusing an inference request the model does not take."""
+        if method == INFER_METHOD:
+            problem = self._checked(body)
+            if problem:
+                self.refuse(context, problem)
+        call = self.channel.unary_unary(method, _same, _same)
+        try:
+            return call(body, metadata=self.metadata(context), timeout=_deadline(context))
+        except grpc.RpcError as exc:
+            context.abort(exc.code(), exc.details() or "")
+
+    def stream(self, method: str, requests: Iterator[bytes], context) -> Iterator[bytes]:
+        """Forward a stream of inference requests; a bad one ends the stream with its reason once Triton is done."""
+        refused: list[tuple[str, str]] = []
+
+        def checked() -> Iterator[bytes]:
+            for body in requests:
+                problem = self._checked(body) if method == STREAM_METHOD else None
+                if problem:
+                    refused.append(problem)
+                    return  # Triton sees the stream end and answers what it already has
+                yield body
+
+        call = self.channel.stream_stream(method, _same, _same)
+        try:
+            yield from call(checked(), metadata=self.metadata(context), timeout=_deadline(context))
+        except grpc.RpcError as exc:
+            context.abort(exc.code(), exc.details() or "")
+        if refused:
+            self.refuse(context, refused[0])
+
+    def _checked(self, body: bytes) -> tuple[str, str] | None:
+        """Return what is wrong with the ModelInferRequest in `body`, or None."""
+        request = self.request_type()
+        try:
+            request.ParseFromString(body)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError, whichever implementation is installed
+            return "INVALID_ARGUMENT", "the request is not a ModelInferRequest; send the KServe v2 gRPC request"
+        return infer_problem(request, self.limits)
+
+
+def _deadline(context) -> float | None:
+    """Return the seconds the client gave the call, None when it gave no deadline (gRPC says ~2^63 then)."""
+    remaining = context.time_remaining()
+    return remaining if remaining is not None and remaining < NO_DEADLINE_S else None
+
+
+def _same(data: bytes) -> bytes:
+    return data
+
+
+class _Forward(grpc.GenericRpcHandler):
+    """A gRPC handler for every method: each is forwarded as bytes (ModelStreamInfer as a stream)."""
+
+    def __init__(self, guard: GrpcGuard):
+        self.guard = guard
+
+    def service(self, details):
+        method = details.method
+        if method == STREAM_METHOD:
+            return grpc.stream_stream_rpc_method_handler(lambda requests, context: self.guard.stream(method, requests, context),
+                                                         _same, _same)
+        return grpc.unary_unary_rpc_method_handler(lambda body, context: self.guard.unary(method, body, context), _same, _same)
