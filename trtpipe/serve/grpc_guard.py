@@ -65,6 +65,7 @@ class GrpcGuard:
         largest = message_limit(self.limits)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{upstream}", options=[
             ("grpc.max_send_message_length", largest), ("grpc.max_receive_message_length", -1)])
+        self.calls: dict[str, grpc.UnaryUnaryMultiCallable] = {}  # one per method: made once, not per call
         self.server = grpc.server(futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="grpc-guard"),
                                   handlers=[_Forward(self)], maximum_concurrent_rpcs=4 * WORKERS,
                                   options=[("grpc.max_receive_message_length", largest),
@@ -98,7 +99,7 @@ class GrpcGuard:
             problem = self._checked(body)
             if problem:
                 self.refuse(context, problem)
-        call = self.channel.unary_unary(method, _same, _same)
+        call = self.calls.get(method) or self.calls.setdefault(method, self.channel.unary_unary(method, _same, _same))
         try:
             return call(body, metadata=self.metadata(context), timeout=_deadline(context))
         except grpc.RpcError as exc:
