@@ -31,6 +31,8 @@ from calibrators.histogram import StreamingHistogram
 CANDIDATES = ("entropy", "max", "percentile 99.99", "percentile 99.999", "mse")
 # INT8: the least amax `auto` takes for a tensor (see the module's doc).
 CLIP_FLOOR = "percentile 99.99"
+# What `auto` decides by, recorded in a cache's sidecar: a cache chosen by another rule is stale.
+RULE = f"least layer-output error; int8 not under {CLIP_FLOOR}"
 # The choice pass reads at most this many calibration samples: enough to rank five candidates per
 # tensor, and it runs each quantized layer once per candidate, so it costs more per sample than the histograms.
 CHOICE_SAMPLES = 64
