@@ -82,7 +82,8 @@ def ort_onnx(entry: zoo.Entry, python: str, timeout: float) -> Path | None:
     work = OUT / entry.name
     calibration = bench_quality.stack_calibration(load_spec(entry.spec_path), work / "calibration.npz")
     out = work / f"{entry.name}.int8.{ONNXRUNTIME}.onnx"
-    return bench_quality.onnxruntime_peer(python, bench_quality.private_copy(entry.onnx, out), calibration, out, timeout)
+    return bench_quality.onnxruntime_peer(python, bench_quality.private_copy(entry.onnx, out), calibration, out, timeout,
+                                          entry.batch_size)  # 1 where the model fixes its batch
 
 
 def run_method(entry: zoo.Entry, precision: str, method: str, samples: int, timeout: float, peers_python: str) -> dict:
