@@ -8,9 +8,14 @@ verdict and the lowest cosine over the float outputs (as docs/zoo.md's table; th
 coverage and engine size do not depend on the method and are left out). Rows go to
 build/bench-methods/results.json, kept across runs per model and precision, and the table to stdout.
 `--methods modelopt` adds NVIDIA Model Optimizer's ONNX PTQ (its defaults, from the same samples),
-judged the same way.
+`--methods onnxruntime` ONNX Runtime's quantize_static (INT8 only: scripts/peer_ort_quantize.py),
+both judged the same way. `--table peers` prints the zoo's peer table instead of the methods table:
+per model and precision trtpipe's default (`auto`), Model Optimizer and ONNX Runtime, each with the
+metric that decides validate's verdict (the failing check of the lowest margin, else the passing one
+closest to its minimum).
 
     python scripts/bench_methods.py --only ppocr-rec,yolov8n --precisions int8
+    python scripts/bench_methods.py --only yolov8n --methods auto,modelopt,onnxruntime --table peers
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ METHODS = {
     "auto": ["--method", "auto"],
 }
 MODELOPT = "modelopt"  # NVIDIA Model Optimizer 0.47's ONNX PTQ with its defaults (--peers-python)
+ONNXRUNTIME = "onnxruntime"  # ONNX Runtime 1.24's quantize_static as scripts/peer_ort_quantize.py sets it up
+PEERS = {MODELOPT: "Model Optimizer 0.47", ONNXRUNTIME: "ONNX Runtime quantize_static"}
 
 
 def modelopt_onnx(entry: zoo.Entry, precision: str, python: str, timeout: float) -> Path | None:
@@ -68,6 +75,17 @@ def modelopt_onnx(entry: zoo.Entry, precision: str, python: str, timeout: float)
     return bench_quality.run_peer(command, out, out.with_suffix(".log"), timeout, [entry.onnx, calibration])
 
 
+def ort_onnx(entry: zoo.Entry, python: str, timeout: float) -> Path | None:
+    """Return ONNX Runtime quantize_static's INT8 Q/DQ ONNX from the zoo's calibration samples, or None (its log says why)."""
+    from trtpipe.config import load_spec
+
+    work = OUT / entry.name
+    calibration = bench_quality.stack_calibration(load_spec(entry.spec_path), work / "calibration.npz")
+    out = work / f"{entry.name}.int8.{ONNXRUNTIME}.onnx"
+    return bench_quality.onnxruntime_peer(python, bench_quality.private_copy(entry.onnx, out), calibration, out, timeout,
+                                          entry.batch_size)  # 1 where the model fixes its batch
+
+
 def run_method(entry: zoo.Entry, precision: str, method: str, samples: int, timeout: float, peers_python: str) -> dict:
     """Return one row: calibrate with `method`, quantize, validate; any failure is the row's reason."""
     work = OUT / entry.name
@@ -75,10 +93,14 @@ def run_method(entry: zoo.Entry, precision: str, method: str, samples: int, time
     cache, typed = work / f"{stem}.cache", work / f"{stem}.onnx"
     spec = ["--spec", entry.spec_path]
     row = {"model": entry.name, "precision": precision, "method": method}
-    if method == MODELOPT:
-        typed = modelopt_onnx(entry, precision, peers_python, timeout)
+    if method in PEERS:
+        if method == ONNXRUNTIME and precision != "int8":
+            row["reason"] = "quantize_static writes no FP8 activations TensorRT reads"
+            return row
+        typed = modelopt_onnx(entry, precision, peers_python, timeout) if method == MODELOPT else \
+            ort_onnx(entry, peers_python, timeout)
         if typed is None:
-            row["reason"] = f"Model Optimizer failed: see {work / f'{entry.name}.{precision}.{MODELOPT}.log'}"
+            row["reason"] = f"{PEERS[method]} failed: see {work / f'{entry.name}.{precision}.{method}.log'}"
             return row
         return validated(row, entry, typed, samples, timeout)
     steps = [["calibrate", entry.onnx, "--precision", precision, *METHODS[method], "--limit", samples,
@@ -105,8 +127,10 @@ def validated(row: dict, entry: zoo.Entry, typed: Path, samples: int, timeout: f
         return row
     judged = zoo.Row(entry.name, entry.family, row["precision"])
     failed = zoo.judge_report(judged, json.loads(step.stdout), zoo.float_outputs(entry.onnx))
+
+    report = json.loads(step.stdout)
     row.update(passed=not failed, cosine=judged.cosine, cosine_output=judged.cosine_output, samples=judged.samples,
-               reason="; ".join(failed))
+               reason="; ".join(failed), decided_by=report.get("decided_by"))
     return row
 
 
@@ -128,26 +152,60 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def decided(row: dict | None) -> str:
+    """Return one peer-table cell: the deciding metric's value and the verdict, or why there is none."""
+    if row is None:
+        return "not run"
+    if row.get("cosine") is None:
+        return row.get("reason", "failed")[:70]
+    verdict = "pass" if row["passed"] else "**FAIL**"
+    by = row.get("decided_by")
+    if not by:
+        return f"cosine {row['cosine']:.4f} {verdict}"
+    return f"{by['metric']} {by['value']:.4g} {verdict}"
+
+
+def render_peers(rows: list[dict]) -> str:
+    """Return the zoo's peer table: trtpipe's default beside Model Optimizer and ONNX Runtime, per model and precision."""
+    columns = {"auto": "trtpipe default (auto)", **PEERS}
+    lines = ["| model | precision | minimum | " + " | ".join(columns.values()) + " |", "|---|---|---|" + "---|" * len(columns)]
+    keys = sorted({(r["model"], r["precision"]) for r in rows}, key=lambda k: (k[0], k[1] != "int8"))
+    for model, precision in keys:
+        found = {m: next((r for r in rows if (r["model"], r["precision"], r["method"]) == (model, precision, m)), None)
+                 for m in columns}
+        if found["auto"] is None:
+            continue
+        by = found["auto"].get("decided_by") or {}
+        minimum = f"{by['metric']} >= {by['minimum']:g}" if by.get("minimum") is not None else "-"
+        cells = [decided(found[m]) if not (m == ONNXRUNTIME and precision != "int8") else "-" for m in columns]
+        lines.append(f"| {model} | {precision} | {minimum} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", required=True, help="comma-separated zoo model names")
+    parser.add_argument("--only", help="comma-separated zoo model names (default: every zoo model)")
     parser.add_argument("--precisions", default="int8,fp8")
     parser.add_argument("--methods", default=",".join(METHODS),
-                        help=f"comma-separated subset of: {', '.join(METHODS)}, {MODELOPT}")
+                        help=f"comma-separated subset of: {', '.join([*METHODS, *PEERS])}")
+    parser.add_argument("--table", choices=("methods", "peers"), default="methods",
+                        help="methods: every method's row; peers: trtpipe's default beside the peers")
     parser.add_argument("--peers-python", default=str(ROOT / "build" / "peers-venv" / "bin" / "python"),
-                        help=f"the python with nvidia-modelopt (make bench-quality makes it), for --methods {MODELOPT}")
+                        help="the python with nvidia-modelopt and onnxruntime (make bench-quality makes it), "
+                             f"for --methods {MODELOPT},{ONNXRUNTIME}")
     parser.add_argument("--samples", type=int, default=32, help="calibration and validation samples, as make zoo")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--results", default=str(OUT / "results.json"),
                         help="the rows, kept across runs (one file per concurrent run)")
     args = parser.parse_args()
     methods = [m.strip() for m in args.methods.split(",")]
-    unknown = sorted(set(methods) - {*METHODS, MODELOPT})
+    unknown = sorted(set(methods) - {*METHODS, *PEERS})
     if unknown:
         sys.exit(f"bench_methods: --methods names unknown methods: {', '.join(unknown)}")
     path = Path(args.results)
     rows = json.loads(path.read_text()) if path.is_file() else []
-    for entry in zoo.entries([n.strip() for n in args.only.split(",") if n.strip()]):
+    only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+    for entry in zoo.entries(only):
         zoo.fetch(entry, args.timeout)
         zoo.make_data(entry, args.samples)
         (OUT / entry.name).mkdir(parents=True, exist_ok=True)
@@ -158,7 +216,7 @@ def main() -> int:
                 rows = [r for r in rows if (r["model"], r["precision"], r["method"]) != (entry.name, precision, method)]
                 rows.append(row)
                 path.write_text(json.dumps(rows, indent=1) + "\n")
-    print(render(rows))
+    print(render_peers(rows) if args.table == "peers" else render(rows))
     return 0
 
 

@@ -83,9 +83,12 @@ def modelopt(python: str, model: Path, precision: str, calibration: Path, spec, 
     return run_peer(command, out, out.with_suffix(".log"), timeout, [original, calibration])
 
 
-def onnxruntime_peer(python: str, model: Path, calibration: Path, out: Path, timeout: float) -> Path | None:
+def onnxruntime_peer(python: str, model: Path, calibration: Path, out: Path, timeout: float,
+                     batch_size: int = 16) -> Path | None:
+    """ONNX Runtime's quantize_static (scripts/peer_ort_quantize.py), calibrating `batch_size` samples at a time."""
     script = ROOT / "scripts" / "peer_ort_quantize.py"
-    command = [python, str(script), "--onnx", str(model), "--calibration", str(calibration), "--output", str(out)]
+    command = [python, str(script), "--onnx", str(model), "--calibration", str(calibration), "--output", str(out),
+               "--batch-size", str(batch_size)]
     return run_peer(command, out, out.with_suffix(".log"), timeout, [model, calibration, script])
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 
 from calibrators.cache import read_cache
-from calibrators.choose import method_of
+from calibrators.choose import RULE, method_of
 from models import mlp, save, save_batches
 
 
@@ -39,6 +39,20 @@ def test_auto_is_the_default_and_the_header_and_sidecar_say_what_it_chose(tmp_pa
     code, _, err = cli("calibrate", model, "--data", tmp_path / "data", "--method", "percentile", "-o", tmp_path / "p.cache")
     assert code == 0, err
     assert (tmp_path / "p.cache").read_text().startswith("TRT-101300-PercentileCalibration")
+
+
+def test_an_auto_cache_chosen_by_an_earlier_rule_is_remade(tmp_path, cli):
+    model = save(mlp(batch="N"), tmp_path / "mlp.onnx")
+    _data(tmp_path / "data")
+    cache = tmp_path / "int8.cache"
+    assert cli("calibrate", model, "--data", tmp_path / "data", "-o", cache)[0] == 0
+    assert "up to date" in cli("calibrate", model, "--data", tmp_path / "data", "-o", cache)[1]
+    sidecar = json.loads((tmp_path / "int8.cache.json").read_text())
+    assert sidecar["auto_rule"] == RULE
+    sidecar["auto_rule"] = "least layer-output error"  # what a cache made before the INT8 floor records
+    (tmp_path / "int8.cache.json").write_text(json.dumps(sidecar))
+    code, out, _ = cli("calibrate", model, "--data", tmp_path / "data", "-o", cache)
+    assert code == 0 and "up to date" not in out
 
 
 def test_a_fresh_cache_is_reused_and_a_stale_one_recalibrated(tmp_path, cli):

@@ -73,11 +73,17 @@ def provenance(model_path, data_dir, options: CalibrationOptions, spec: ModelSpe
 
     `tensors` are the names the scales are keyed by (those of the cleaned graph): a change in how the
     graph is cleaned renames them, and a cache keyed by the old names would quantize nothing.
+    An `auto` cache also records the rule that chose (calibrators.choose.RULE), so a cache chosen by
+    an earlier rule is remade.
     """
     made_from = {"onnx_sha256": sha256(model_path), "data_sha256": data_fingerprint(data_dir), "options": asdict(options),
                  "spec": json.loads(json.dumps(spec_fingerprint(spec))) if spec is not None else None,
                  "versions": versions(),
                  "tensors_sha256": hashlib.sha256("\n".join(tensors or []).encode()).hexdigest()}
+    if options.method == "auto":
+        from calibrators.choose import RULE
+
+        made_from["auto_rule"] = RULE
     return made_from
 
 

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from calibrators.choose import CANDIDATES, choose, distinct, layer_errors, method_of, quantize_signed
+from calibrators.choose import CANDIDATES, CLIP_FLOOR, choose, distinct, floored, layer_errors, method_of, quantize_signed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,6 +91,13 @@ def test_the_layer_weights_decide_whether_clipping_an_outlier_pays(outlier_weigh
     assert errors["x"]["entropy"] == pytest.approx(clipped / norm, rel=1e-3)
     assert errors["x"]["max"] == pytest.approx(1000 * 0.0034**2 / norm, rel=1e-3)
     assert choose(errors["x"]) == expected
+
+
+def test_int8_never_clips_below_the_floor_percentile():
+    candidates = {"entropy": 0.5, "max": 4.0, CLIP_FLOOR: 1.0, "percentile 99.999": 2.0, "mse": 1.5}
+    assert floored(candidates, "entropy") == CLIP_FLOOR  # the least layer error, but it clips more
+    assert floored(candidates, "mse") == "mse" and floored(candidates, "max") == "max"
+    assert floored({"max": 0.0}, "max") == "max"  # an empty histogram has no percentile
 
 
 def test_a_tensor_feeding_two_layers_sums_their_errors():

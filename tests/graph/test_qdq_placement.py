@@ -62,14 +62,42 @@ def test_the_rule_names_grouped_convs_with_fewer_than_four_channels_per_group():
     assert not depthwise(grouped, {"g.w": np.zeros((16, 4, 3, 3), np.float32)})
 
 
-@pytest.mark.parametrize("precision", [Precision.INT8, Precision.FP8])
-def test_depthwise_convs_stay_unquantized_unless_asked(precision):
+def test_depthwise_convs_stay_unquantized_unless_asked():
     model, feeds = mobile_block()
     table = table_for(model, feeds)
-    typed, quantized = insert_qdq(model, table, precision)
+    typed, quantized = insert_qdq(model, table, Precision.INT8)
     assert quantized == ["stem", "pw"] and dequantized_weights(typed) == {"stem", "pw"}
-    typed, quantized = insert_qdq(model, table, precision, quantize_depthwise=True)
+    typed, quantized = insert_qdq(model, table, Precision.INT8, quantize_depthwise=True)
     assert quantized == ["stem", "dw", "pw"] and dequantized_weights(typed) == {"stem", "dw", "pw"}
+
+
+def conv_chain(shapes: list[tuple[int, int, int]], size=16):
+    """A chain of Convs named c0, c1...: (input channels, output channels, kernel side) each, Relu between."""
+    inits, nodes, x = [], [], "x"
+    for i, (cin, cout, k) in enumerate(shapes):
+        inits.append(numpy_helper.from_array(rng.normal(0, 0.2, (cout, cin, k, k)).astype(np.float32), f"c{i}.w"))
+        nodes += [helper.make_node("Conv", [x, f"c{i}.w"], [f"y{i}"], pads=[k // 2] * 4, name=f"c{i}"),
+                  helper.make_node("Relu", [f"y{i}"], [f"r{i}"], name=f"relu{i}")]
+        x = f"r{i}"
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, shapes[0][0], size, size])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, shapes[-1][1], size, size])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = onnxio.IR_VERSION
+    return model, {"x": rng.uniform(0, 1, (1, shapes[0][0], size, size)).astype(np.float32)}
+
+
+def test_fp8_leaves_convs_of_few_channels_or_large_kernels_unquantized():
+    """Model Optimizer's FP8 rule: at most 16 channels on either side, or a kernel over 32 elements."""
+    model, feeds = conv_chain([(3, 32, 3), (32, 16, 3), (16, 17, 1), (17, 17, 5), (17, 32, 7), (32, 32, 3)])
+    table = table_for(model, feeds)
+    typed, quantized = insert_qdq(model, table, Precision.FP8)
+    assert quantized == ["c3", "c5"] and dequantized_weights(typed) == {"c3", "c5"}
+    assert [(layer["node"], layer["reason"]) for layer in unquantized_layers(typed)] == [
+        ("c0", "fp8: 3 input and 32 output channels per group, at most 16 on one side"),
+        ("c1", "fp8: 32 input and 16 output channels per group, at most 16 on one side"),
+        ("c2", "fp8: 16 input and 17 output channels per group, at most 16 on one side"),
+        ("c4", "fp8: a kernel of 49 elements, over 32")]
+    assert insert_qdq(model, table, Precision.INT8)[1] == [f"c{i}" for i in range(6)]
 
 
 def test_leaving_the_depthwise_conv_out_keeps_the_typed_graph_close(tmp_path):
@@ -123,10 +151,11 @@ def test_weight_elements_counts_the_constant_operand_only():
     assert weight_elements(scores, constants, values) == 0
 
 
-@pytest.mark.parametrize("precision", [Precision.INT8, Precision.FP8])
-def test_layers_under_min_weights_stay_unquantized(precision):
+def test_layers_under_min_weights_stay_unquantized():
+    precision = Precision.INT8  # FP8 leaves the 3-channel stem out whatever min_weights says
     model, feeds = mobile_block()  # stem: 864 weight elements, pw: 1024
     table = table_for(model, feeds)
+    assert insert_qdq(model, table, Precision.FP8, min_weights=1024)[1] == ["pw"]
     assert insert_qdq(model, table, precision, min_weights=864)[1] == ["stem", "pw"]
     typed, quantized = insert_qdq(model, table, precision, min_weights=865)
     assert quantized == ["pw"] and dequantized_weights(typed) == {"pw"}

@@ -153,8 +153,8 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
               help="what the scales are for: the grid (INT8 or FP8 E4M3) every method measures against")
 @click.option("--method", type=click.Choice(["auto", "entropy", "max", "percentile", "mse"]), default="auto",
               show_default=True,
-              help="auto: per tensor, the method whose error at its layer's output is least; "
-                   "entropy is TensorRT's own (its implicit calibrator)")
+              help="auto: per tensor, the method whose error at its layer's output is least "
+                   "(INT8: never under percentile 99.99); entropy is TensorRT's own (its implicit calibrator)")
 @click.option("--percentile", type=FiniteFloatRange(0, 100, min_open=True), default=99.99, show_default=True,
               help="percentile method: the share of |x| kept, in (0, 100]")
 @click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")

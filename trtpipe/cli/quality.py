@@ -46,7 +46,7 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     graph = calibrated_graph(original, spec)  # the graph the cache's names and the typed passes refer to
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     table = load_table(cache, [precision])
-    layers = len(quantizable_layers(graph, table, spec.min_weights))
+    layers = len(quantizable_layers(graph, table, spec.min_weights, Precision.parse(precision)))
     if not layers:
         raise TrtpipeError(f"--cache {cache}: no Conv, MatMul or Gemm of {model} has scales in it; "
                            f"calibrate this model with 'trtpipe calibrate {model}'")

@@ -15,6 +15,13 @@ unquantized, for the same plan format: a CPU-built TensorRT-RTX plan stores ~145
 kernel source for each quantized layer, and INT8 saves one byte per weight element against FP16,
 so small layers make the plan larger (open-nsfw's INT8 plan: 14.1 MB quantizing all, under FP16's
 13.6 MB with min_weights = 65536).
+
+FP8 also leaves a Conv unquantized when it has at most FP8_MIN_CHANNELS input or output channels
+(per group) or a kernel of more than FP8_MAX_KERNEL elements, the rule NVIDIA Model Optimizer 0.47
+applies in FP8 (TensorRT's FP8 convolutions are no faster than FP16 there). It is an accuracy rule
+too: such a layer is typically the stem reading the image, whose 8-bit pixels E4M3's 3 mantissa
+bits cannot hold, and a few products per output average no rounding out. On YOLOv8n it lifts FP8
+from F1 0.693 to 0.889 (docs/zoo.md, "Calibration methods").
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ from trtpipe.targets import Precision
 QMAX = {Precision.INT8: 127.0, Precision.FP8: 448.0}
 # A quantized grouped Conv with fewer input channels per group is padded to this many by TensorRT-RTX.
 MIN_GROUP_CHANNELS = 4
+# FP8's Conv rule (see the module's doc): Model Optimizer's thresholds.
+FP8_MIN_CHANNELS = 16
+FP8_MAX_KERNEL = 32
 MIN_OPSET = {Precision.INT8: 13, Precision.FP8: 19}  # per-axis DequantizeLinear; float8 types
 # The typed ONNX's metadata key listing the Conv/MatMul/Gemm layers Q/DQ left unquantized, and why
 # (JSON, as KeptNode); the build copies it to the sidecar.
@@ -109,6 +119,21 @@ def depthwise(node, values: dict[str, np.ndarray]) -> bool:
     return group > 1 and weight.ndim >= 2 and weight.shape[1] < MIN_GROUP_CHANNELS
 
 
+def small_for_fp8(node, values: dict[str, np.ndarray]) -> str | None:
+    """Return why FP8 leaves the Conv `node` unquantized (few channels, a large kernel), None if it does not."""
+    if node.op_type != "Conv" or len(node.input) < 2 or node.input[1] not in values:
+        return None
+    weight = values[node.input[1]]
+    if weight.ndim < 3:
+        return None
+    outputs, inputs, kernel = weight.shape[0], weight.shape[1], int(np.prod(weight.shape[2:]))
+    if min(outputs, inputs) <= FP8_MIN_CHANNELS:
+        return f"fp8: {inputs} input and {outputs} output channels per group, at most {FP8_MIN_CHANNELS} on one side"
+    if kernel > FP8_MAX_KERNEL:
+        return f"fp8: a kernel of {kernel} elements, over {FP8_MAX_KERNEL}"
+    return None
+
+
 def weight_elements(node, constants: set[str], values: dict[str, np.ndarray]) -> int:
     """Return how many elements the layer's constant weight holds (0 for an activation-only MatMul)."""
     slot = weight_slot(node, constants)
@@ -117,10 +142,11 @@ def weight_elements(node, constants: set[str], values: dict[str, np.ndarray]) ->
 
 
 def why_left_out(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
-                 quantize_depthwise: bool = False, min_weights: int = 0) -> str | None:
+                 quantize_depthwise: bool = False, min_weights: int = 0,
+                 precision: Precision | None = None) -> str | None:
     """Return why Q/DQ insertion leaves the Conv/MatMul/Gemm `node` unquantized, None if it quantizes it:
     an activation without a scale, a depthwise Conv unless `quantize_depthwise`, fewer than
-    `min_weights` weight elements (see the module's doc)."""
+    `min_weights` weight elements, in FP8 a Conv of few channels or a large kernel (see the module's doc)."""
     missing = [name for name in activation_inputs(node, constants) if name not in table.amax]
     if missing:
         return f"no scale for '{missing[0]}' in the cache"
@@ -128,15 +154,17 @@ def why_left_out(node, constants: set[str], table: CalibrationTable, values: dic
         return f"depthwise convolution: TensorRT-RTX pads a quantized one's groups to {MIN_GROUP_CHANNELS} channels"
     if min_weights and (count := weight_elements(node, constants, values)) < min_weights:
         return f"{count} weight elements, under min_weights {min_weights}"
+    if precision is Precision.FP8:
+        return small_for_fp8(node, values)
     return None
 
 
 def quantizable(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
-                quantize_depthwise: bool = False, min_weights: int = 0) -> bool:
-    """Return True if Q/DQ insertion quantizes `node`: a Conv/MatMul/Gemm with an activation input
-    that nothing leaves out (why_left_out)."""
+                quantize_depthwise: bool = False, min_weights: int = 0, precision: Precision | None = None) -> bool:
+    """Return True if Q/DQ insertion for `precision` quantizes `node`: a Conv/MatMul/Gemm with an
+    activation input that nothing leaves out (why_left_out)."""
     return (bool(activation_inputs(node, constants))
-            and why_left_out(node, constants, table, values, quantize_depthwise, min_weights) is None)
+            and why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision) is None)
 
 
 def _zero_point(precision: Precision, size: int):
@@ -154,7 +182,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
 
     `scales_fit_fp16`: every scale is an FP16 value, for a graph that will compute in FP16.
     `only`: node names to quantize; the others are left alone (per-layer sensitivity).
-    `quantize_depthwise`: quantize depthwise convolutions too (left out by default: see the module's doc).
+    `quantize_depthwise`: quantize depthwise convolutions too (left out by default: see the module's doc);
+    it does not lift FP8's rule for few channels, which leaves most depthwise convolutions out anyway.
     `min_weights`: leave layers with fewer weight elements unquantized (see the module's doc).
     """
     from onnx import helper, numpy_helper
@@ -204,7 +233,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
             new_nodes.append(node)
             continue
         reason = ("excluded (--exclude or the spec's [quantize] exclude)" if node_matches(node, exclude) else
-                  why_left_out(node, constants, table, values, quantize_depthwise, min_weights))
+                  why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision))
         if reason is not None:
             left_out.append(KeptNode(toolkit.label(node), node.op_type, reason))
             new_nodes.append(node)

@@ -21,11 +21,13 @@ from trtpipe.graph.toolkit import label
 from trtpipe.targets import Precision
 
 
-def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0) -> list:
-    """Return the nodes Q/DQ insertion would quantize: Conv, MatMul, Gemm with scales in `table`, not
-    depthwise, with at least `min_weights` weight elements (the spec's)."""
+def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0, precision: Precision | None = None) -> list:
+    """Return the nodes Q/DQ insertion for `precision` would quantize: Conv, MatMul, Gemm with scales
+    in `table`, not depthwise, with at least `min_weights` weight elements (the spec's), in FP8 not
+    a Conv of few channels (graph.qdq)."""
     constants, values = constant_names(model), float_constants(model)
-    return [node for node in model.graph.node if quantizable(node, constants, table, values, min_weights=min_weights)]
+    return [node for node in model.graph.node
+            if quantizable(node, constants, table, values, min_weights=min_weights, precision=precision)]
 
 
 def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Mapping[str, np.ndarray]],
@@ -43,7 +45,7 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
     from trtpipe.quality.tasks import check_inputs, judge_model, make_task, make_tasks
     from trtpipe.runtime.onnxrt import OnnxRunner
 
-    layers = quantizable_layers(model, table, spec.min_weights if spec else 0)
+    layers = quantizable_layers(model, table, spec.min_weights if spec else 0, precision)
     if not layers:
         return []
     batches = list(batches)  # every layer runs on the same samples: keep --limit modest

@@ -385,7 +385,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     feeds = synthetic_feeds(spec.inputs, opt, batch_size)
     costs = cost_model(model, gpu, feeds)
     constants = constant_names(model)
-    nodes = quantizable_layers(model, Config(DEFAULT_METHOD[str(precision)]).table(amax), spec.min_weights)
+    nodes = quantizable_layers(model, Config(DEFAULT_METHOD[str(precision)]).table(amax), spec.min_weights, precision)
     layers = [(label(n), activation_inputs(n, constants)) for n in nodes]
     grid = "fp8" if precision is Precision.FP8 else "int8"
     default_amax = amax[DEFAULT_METHOD[str(precision)]]
