@@ -10,7 +10,7 @@ import pytest
 from trtpipe.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.append(str(ROOT / "scripts"))  # after tests/: both hold a zoo.py, and the tests mean their own
 import command_docs
 
 
