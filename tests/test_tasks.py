@@ -12,7 +12,7 @@ from trtpipe.quality.tasks import Degenerate, make_task, make_tasks
 from trtpipe.quality.tasks.classification import margins, probabilities
 from trtpipe.quality.tasks.dense import masks
 from trtpipe.quality.tasks.detection import Detections, average_precision, decode, iou_matrix, match, nms
-from trtpipe.quality.tasks.embedding import neighbour_agreement
+from trtpipe.quality.tasks.embedding import nearest, neighbour_agreement
 from trtpipe.quality.validate import Check, deciding, headline
 from trtpipe.runtime.runner import IOSpec
 
@@ -71,6 +71,21 @@ def test_neighbour_agreement_counts_shared_neighbours():
     assert neighbour_agreement(base, base, 1) == 1.0
     swapped = base[[0, 2, 1, 3]]  # samples 1 and 2 trade places: half the nearest neighbours change
     assert neighbour_agreement(swapped, base, 1) == 0.0
+
+
+def test_neighbour_agreement_forgives_the_order_of_near_ties_only():
+    """Sample 0's two nearest are 0.002 apart in FP32: a candidate that swaps them keeps its neighbour;
+    one that swaps it for a sample 0.5 further away does not."""
+    angles = np.radians([0, 10, 10.4, 70, 75])
+    base = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    near = base.copy()
+    near[2] = [np.cos(np.radians(9.6)), np.sin(np.radians(9.6))]  # now nearer to 0 than sample 1 is
+    assert nearest(near, 1)[0, 0] == 2 and nearest(base, 1)[0, 0] == 1
+    assert neighbour_agreement(near, base, 1) == 1.0
+    assert neighbour_agreement(near, base, 1, near_tie=0.0) < 1.0
+    far = base.copy()
+    far[3] = [np.cos(np.radians(1)), np.sin(np.radians(1))]  # sample 3 moves next to 0: FP32 has it 0.64 away
+    assert neighbour_agreement(far, base, 1) < 1.0
 
 
 def test_probabilities_and_margins():
