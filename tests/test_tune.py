@@ -314,6 +314,36 @@ def test_a_choice_that_fails_on_validation_walks_the_ladder(workdir, cli):
         assert confirmed["estimated_ms"] > chosen["estimated_ms"]  # more in FP16 costs more
 
 
+def test_the_ladder_starts_no_rung_once_the_deadline_has_passed(workdir):
+    from trtpipe.config import load_spec
+    from trtpipe.deadline import Deadline
+    from trtpipe.quality.tune import tune
+    from trtpipe.targets import Precision, Target
+
+    rng = np.random.default_rng(1)  # brighter validation data than calibration, as above: the ladder is walked
+    save_batches(workdir / "bright", rng.normal(0, 6, (32, 3, 16, 16)).astype(np.float32))
+    (workdir / "spec.toml").write_text(SPEC.format(cosine=0.999))
+    now = [0.0]  # a clock that moves only when the test moves it: no timing in the test
+    rungs_seen = []
+
+    def on_phase(text):
+        if "more kept:" in text:  # a rung was judged: the deadline passes now
+            rungs_seen.append(text)
+            now[0] = 2.0
+
+    result = tune(workdir / "conv.onnx", load_spec(workdir / "spec.toml"), Precision.INT8, Target.parse("sm_89"),
+                  workdir / "calib", workdir / "bright", budget_seconds=120, slack=0, on_phase=on_phase,
+                  deadline=Deadline(1.0, lambda: now[0]))
+    assert result.chosen.passed and not result.validation.passed  # the search finished: its clock never moved
+    assert len(result.rungs) == len(rungs_seen) == 1 and not result.rungs[0].report.passed
+    assert result.confirmed is None and "validation ladder, after 1 rung: the budget ran out" in result.stopped
+    # Already passed: the search still judges its first configurations, the validation set is never read.
+    result = tune(workdir / "conv.onnx", load_spec(workdir / "spec.toml"), Precision.INT8, Target.parse("sm_89"),
+                  workdir / "calib", workdir / "bright", budget_seconds=120, deadline=Deadline(0.0, lambda: 1.0))
+    assert result.validation is None and not result.rungs and "before it" in result.stopped
+    assert all(t.step == "default" or t.step.startswith("all ") for t in result.trials)
+
+
 def test_a_choice_that_fails_on_validation_without_a_ladder_says_so(workdir, cli):
     rng = np.random.default_rng(1)
     save_batches(workdir / "bright", rng.normal(0, 6, (32, 3, 16, 16)).astype(np.float32))
