@@ -129,10 +129,12 @@ def test_a_budget_of_zero_starts_nothing_and_says_so(cli, workdir):
     (("--data", "{w}/wrong-shape", *RTX), "{w}/wrong-shape/000.npy: input 'input' has shape [4, 5]"),  # after init wrote
     (("--data", "{w}/one-file", *RTX), "--data {w}/one-file: one file holds every sample"),
     (("--data", "{w}/photos", "--validation", "{w}/no-such-dir", *RTX), "--validation {w}/no-such-dir: no such directory"),
+    (("--spec", "{w}/wrong.toml", *RTX), "{w}/wrong-shape/000.npy: input 'input' has shape [4, 5]"),  # after the split
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, workdir, args, message):
     models.save_batches(workdir / "wrong-shape", np.zeros((8, 5), np.float32), per_file=4)
     models.save_batches(workdir / "one-file", np.zeros((4, 3, 64, 96), np.float32))
+    (workdir / "wrong.toml").write_text('[data]\ncalibration = "wrong-shape"\n')  # no validation: deploy splits it
     out = workdir / "bad"
     code, _out, err = cli("deploy", workdir / "m.onnx", *[a.format(w=workdir) for a in args], "-o", out)
     errors = [line for line in err.splitlines() if not line.startswith("-- ")]  # "-- " lines are progress

@@ -312,7 +312,8 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
     created = not output.exists()
     # What this run makes before it can find bad input (data the model cannot read): a rerun must not
     # take a spec or a split written for data that does not work as the user's.
-    fresh = [p for p in (output / f"{model_path.stem}.toml", output / "data") if spec_path is None and not p.exists()]
+    fresh = [p for p in ([output / f"{model_path.stem}.toml"] if spec_path is None else []) + [output / "data"]
+             if not p.exists()]
     try:
         inputs = _inputs(model, model_path, data_dir, validation_dir, Path(spec_path) if spec_path else None,
                          output, on_step)
