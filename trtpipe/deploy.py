@@ -109,13 +109,12 @@ class DeployResult:
 
 @dataclass
 class _Inputs:
-    """The spec deploy runs on and what it wrote for it this run (removed again when bad input stops it)."""
+    """The spec deploy runs on, whether this run wrote it, and which data validates."""
 
     spec: ModelSpec
     path: Path
-    written: bool  # the spec, by this run
+    written: bool
     validation: str  # which data validates, in a sentence
-    split: Path | None = None  # OUT/data, made by this run: the held-out split
 
 
 def _inputs(model, model_path: Path, data_dir: Path | None, validation_dir: Path | None, spec_path: Path | None,
@@ -124,7 +123,7 @@ def _inputs(model, model_path: Path, data_dir: Path | None, validation_dir: Path
     data calibration does not read: --validation, the spec's, else files held out of the calibration data."""
     from trtpipe.starting_spec import starting_spec
 
-    written, split, how, source = False, None, "", None
+    written, how, source = False, "", None
     if spec_path is None:
         spec_path = output / f"{model_path.stem}.toml"
         if spec_path.is_file():
@@ -135,8 +134,8 @@ def _inputs(model, model_path: Path, data_dir: Path | None, validation_dir: Path
             check_output(spec_path, [model_path, data_dir])
             calibration, validation = data_dir, validation_dir
             if validation is None:
-                source, split = data_dir, output / "data"
-                calibration, validation, how = _hold_out(data_dir, split, on_step)
+                source = data_dir
+                calibration, validation, how = _hold_out(data_dir, output / "data", on_step)
             ensure_dir(output)
             write_text(spec_path, starting_spec(model, model_path, calibration, spec_path=spec_path,
                                                 validation_dir=validation))
@@ -150,11 +149,10 @@ def _inputs(model, model_path: Path, data_dir: Path | None, validation_dir: Path
     if spec.calibration is None:
         raise TrtpipeError(f"--data DIR is needed (or a --spec with data.calibration): {spec_path} names no calibration data")
     if not how and (spec.validation is None or _overlap(spec.calibration, spec.validation)):
-        source, split = spec.calibration, output / "data"
-        spec.calibration, spec.validation, how = _hold_out(source, split, on_step)
+        source = spec.calibration
+        spec.calibration, spec.validation, how = _hold_out(source, output / "data", on_step)
         spec.calibration, spec.validation = spec.calibration.resolve(), spec.validation.resolve()
-    inputs = _Inputs(spec, spec_path, written, how or f"validation on {spec.validation}, which calibration does not read",
-                     split)
+    inputs = _Inputs(spec, spec_path, written, how or f"validation on {spec.validation}, which calibration does not read")
     if source is not None:
         _probe(model_path, spec, source)
     return inputs
@@ -174,7 +172,7 @@ def _hold_out(source: Path, into: Path, on_step) -> tuple[Path, Path, str]:
         raise TrtpipeError(f"--data {source}: one file holds every sample, so deploy cannot hold some out to "
                            "validate on; pass --validation DIR (other samples of the same kind)")
     held = files[HOLD_OUT_EVERY - 1::HOLD_OUT_EVERY] or files[-1:]
-    kept = [p for p in files if p not in set(held)]
+    kept = [p for p in files if p not in held]
     labels = [source / data.LABELS_FILE] if (source / data.LABELS_FILE).is_file() else []
     draft = into.with_name(into.name + ".partial")
     shutil.rmtree(draft, ignore_errors=True)
@@ -196,8 +194,9 @@ def _probe(model_path: Path, spec: ModelSpec, source: Path) -> None:
     file the user gave rather than by its link in OUT/data."""
     from trtpipe.runtime.onnxrt import OnnxRunner
 
+    size = data.fixed_batch(spec) or 1  # an export for batch N runs on N samples at once
     with data.model_runs_on(source), OnnxRunner(model_path) as runner:
-        runner(next(data.iter_batches(spec, source, 1, limit=1)).arrays)
+        runner(next(data.iter_batches(spec, source, size, limit=size)).arrays)
 
 
 def _runs_here(target: Target) -> bool:
