@@ -339,14 +339,15 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
     untried: list[str] = []  # the steps the deadline stopped, in order
     # Calibration first: data the model cannot read is bad input, not a precision that fails.
     caches, to_calibrate = caches_for(model_path, precisions, build_options, output)
+    uncalibrated = set()  # caches the deadline left unwritten: their precisions are not built
     for grid, path in to_calibrate.items():
         if deadline.passed():
             untried.append(f"{grid} calibration")
+            uncalibrated.add(path)
             continue
         on_step(f"calibrating {grid} on {spec.calibration}")
         calibrate(model_path, spec.calibration, path, CalibrationOptions(DEFAULT_METHOD[grid], grid=grid), spec)
     build_options.caches = caches
-    uncalibrated = {to_calibrate[grid] for grid in to_calibrate if f"{grid} calibration" in untried}
 
     on_engine = _runs_here(options.target)
     reports = output / "reports"
