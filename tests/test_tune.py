@@ -224,11 +224,10 @@ def test_local_noise_is_zero_on_the_grid_and_counts_clipping():
 
 
 def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_halves():
-    import time
-
     from calibrators.collect import collect_histograms
     from calibrators.graph import quantized_activations
     from trtpipe.config import ModelSpec
+    from trtpipe.deadline import Deadline
     from trtpipe.quality.sensitivity import layer_sensitivity
     from trtpipe.quality.tune import Search, amax_by_method
     from trtpipe.targets import Precision
@@ -240,7 +239,7 @@ def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_hal
     search = Search(model, ModelSpec("conv", Path("."), task="classification"), Precision.INT8, amax, layers,
                     lambda q: float(len(q)), batches, [], {"cosine": 0.99}, budget_seconds=600,
                     proxy={"conv0": 3.0, "conv1": 1.0, "fc": 2.0})
-    search._deadline = time.monotonic() + 600
+    search._deadline = Deadline.after(600)
     search.ranking_share = 0.0  # no time to measure: the proxy decides
     assert search.rank_layers(Config("max")) == ["conv0", "fc", "conv1"]
     search.ranking_share = 1.0
