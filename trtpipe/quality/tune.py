@@ -132,10 +132,14 @@ class Search:
         if default is not None:
             self.evaluate(default, "default")
         self._phase("one method for every tensor")
-        uniform = [self.evaluate(Config(method), f"all {method}") for method in self.amax]
-        current = max(uniform, key=lambda t: t.margins)
-        if self.out_of_time():
+        uniform = []
+        for method in self.amax:
+            if self.trials and self.out_of_time():  # each trial runs the model on every tuning sample
+                break
+            uniform.append(self.evaluate(Config(method), f"all {method}"))
+        if self.out_of_time() or not uniform:
             return self.best()
+        current = max(uniform, key=lambda t: t.margins)
         self._phase(f"ranking layers by sensitivity ({current.config.method})")
         ranking = self.rank_layers(current.config)
         if default is not None and default.exclude:
