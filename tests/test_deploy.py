@@ -90,8 +90,8 @@ def test_deploy_tunes_what_fails_and_leaves_no_failing_engine(cli, workdir):
 
 
 def test_no_step_starts_once_the_budget_is_spent(workdir):
-    """The deadline passes when INT8 is judged (a clock the test moves, no timing): FP8 is not built,
-    INT8 is not tuned, and deploy says so, keeping the engines that passed before."""
+    """The deadline passes when INT8 is judged (a clock the test moves, no timing): FP8 is neither
+    calibrated nor built, INT8 is not tuned, and deploy says so, keeping the engines that passed before."""
     (workdir / "strict.toml").write_text(STRICT)
     now = [0.0]
 
@@ -106,9 +106,9 @@ def test_no_step_starts_once_the_budget_is_spent(workdir):
     assert outcomes["fp16"].passed and outcomes["int8"].report is not None and not outcomes["int8"].passed
     assert outcomes["int8"].note == "fails; not tried: the budget ran out before tuning"
     assert outcomes["fp8"].note == "not tried: the budget ran out before its build" and outcomes["fp8"].report is None
-    assert "ran out before: fp8 build, " in result.notes[-1] and "int8 tuning" in result.notes[-1]
+    assert "ran out before: fp8 calibration, fp8 build, " in result.notes[-1] and "int8 tuning" in result.notes[-1]
     assert not list(out.glob("*.tuned.cache")) and not list(out.glob("m.int8.*engine*")) and not (out / "m.int8.onnx").exists()
-    assert not list(out.glob("m.fp8.*engine*")) and (out / "m.fp16.sm89.engine").is_file()
+    assert not list(out.glob("m.fp8.*")) and (out / "m.fp16.sm89.engine").is_file()  # fp8 not even calibrated
     assert result.chosen is not None and result.chosen.engine.is_file() and (out / "triton").is_dir()
 
 
@@ -117,7 +117,7 @@ def test_a_budget_of_zero_starts_nothing_and_says_so(cli, workdir):
     code, stdout, err = cli("deploy", workdir / "m.onnx", "--data", workdir / "photos", *RTX, "--budget-min", "0",
                             "-o", out)
     assert code == 1, stdout + err
-    assert "ran out before: int8 calibration, fp8 calibration, fp16 build" in stdout
+    assert "ran out before: fp16 build, bf16 build, int8 calibration, int8 build, fp8 calibration" in stdout
     assert "no precision passes" in stdout and not list(out.glob("*.engine")) and not list(out.glob("*.cache"))
 
 
