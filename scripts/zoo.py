@@ -614,7 +614,8 @@ def deploy_all(chosen: list[Entry], every: list[str], args) -> int:
 
         row = deploy_model(entry, args.samples, args.budget_min, args.timeout, say)
         (entry.dir / "deploy.json").write_text(json.dumps(asdict(row), indent=1))
-        print(f"[{number}/{len(chosen)}] {entry.name}: {row.chosen or 'nothing'} ({row.why or row.reason})", flush=True)
+        print(f"[{number}/{len(chosen)}] {entry.name}: {row.chosen or 'nothing'} ({row.why or row.reason}"
+              f"{'; untried: ' + row.untried if row.untried else ''})", flush=True)
     stamp = (f"Each model's last `scripts/zoo.py --deploy` (make zoo-deploy); table written "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {versions()}; `trtpipe deploy` on the model's "
              f"spec (its calibration and validation data, {args.samples} samples each but where [zoo] says more), "
