@@ -112,6 +112,22 @@ def test_no_step_starts_once_the_budget_is_spent(workdir):
     assert result.chosen is not None and result.chosen.engine.is_file() and (out / "triton").is_dir()
 
 
+def test_a_precision_that_cannot_be_validated_is_noted_and_the_others_go_on(cli, workdir, tmp_path):
+    """At opset 12 the BF16 graph's Casts from bfloat16 are not valid ONNX (Cast takes it from opset 13),
+    and ONNX Runtime refuses the graph, as on PP-OCR's recognizer: one precision's note, not exit 2."""
+    model = models.conv_net(batch="N", height="H", width="W")
+    model.opset_import[0].version = 12
+    models.save(model, tmp_path / "m12.onnx")
+    code, stdout, err = cli("deploy", tmp_path / "m12.onnx", "--data", workdir / "photos", *RTX, "-o", tmp_path / "out")
+    assert code == 0, stdout + err
+    bf16 = [line for line in stdout.splitlines() if line.startswith("bf16: ")]
+    if bf16:  # not judged: its engine is gone, the rest were built and judged
+        assert bf16[0].startswith("bf16: not validated (its engine is deleted): ") and "m12.bf16.onnx" in bf16[0]
+        assert not list((tmp_path / "out").glob("m12.bf16.*")) and "| int8 |" in stdout
+    else:
+        assert "| bf16 |" in stdout  # the BF16 graph is valid at opset 12 now: judged as any other
+
+
 def test_a_budget_of_zero_starts_nothing_and_says_so(cli, workdir):
     out = workdir / "zero"
     code, stdout, err = cli("deploy", workdir / "m.onnx", "--data", workdir / "photos", *RTX, "--budget-min", "0",

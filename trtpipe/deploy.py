@@ -215,22 +215,31 @@ def _runs_here(target: Target) -> bool:
 
 def _validate(outcome: Outcome, model_path: Path, spec: ModelSpec, reports: Path, on_engine: bool,
               batch_size: int) -> None:
-    """Judge the outcome's engine (or, simulated, its typed ONNX) against FP32 on the validation data; write its report."""
+    """Judge the outcome's engine (or, simulated, its typed ONNX) against FP32 on the validation data; write its report.
+
+    A candidate that cannot run (PP-OCR's recognizer at opset 12: its BF16 graph casts from bfloat16,
+    which Cast takes from opset 13 on, and ONNX Runtime refuses it) is the outcome's note, not bad
+    input: the data was probed before any step.
+    """
     from trtpipe.quality.validate import compare, named_thresholds, thresholds_for, write_report
     from trtpipe.runtime.onnxrt import OnnxRunner
 
-    if on_engine:
-        from trtpipe.runtime.engine import Engine
-
-        runner, candidate = Engine(outcome.engine), outcome.engine
-    else:
-        runner, candidate = OnnxRunner(outcome.typed_onnx), outcome.typed_onnx
     labels = data.labels_path(None, spec.labels, spec.validation)
     labels = data.read_labels(labels) if labels else None
     precision = str(outcome.precision)
-    with runner, OnnxRunner(model_path) as base, data.model_runs_on(spec.validation):
-        outcome.report = compare(runner, base, spec, spec.validation, precision, labels,
-                                 thresholds_for(precision, spec), batch_size, named=named_thresholds(precision, spec))
+    try:
+        if on_engine:
+            from trtpipe.runtime.engine import Engine
+
+            runner, candidate = Engine(outcome.engine), outcome.engine
+        else:
+            runner, candidate = OnnxRunner(outcome.typed_onnx), outcome.typed_onnx
+        with runner, OnnxRunner(model_path) as base, data.model_runs_on(spec.validation):
+            outcome.report = compare(runner, base, spec, spec.validation, precision, labels,
+                                     thresholds_for(precision, spec), batch_size, named=named_thresholds(precision, spec))
+    except TrtpipeError as exc:
+        outcome.report, outcome.note = None, f"not validated (its engine is deleted): {exc}"
+        return
     outcome.report_path = write_report(outcome.report, reports, candidate.name)[0]
 
 
@@ -375,7 +384,8 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
             untried.append(f"{precision} validation")
             continue
         _validate(outcome, model_path, spec, reports, on_engine, options.batch_size)
-        on_step(f"{precision}: {outcome.report.deciding_checks()} -> {'PASS' if outcome.passed else 'FAIL'}")
+        if outcome.report is not None:
+            on_step(f"{precision}: {outcome.report.deciding_checks()} -> {'PASS' if outcome.passed else 'FAIL'}")
 
     failing = [o for o in outcomes if o.report is not None and not o.passed and o.precision in TUNABLE]
     for number, outcome in enumerate(failing):
@@ -477,6 +487,8 @@ def _tune(outcome: Outcome, model_path: Path, spec: ModelSpec, options: DeployOp
         outcome.note = f"tuned ({kept}{stopped}), " + OUT_OF_TIME.format(step="its validation")
         return "validation after tuning"
     _validate(outcome, model_path, spec, output / "reports", on_engine, options.batch_size)
+    if outcome.report is None:  # it could not run: _validate's note says why
+        return "tuning (cut short)" if result.stopped else ""
     outcome.note = f"tuned ({kept}{stopped}): {'passes' if outcome.passed else 'still fails'}"
     on_step(f"{precision} tuned: {outcome.report.deciding_checks()} -> {'PASS' if outcome.passed else 'FAIL'}")
     return "tuning (cut short)" if result.stopped else ""
