@@ -34,8 +34,9 @@ PREFERENCES = ("size", "precision")
               help="minutes the whole deploy may take: no calibration, build, validation or tuning step starts "
                    "after them (one that has started finishes), and what they left untried is said")
 @click.option("--prefer", type=click.Choice(PREFERENCES), default="size", show_default=True,
-              help="which passing engine to serve: size, the smallest engine file (then the narrowest precision); "
-                   "precision, the narrowest precision (then the one nearer FP32)")
+              help="which passing engine to serve: size, the smallest engine file (engines within 5% of it are "
+                   "equals, and the narrowest precision among them, then the one nearer FP32, wins); precision, the "
+                   "narrowest precision (then the one nearer FP32)")
 @click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
 @click.option("-o", "--output", type=click.Path(path_type=Path),
               help="directory for the engines, reports/, summary.md and triton/; default: deploy/<model>")
