@@ -73,6 +73,7 @@ test: lint
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check trtpipe calibrators models tests scripts
+	$(VENV)/bin/mypy  # what it checks: [tool.mypy] in pyproject.toml (trtpipe/graph, trtpipe/runtime)
 
 # ---- the pipeline, per model and precision -------------------------------------------------
 # Installing packages does not re-export (.venv is order-only); editing export.py does.
@@ -211,9 +212,11 @@ SERVE_FILE := $(BUILD)/$(SERVE_MODEL)/$(SERVE_MODEL).$(if $(PRECISION),$(PRECISI
 serve: $(if $(PRECISION),$(BUILD)/$(SERVE_MODEL)/$(SERVE_MODEL).$(PRECISION).$(SM).engine,$(BUILD)/$(SERVE_MODEL)/$(SERVE_MODEL).onnx)
 	$(TRTPIPE) serve $(SERVE_FILE) $(SERVE_FLAGS)
 
-# Served throughput and latency against the same runner in-process, in one run, with a plot (CPU here).
+# One run, about 2 min: a tiny MLP and MODEL (default EfficientNet-lite0, compute-bound) served by
+# `trtpipe serve`, against the same runner in-process and against a floor server that computes
+# nothing: p50/p99 at concurrency 1, throughput at 1, 4, 16 as ratios, the load average with each.
 bench-serve: $(BUILD)/$(or $(MODEL),efficientnet-lite0)/$(or $(MODEL),efficientnet-lite0).onnx
-	$(PY) scripts/bench_serve.py --model $(or $(MODEL),efficientnet-lite0)
+	$(PY) scripts/bench_serve.py --model $(or $(MODEL),efficientnet-lite0) $(if $(SERVE_FLAGS),--serve-args '$(SERVE_FLAGS)')
 
 # Public ONNX models from pinned PyPI wheels through the pipeline (FP16, INT8, FP8 for sm_89 with
 # TensorRT-RTX, typed ONNX validated in ONNX Runtime); one table to docs/zoo.md. Not part of `make test`.

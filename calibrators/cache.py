@@ -89,9 +89,10 @@ def parse(text: str, source: str = "<cache>") -> CalibrationTable:
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     if lines and lines[-1] == "":
         lines.pop()
-    if not lines or not _HEADER.fullmatch(lines[0].strip()):
+    header = _HEADER.fullmatch(lines[0].strip()) if lines else None
+    if header is None:
         raise CacheError(f"{source}: line 1 is not a TensorRT cache header (TRT-<version>-<algorithm>)")
-    version, algorithm = _HEADER.fullmatch(lines[0].strip()).groups()
+    version, algorithm = header.groups()
     table = CalibrationTable(algorithm=algorithm, trt_version=int(version))
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():

@@ -89,6 +89,7 @@ def layer_model(model, node, values: Mapping[str, np.ndarray], grid: str):
     from onnx import helper, numpy_helper
 
     from calibrators.graph import constant_names, weight_slot
+    from trtpipe.graph import toolkit
     from trtpipe.graph.qdq import quantize_weight, weight_axis
     from trtpipe.targets import Precision
 
@@ -111,7 +112,7 @@ def layer_model(model, node, values: Mapping[str, np.ndarray], grid: str):
         initializers.append(numpy_helper.from_array(np.asarray(array), name))
     outputs = [helper.make_tensor_value_info(node.output[0], onnx.TensorProto.FLOAT, None)]
     graph = helper.make_graph([helper.make_node(node.op_type, list(node.input), [node.output[0]],
-                                                **{a.name: helper.get_attribute_value(a) for a in node.attribute})],
+                                                **toolkit.attributes(node))],
                               "layer", inputs, outputs, initializers)
     opsets = [o for o in model.opset_import if o.domain in ("", "ai.onnx")]
     layer = helper.make_model(graph, opset_imports=opsets)
@@ -129,10 +130,9 @@ def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: 
     `y_q` is the layer alone with the tensor quantized, its weight quantized per channel and any
     other input as FP32 computed it.
     """
-    import onnxruntime as ort
-
     from calibrators.collect import exposed_activations
     from calibrators.graph import QUANTIZED_OPS, activation_inputs, constant_names
+    from trtpipe.graph import sessions
     from trtpipe.graph.qdq import float_constants
 
     constants = constant_names(model)
@@ -140,10 +140,7 @@ def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: 
     measured = {tensor: distinct(c) for tensor, c in candidates.items()}
     layers = [node for node in model.graph.node if node.op_type in QUANTIZED_OPS
               and any(t in measured for t in activation_inputs(node, constants))]
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    sessions = [ort.InferenceSession(layer_model(model, node, values, grid).SerializeToString(), options,
-                                     providers=["CPUExecutionProvider"]) for node in layers]
+    layer_sessions = [sessions.session(layer_model(model, node, values, grid)) for node in layers]
     feeds = [[name for name in dict.fromkeys(node.input) if name and name not in values] for node in layers]
     exposed = list(dict.fromkeys([name for names in feeds for name in names] + [node.output[0] for node in layers]))
     # per (tensor, layer): squared error of each candidate, and the squared norm of the FP32 output
@@ -151,7 +148,7 @@ def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: 
                for t in activation_inputs(node, constants) if t in measured}
     norm = dict.fromkeys(squared, 0.0)
     for activations in exposed_activations(model, exposed, batches, on_batch):
-        for i, (node, session, names) in enumerate(zip(layers, sessions, feeds)):
+        for i, (node, session, names) in enumerate(zip(layers, layer_sessions, feeds)):
             reference = activations[node.output[0]].ravel()
             for tensor in dict.fromkeys(t for t in activation_inputs(node, constants) if t in measured):
                 norm[tensor, i] += float(np.dot(reference, reference))

@@ -13,16 +13,13 @@ from calibrators.histogram import DEFAULT_BINS, StreamingHistogram
 def exposing_session(model, tensors: list[str], threads: int | None = None):
     """Return an ONNX Runtime CPU session over `model` whose outputs are `tensors`."""
     import onnx
-    import onnxruntime as ort
 
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    from trtpipe.graph import sessions, toolkit
+
+    model = toolkit.copy(model)
     del model.graph.output[:]
     model.graph.output.extend(onnx.ValueInfoProto(name=name) for name in tensors)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if threads:
-        options.intra_op_num_threads = threads
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return sessions.session(model, threads=threads)
 
 
 def exposed_activations(model, tensors: list[str], batches: Iterable[Mapping[str, np.ndarray]],

@@ -24,6 +24,7 @@ class StreamingHistogram:
     @property
     def edges(self) -> np.ndarray:
         """Bin edges: len(counts) + 1 values from 0."""
+        assert self.counts is not None and self.width is not None, "no bins before a non-zero value is seen"
         return np.arange(len(self.counts) + 1, dtype=np.float64) * self.width
 
     def update(self, x: np.ndarray) -> None:
@@ -42,6 +43,7 @@ class StreamingHistogram:
             self.width = batch_max / self.initial_bins
             self.counts = np.zeros(self.initial_bins, dtype=np.int64)
             self.counts[0] += self._zeros_before_width
+        assert self.counts is not None  # made with the width
         needed = math.ceil(batch_max / self.width)
         if needed > len(self.counts):
             self.counts = np.concatenate([self.counts, np.zeros(needed - len(self.counts), np.int64)])

@@ -108,8 +108,8 @@ def fp4_quantize_dequantize(x: np.ndarray, global_scale: float) -> np.ndarray:
     block whose FP8 scale underflows to zero dequantizes to zero.
     """
     x = np.asarray(x, np.float32)
-    global_scale = np.float32(global_scale)
-    scale = fp4_block_scales(x, global_scale) * global_scale
+    global32 = np.float32(global_scale)
+    scale = fp4_block_scales(x, global32) * global32
     blocks = x.reshape(*x.shape[:-1], x.shape[-1] // FP4_BLOCK, FP4_BLOCK)
     safe = np.where(scale == 0, np.float32(1.0), scale)[..., None]
     out = e2m1_round(blocks / safe) * scale[..., None]

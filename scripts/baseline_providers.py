@@ -42,8 +42,7 @@ def compare_providers(model: Path, spec_path: Path, batch_size: int) -> dict:
     class DefaultCuda(OnnxRunner):
         """The CUDA provider as it comes, TF32 allowed (trtpipe's runner turns TF32 off)."""
 
-        def _session(self, ort, model, options, providers):
-            return ort.InferenceSession(model.SerializeToString(), options, providers=providers)
+        tf32 = True
 
     proto = onnxio.load(model)
     spec = config.resolve_inputs(config.load_spec(spec_path), proto, model)

@@ -91,16 +91,18 @@ def onnxruntime_peer(python: str, model: Path, calibration: Path, out: Path, tim
 
 def quantized_layers(model) -> set[str]:
     """Return the Conv/MatMul/Gemm nodes whose activation input comes through a DequantizeLinear."""
+    from trtpipe.graph import toolkit
+
     dequantized = {o for n in model.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
     initializers = {i.name for i in model.graph.initializer}
-    producers = {o: n for n in model.graph.node for o in n.output}
+    producers = toolkit.producers(model.graph)
     names = set()
     for node in model.graph.node:
         if node.op_type in ("Conv", "MatMul", "Gemm", "ConvTranspose"):
             activation = node.input[0]
             source = producers.get(activation)
             if activation in dequantized and source is not None and source.input[0] not in initializers:
-                names.add(node.name or node.output[0])
+                names.add(toolkit.label(node))
     return names
 
 

@@ -1,311 +1,311 @@
-"""Benchmark: serving on Triton (trtpipe serve) against the same runner in-process, in one run.
+"""Benchmark: `trtpipe serve` against the same model in-process and against a floor server, in one run.
 
-The ceiling is the runner's own batched throughput in this process: OnnxRunner on the same file,
-with the same threads, on batches of 16, the size Triton forms at concurrency 16. The served figures
-come from `trtpipe serve` (a subprocess: PyTriton, Triton, its Python stub) measured by trtpipe's load
-test (closed-loop tritonclient gRPC clients, batch 1 per request, every answer checked against the
-in-process runner). This machine is shared, so the two are measured round by round, each in the same
-window length, and the ratio is the median over rounds; the batch-1 overhead is the median of paired
-differences, one in-process call then one served call, alternating. Then a sweep of concurrency for
-the plot. CPU only: ONNX Runtime's CPU provider; the load-test clients share the cores with the server.
+Two models: a tiny one (tests/models.py's 16-32-8 MLP, where the serving stack is all there is to
+measure) and a compute-bound one (a shipped model's FP32 ONNX, EfficientNet-lite0 by default). Each
+is served by `trtpipe serve` with its defaults, and a floor server stands beside them: the same
+bundled Triton, the same repository writer and config (batching, delay, instances), but a
+Python-backend model that reads its input and answers zeros of the output's shape, computing
+nothing. So per model:
 
-    python scripts/bench_serve.py [--model efficientnet-lite0] [--window-s 10] [-o build/serve-bench]
+- served - in-process is what serving adds, floor - zero is what the stack costs whatever the
+  model, and served - floor - in-process is trtpipe's own share;
+- latency at concurrency 1: in-process, served and floor calls (gRPC, and HTTP) in blocks of 10,
+  taking turns until the time is up, so that all see the same load and each call follows one of
+  its own kind;
+- throughput at concurrency 1, 4, 16: in-process runs of batch C back to back (the runner's own
+  batched ceiling at that size), and closed-loop tritonclient gRPC clients keeping C batch-1
+  requests in flight on the served and the floor server (every answer checked: the served against
+  the in-process runner, the floor's against zeros), window after window in turn, for --rounds
+  rounds; each ratio is the median of the rounds' ratios.
 
-`--floor` measures instead where a tiny model's served milliseconds go at concurrency 1: the same
-MLP in-process, served by `trtpipe serve`, and two floors that compute nothing, a Python-backend
-model returning its input on the same Triton and a PyTriton callable returning its input (the
-stack `trtpipe serve` ran on before), every call timed in turn so that all see the same load.
+CPU only (ONNX Runtime's CPU provider); the load-test clients share the cores with the servers. The
+1-minute load average is printed with every figure: on a shared machine it says how far to trust it.
 
-    python scripts/bench_serve.py --floor [--pairs 2000]
+    python scripts/bench_serve.py [--model efficientnet-lite0] [--window-s 3] [--latency-s 4] [-o build/serve-bench]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import shlex
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "serve"))
 
+from serve_helpers import Server, bundled_triton, start_server  # tests/serve, put on the path above
 
-def batched(runner, payload: dict, seconds: float) -> float:
-    """Return samples/s of the runner on `payload` (one batch) called back to back for `seconds`."""
-    batch = len(next(iter(payload.values())))
-    count, began = 0, time.perf_counter()
-    while time.perf_counter() - began < seconds:
-        runner(payload)
-        count += batch
-    return count / (time.perf_counter() - began)
+LEVELS = (1, 4, 16)
+BLOCK = 10  # latency calls of one path in a row, so each follows a call of its own kind
 
+# The floor: reads each request's first input, as a model must, and answers zeros of every output's shape.
+FLOOR_MODEL = '''import json
 
-def paired_latency(runner, client, model: str, samples: list[dict], outputs: list[str], pairs: int) -> dict:
-    """Time batch-1 calls in-process and served alternately, so both see the same load; return medians (ms)."""
-    import numpy as np
-
-    local, served = [], []
-    for i in range(pairs):
-        sample = samples[i % len(samples)]
-        began = time.perf_counter()
-        runner(sample)
-        local.append(time.perf_counter() - began)
-        began = time.perf_counter()
-        client.infer(model, sample, outputs)
-        served.append(time.perf_counter() - began)
-    local, served = np.asarray(local) * 1e3, np.asarray(served) * 1e3
-    return {"pairs": pairs, "in_process_p50_ms": float(np.median(local)), "served_p50_ms": float(np.median(served)),
-            "overhead_p50_ms": float(np.median(served - local))}
-
-
-def peak_rss_mb(pid: int) -> float:
-    """Return the peak RSS (VmHWM) of a process and its children, in MB, while they run."""
-    total = 0
-    for child in [pid, *map(int, subprocess.run(["pgrep", "-g", str(pid)], capture_output=True, text=True,
-                                                check=False).stdout.split())]:
-        try:
-            for line in Path(f"/proc/{child}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total / 1024
-
-
-FLOOR_MODEL = """import triton_python_backend_utils as pb_utils
+import numpy as np
+import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.input = config["input"][0]["name"]
+        self.outputs = [(o["name"], pb_utils.triton_string_to_numpy(o["data_type"]), [max(int(d), 1) for d in o["dims"]])
+                        for o in config["output"]]
+
     def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("probs", pb_utils.get_input_tensor_by_name(r, "x").as_numpy())])
-                for r in requests]
-"""
-FLOOR_CONFIG = """name: "floor"
-backend: "python"
-max_batch_size: 32
-input [ { name: "x" data_type: TYPE_FP32 dims: [ 16 ] } ]
-output [ { name: "probs" data_type: TYPE_FP32 dims: [ 16 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
-dynamic_batching { max_queue_delay_microseconds: DELAY }
-"""
+        answers = []
+        for request in requests:
+            batch = len(pb_utils.get_input_tensor_by_name(request, self.input).as_numpy())
+            answers.append(pb_utils.InferenceResponse([pb_utils.Tensor(name, np.zeros([batch, *dims], dtype))
+                                                       for name, dtype, dims in self.outputs]))
+        return answers
+'''
 
 
-def floor(pairs: int, delay_us: int, output: Path) -> None:
-    """Time one batch-1 gRPC call to each server in turn, and the in-process call; print p50/p99 of each."""
-    import importlib.util
+@dataclass
+class Subject:
+    """One model under test: its runner here, its name on both servers, its samples and their answers."""
 
-    import numpy as np
-    from serve_helpers import bundled_triton, start_server
+    label: str
+    path: Path
+    runner: object
+    name: str
+    samples: list
+    expected: list
+    outputs: list
 
-    from trtpipe.files import write_json
-    from trtpipe.runtime import OnnxRunner
-    from trtpipe.serve.environment import free_port, prepare_environment
 
-    spec = importlib.util.spec_from_file_location("test_models", ROOT / "tests" / "models.py")  # not models/, the zoo
-    models = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(models)
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        models.save(models.mlp(batch="N"), tmp / "mlp.onnx")
-        floors = {"floor": FLOOR_CONFIG.replace("DELAY", str(delay_us)), "floor_100us": FLOOR_CONFIG.replace("DELAY", "100"),
-                  "floor_unbatched": FLOOR_CONFIG.split("dynamic_batching")[0]}
-        for name, config in floors.items():
-            (tmp / "repo" / name / "1").mkdir(parents=True)
-            (tmp / "repo" / name / "1" / "model.py").write_text(FLOOR_MODEL)
-            (tmp / "repo" / name / "config.pbtxt").write_text(config.replace('name: "floor"', f'name: "{name}"'))
-        served = start_server([tmp / "mlp.onnx", "--threads", 1, "--max-queue-delay-us", delay_us], tmp / "serve.log")
-        triton, http_floor, grpc_floor, _metrics = bundled_triton(tmp, tmp / "repo", tmp / "floor.log")
-        from trtpipe.serve.guard import Guard
-        from trtpipe.serve.limits import request_limits
+def load() -> float:
+    """Return the 1-minute load average."""
+    return os.getloadavg()[0]
 
-        guard = Guard("127.0.0.1", free_port(), http_floor, {"floor": request_limits("floor", [("x", "float32", (-1, 16))], 32)})
-        threading.Thread(target=guard.serve_forever, daemon=True).start()
-        prepare_environment()
-        from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
-        from pytriton.triton import Triton, TritonConfig
 
-        ports = [free_port() for _ in range(3)]
-        pytriton = Triton(config=TritonConfig(http_address="127.0.0.1", http_port=ports[0], grpc_address="127.0.0.1",
-                                              grpc_port=ports[1], metrics_port=ports[2], allow_gpu_metrics=False))
+def _median(values: list[float]) -> float:
+    """Return the median of `values` as a float."""
+    return float(np.median(values))
+
+
+def cpu_seconds(pid: int) -> float:
+    """Return the CPU time (user + system) that a process and all its descendants have used so far, in seconds."""
+    total, todo, tick = 0.0, [pid], os.sysconf("SC_CLK_TCK")
+    while todo:
+        process = todo.pop()
         try:
-            from pytriton.decorators import batch
+            fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            for task in Path(f"/proc/{process}/task").iterdir():
+                todo += map(int, (task / "children").read_text().split())
+        except OSError:
+            pass  # it exited meanwhile
+    return total
 
-            pytriton.bind(model_name="floor", infer_func=batch(lambda x: {"probs": x}),
-                          inputs=[Tensor(name="x", dtype=np.float32, shape=(16,))],
-                          outputs=[Tensor(name="probs", dtype=np.float32, shape=(16,))],
-                          config=ModelConfig(max_batch_size=32,
-                                             batcher=DynamicBatcher(max_queue_delay_microseconds=delay_us)))
-            pytriton.run()
-            sample = {"x": np.random.default_rng(0).random((1, 16), dtype=np.float32)}
-            with OnnxRunner(tmp / "mlp.onnx", threads=1) as runner:
-                paths = {"in-process (OnnxRunner)": lambda: runner(sample),
-                         "trtpipe serve (gRPC)": _caller(served.grpc, "mlp", sample),
-                         "floor: Python backend returning its input": _caller(grpc_floor, "floor", sample),
-                         "  over HTTP, to Triton": _caller(http_floor, "floor", sample, "http"),
-                         "  over HTTP, through trtpipe serve's guard": _caller(guard.server_address[1], "floor", sample, "http"),
-                         "  the same, the batcher holding requests 100 us": _caller(grpc_floor, "floor_100us", sample),
-                         "  the same without the dynamic batcher": _caller(grpc_floor, "floor_unbatched", sample),
-                         "  a gRPC round trip alone (is_server_live)": _live(grpc_floor),
-                         "floor: PyTriton callable returning its input": _caller(ports[1], "floor", sample)}
-                times = {name: [] for name in paths}
-                for _ in range(50):  # warm-up: connections made, models loaded
-                    for call in paths.values():
-                        call()
-                for _ in range(pairs):
-                    for name, call in paths.items():
-                        began = time.perf_counter()
-                        call()
-                        times[name].append((time.perf_counter() - began) * 1e3)
-        finally:
-            for client in CLIENTS:
-                client.close()  # Triton waits out its exit timeout while an HTTP connection is open
-            guard.drain()
-            guard.shutdown()
-            pytriton.stop()
-            served.terminate()
-            os.killpg(triton.pid, signal.SIGINT)
-            triton.wait(timeout=60)
-    result = {name.strip(): {"p50_ms": float(np.percentile(t, 50)), "p99_ms": float(np.percentile(t, 99))}
-              for name, t in times.items()}
-    result["calls_each"], result["max_queue_delay_us"] = pairs, delay_us
-    result["load_average"] = os.getloadavg()
-    output.mkdir(parents=True, exist_ok=True)
-    write_json(output / "floor.json", result)
-    base = result["in-process (OnnxRunner)"]["p50_ms"]
-    print(f"batch-1 gRPC calls at concurrency 1, {pairs} of each in turn (MLP 16->32->8, ONNX Runtime 1 thread, CPU), "
-          f"the dynamic batcher holding requests {delay_us} us:")
+
+def in_process_throughput(runner, samples: list[dict], batch: int, seconds: float) -> tuple[float, float]:
+    """Return samples/s of the runner on batches of `batch` samples called back to back for `seconds`,
+    and the CPU milliseconds it took per sample."""
+    payload = {name: np.concatenate([samples[i % len(samples)][name] for i in range(batch)]) for name in samples[0]}
+    runner(payload)
+    count, began, cpu = 0, time.perf_counter(), time.process_time()
+    while time.perf_counter() - began < seconds:
+        runner(payload)
+        count += batch
+    return count / (time.perf_counter() - began), (time.process_time() - cpu) * 1e3 / count
+
+
+def served_throughput(server: Server, subject: Subject, level: int, seconds: float, expected: list) -> tuple:
+    """Return the load test's Level on `server`, and the CPU milliseconds per sample of the server and the clients."""
+    from trtpipe.serve.loadtest import LoadOptions, run_level
+
+    cpu = cpu_seconds(server.process.pid) + time.process_time()
+    got = run_level(LoadOptions(f"grpc://127.0.0.1:{server.grpc}", subject.name, (level,), seconds),
+                    level, subject.samples, expected, subject.outputs)
+    cpu = cpu_seconds(server.process.pid) + time.process_time() - cpu
+    return got, cpu * 1e3 / max(got.samples, 1)
+
+
+def latencies(calls: dict, seconds: float) -> dict[str, dict]:
+    """Time each path's batch-1 calls, blocks of BLOCK in turn for `seconds`; return p50/p99 (ms) and the count."""
+    times = {name: [] for name in calls}
+    for call in calls.values():  # warm-up: connections made, first runs done
+        for _ in range(3):
+            call()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline or min(map(len, times.values())) < 2 * BLOCK:
+        for name, call in calls.items():
+            for _ in range(BLOCK):
+                began = time.perf_counter()
+                call()
+                times[name].append((time.perf_counter() - began) * 1e3)
+    return {name: {"p50_ms": float(np.percentile(t, 50)), "p99_ms": float(np.percentile(t, 99)), "calls": len(t)}
+            for name, t in times.items()}
+
+
+def measure(subject: Subject, served: Server, floor: Server, window_s: float, rounds_count: int, latency_s: float) -> dict:
+    """Return the latency and throughput figures of one model, printing each as it comes."""
+    from trtpipe.serve.loadtest import Client
+
+    servers = {"served": served, "floor": floor}
+    clients = {(role, protocol): Client(protocol, f"127.0.0.1:{getattr(server, protocol)}")
+               for role, server in servers.items() for protocol in ("grpc", "http")}
+    sample = subject.samples[0]
+
+    def call(role, protocol="grpc"):
+        return lambda: clients[role, protocol].infer(subject.name, sample, subject.outputs)
+
+    paths = {"in-process": lambda: subject.runner(sample), "served": call("served"), "floor": call("floor"),
+             "served over HTTP (trtpipe serve's front)": call("served", "http"),
+             "floor over HTTP (Triton's own)": call("floor", "http"),
+             "a gRPC round trip alone (is_server_live)": clients["floor", "grpc"].client.is_server_live}
+    try:
+        lat = latencies(paths, latency_s)
+    finally:
+        for client in clients.values():
+            client.close()
+    lat["load"] = load()
+    base = lat["in-process"]["p50_ms"]
+    print(f"{subject.label}, batch 1 at concurrency 1 (load {lat['load']:.1f}, {lat['served']['calls']} calls each):")
     for name in paths:
-        row = result[name.strip()]
-        print(f"  {name:46s} p50 {row['p50_ms']:7.3f} ms  p99 {row['p99_ms']:7.3f} ms  p50 - in-process {row['p50_ms'] - base:7.3f} ms")
-    print(f"load average {os.getloadavg()[0]:.1f}; wrote {output / 'floor.json'}")
+        print(f"  {name:42s} p50 {lat[name]['p50_ms']:8.3f} ms  p99 {lat[name]['p99_ms']:8.3f} ms")
+    print(f"  served adds {lat['served']['p50_ms'] - base:.3f} ms at p50; the floor answers in {lat['floor']['p50_ms']:.3f} ms; "
+          f"trtpipe's share (served - floor - in-process) {lat['served']['p50_ms'] - lat['floor']['p50_ms'] - base:.3f} ms",
+          flush=True)
+    # The floor's answers are checked too (zeros), so that its clients do the same work as the served ones'.
+    zeros = [{name: np.zeros_like(value) for name, value in answer.items()} for answer in subject.expected]
+    rows = []
+    for level in LEVELS:
+        rounds = []
+        for _ in range(rounds_count):  # the three in turn, round after round: each round's ratio sees one load
+            in_process, in_process_cpu = in_process_throughput(subject.runner, subject.samples, level, window_s)
+            got, served_cpu = served_throughput(served, subject, level, window_s, subject.expected)
+            floor_level, floor_cpu = served_throughput(floor, subject, level, window_s, zeros)
+            rounds.append({"in_process": in_process, "served": got.throughput, "floor": floor_level.throughput,
+                           "cpu_ms_per_sample": {"in_process": in_process_cpu, "served": served_cpu, "floor": floor_cpu},
+                           "served_p99_ms": got.p99_ms, "errors": got.errors + floor_level.errors,
+                           "wrong": got.wrong + floor_level.wrong,
+                           "load": load()})
+        row = {"concurrency": level, "rounds": rounds, **{key: _median([r[key] for r in rounds]) for key in
+                                                          ("in_process", "served", "floor", "load")},
+               "served_over_in_process": _median([r["served"] / r["in_process"] for r in rounds]),
+               "served_over_floor": _median([r["served"] / r["floor"] for r in rounds]),
+               "cpu_ms_per_sample": {key: _median([r["cpu_ms_per_sample"][key] for r in rounds])
+                                     for key in ("in_process", "served", "floor")},
+               "errors": sum(r["errors"] for r in rounds), "wrong": sum(r["wrong"] for r in rounds)}
+        rows.append(row)
+        cpu = row["cpu_ms_per_sample"]
+        spread = ", ".join(f"{r['served'] / r['in_process']:.0%}" for r in rounds)
+        print(f"  concurrency {level:2d}: in-process batch {level:2d} {row['in_process']:9.1f}/s, served {row['served']:7.1f}/s, "
+              f"floor {row['floor']:7.1f}/s; served / in-process {row['served_over_in_process']:5.1%} ({spread}), "
+              f"served / floor {row['served_over_floor']:4.0%}; CPU ms per sample in-process {cpu['in_process']:.3f}, "
+              f"served {cpu['served']:.3f}, floor {cpu['floor']:.3f}; errors {row['errors']}, wrong {row['wrong']} "
+              f"(load {row['load']:.1f})", flush=True)
+    return {"model": subject.label, "file": subject.path.name, "latency": lat, "throughput": rows}
 
 
-CLIENTS = []  # every client the floor opens, closed before its servers stop
+def floor_repository(root: Path, subjects: list[Subject], serve_args: list[str]) -> Path:
+    """Write the floor's repository: each model as `trtpipe serve` writes it, with the floor's model.py."""
+    from trtpipe.serve.models import describe_runner
+    from trtpipe.serve.server import ServerOptions, write_served
+
+    options = ServerOptions(max_queue_delay_us=int(_option(serve_args, "--max-queue-delay-us", ServerOptions.max_queue_delay_us)),
+                            instances=int(_option(serve_args, "--instances", ServerOptions.instances)))
+    repository = write_served(root, [describe_runner(s.path, s.runner, None, s.name) for s in subjects], options)
+    for subject in subjects:
+        (repository / subject.name / "1" / "model.py").write_text(FLOOR_MODEL)
+        (repository / subject.name / "1" / "model.onnx").unlink()
+    return repository
 
 
-def _caller(port: int, model: str, sample: dict, protocol: str = "grpc"):
-    from trtpipe.serve.loadtest import Client
-
-    client = Client(protocol, f"127.0.0.1:{port}")
-    CLIENTS.append(client)
-    return lambda: client.infer(model, sample, ["probs"])
-
-
-def _live(port: int):
-    from trtpipe.serve.loadtest import Client
-
-    client = Client("grpc", f"127.0.0.1:{port}")
-    CLIENTS.append(client)
-    return client.client.is_server_live
+def _option(args: list[str], flag: str, default):
+    """Return the value given to `flag` in `args`, else `default`."""
+    return args[args.index(flag) + 1] if flag in args else default
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="efficientnet-lite0", help="a shipped model with build/M/M.onnx")
-    parser.add_argument("--window-s", type=float, default=10.0, help="seconds per measurement window")
-    parser.add_argument("--rounds", type=int, default=3, help="in-process/served rounds for the throughput ratio")
-    parser.add_argument("--pairs", type=int, default=200, help="alternating batch-1 calls for the overhead")
-    parser.add_argument("--concurrency", default="1,4,16,64", help="served levels; 16 is the one compared")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="ONNX Runtime threads, both sides")
+    parser.add_argument("--model", default="efficientnet-lite0", help="the compute-bound model: a shipped model with build/M/M.onnx")
+    parser.add_argument("--window-s", type=float, default=1.5, help="seconds per throughput window (each path, each level)")
+    parser.add_argument("--rounds", type=int, default=3, help="throughput windows per path and level, in turn (median)")
+    parser.add_argument("--latency-s", type=float, default=5.0, help="seconds of batch-1 calls per model (every path)")
+    parser.add_argument("--serve-args", default="", help="options for both `trtpipe serve`s and the floor, e.g. '--instances 2'")
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "build" / "serve-bench")
-    parser.add_argument("--floor", action="store_true", help="where a tiny model's milliseconds go, against floor servers")
-    parser.add_argument("--delay-us", type=int, default=0, help="--floor: the dynamic batcher's delay, served and floors")
     args = parser.parse_args()
-    if args.floor:
-        floor(args.pairs, args.delay_us, args.output)
-        return
-
-    from serve_helpers import start_server
+    serve_args = args.serve_args.split()
 
     from trtpipe import data
     from trtpipe.config import load_spec
     from trtpipe.files import write_json
     from trtpipe.runtime import OnnxRunner
-    from trtpipe.serve.loadtest import Client, LoadOptions, LoadReport, format_table, parse_levels, run_level
     from trtpipe.serve.models import model_name
+    from trtpipe.serve.server import default_threads
 
-    model = ROOT / "build" / args.model / f"{args.model}.onnx"
-    spec = load_spec(ROOT / "models" / args.model / "model.toml")
-    levels = parse_levels(args.concurrency)
-    samples = [b.arrays for b in data.iter_batches(spec, spec.validation, 1, limit=64)]
-    batch16 = next(data.iter_batches(spec, spec.validation, 16, limit=16)).arrays
-
-    with tempfile.TemporaryDirectory() as tmp, OnnxRunner(model, threads=args.threads) as runner:
-        server = start_server([model, "--threads", args.threads, "--max-batch", 32, "--max-queue-delay-us", 2000],
-                              Path(tmp) / "serve.log")
+    spec = importlib.util.spec_from_file_location("test_models", ROOT / "tests" / "models.py")  # not models/, the zoo
+    test_models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(test_models)
+    compute_path = ROOT / "build" / args.model / f"{args.model}.onnx"
+    model_spec = load_spec(ROOT / "models" / args.model / "model.toml")
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        tiny_path = tmp / "mlp.onnx"
+        test_models.save(test_models.mlp(batch="N"), tiny_path)
+        rng = np.random.default_rng(0)
+        plans = [("tiny MLP 16-32-8", tiny_path, [{"x": rng.random((1, 16), dtype=np.float32)} for _ in range(64)]),
+                 (f"{args.model} FP32", compute_path,
+                  [b.arrays for b in data.iter_batches(model_spec, model_spec.validation, 1, limit=32)])]
+        # The runner here as `trtpipe serve` opens it in each instance: its threads, not spinning.
+        threads = int(_option(serve_args, "--threads", default_threads(int(_option(serve_args, "--instances", 1)), 1)))
+        subjects = []
+        for label, path, samples in plans:
+            runner = OnnxRunner(path, threads=threads, spin=False)
+            subjects.append(Subject(label, path, runner, model_name(path), samples, [runner(s) for s in samples],
+                                    [o.name for o in runner.outputs]))
+        servers, triton = [], None
         try:
-            options = LoadOptions(f"grpc://127.0.0.1:{server.grpc}", model_name(model), levels, args.window_s)
-            expected = [runner(s) for s in samples]
-            outputs = [o.name for o in runner.outputs]
-            client = Client("grpc", f"127.0.0.1:{server.grpc}")
-            # Round by round, the ceiling and the served throughput at 16 each get the same window.
-            rounds = []
-            for r in range(args.rounds):
-                ceiling = batched(runner, batch16, args.window_s)
-                at16 = run_level(options, 16, samples, expected, outputs)
-                rounds.append({"in_process_batched": ceiling, "served_16": at16.throughput, "ratio": at16.throughput / ceiling,
-                               "errors": at16.errors, "wrong": at16.wrong})
-                print(f"round {r + 1}: in-process batch 16 {ceiling:.1f} samples/s, served at 16 {at16.throughput:.1f}: "
-                      f"{at16.throughput / ceiling:.0%}", flush=True)
-            latency = paired_latency(runner, client, options.model, samples, outputs, args.pairs)
-            client.close()
-            print(f"batch 1, {args.pairs} alternating pairs: {latency}", flush=True)
-            report = LoadReport(options.url, options.model, "grpc", 1, str(model))
-            for level in levels:
-                report.levels.append(run_level(options, level, samples, expected, outputs))
-                print(format_table(report).splitlines()[-1], flush=True)
-            rss = peak_rss_mb(server.process.pid)
+            for subject in subjects:  # one `trtpipe serve` per model, as a user would run it
+                servers.append(start_server([subject.path, *serve_args], tmp / f"{subject.name}.log"))
+            triton, floor_http, floor_grpc, _metrics = bundled_triton(tmp, floor_repository(tmp / "floor", subjects, serve_args),
+                                                                      tmp / "floor.log")
+            floor = Server(triton, tmp / "floor.log", floor_http, floor_grpc, _metrics)
+            print(f"servers ready in {time.monotonic() - began:.0f} s: trtpipe serve {' '.join(serve_args) or '(defaults)'}; "
+                  f"{os.cpu_count()} CPU cores, ONNX Runtime CPUExecutionProvider, {threads} threads", flush=True)
+            results = [measure(s, server, floor, args.window_s, args.rounds, args.latency_s)
+                       for s, server in zip(subjects, servers)]
         finally:
-            code = server.terminate()
-
-    ratios = sorted(r["ratio"] for r in rounds)
-    ceiling = sorted(r["in_process_batched"] for r in rounds)[len(rounds) // 2]
-    result = {
-        "model": args.model, "device": f"CPU ({os.cpu_count()} cores, ONNX Runtime CPUExecutionProvider, {args.threads} threads)",
-        "load_average": os.getloadavg(), "rounds": rounds, "served_over_ceiling_at_16_median": ratios[len(ratios) // 2],
-        "batch1": latency, "sweep": report.to_json(), "server_exit_code": code, "server_peak_rss_mb": rss,
-    }
+            codes = [server.terminate() for server in servers]
+            if triton is not None:
+                os.killpg(triton.pid, signal.SIGINT)
+                triton.wait(timeout=90)
+    result = {"command": shlex.join(["python", "scripts/bench_serve.py", *sys.argv[1:]]),
+              "device": f"CPU ({os.cpu_count()} cores), ONNX Runtime CPUExecutionProvider", "threads": threads,
+              "serve_args": serve_args, "window_s": args.window_s, "rounds": args.rounds, "latency_s": args.latency_s,
+              "models": results, "server_exit_codes": codes, "seconds": time.monotonic() - began}
     args.output.mkdir(parents=True, exist_ok=True)
-    write_json(args.output / f"{args.model}.json", result)
-    plot(report, ceiling, args.output / f"{args.model}.png")
-    print(format_table(report))
-    print(f"served at concurrency 16 / in-process batched (batch 16), median of {args.rounds} rounds: "
-          f"{result['served_over_ceiling_at_16_median']:.0%} (rounds: {', '.join(f'{r:.0%}' for r in ratios)})")
-    print(f"batch-1 p50: served {latency['served_p50_ms']:.2f} ms, in-process {latency['in_process_p50_ms']:.2f} ms; "
-          f"median paired overhead {latency['overhead_p50_ms']:.2f} ms")
-    print(f"server (trtpipe serve + Triton + stub) peak RSS {rss:.0f} MB; load average {os.getloadavg()[0]:.1f}; "
-          f"CPU only; wrote {args.output / (args.model + '.json')} and .png")
+    write_json(args.output / "serve-bench.json", result)
+    summary(results)
+    print(f"done in {result['seconds']:.0f} s; server exit codes {codes}; wrote {args.output / 'serve-bench.json'}")
 
 
-def plot(report, ceiling: float, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    x = [lv.concurrency for lv in report.levels]
-    fig, left = plt.subplots(figsize=(6.5, 4))
-    left.plot(x, [lv.throughput for lv in report.levels], "o-", color="tab:blue", label="served (Triton, gRPC, batch-1 requests)")
-    left.axhline(ceiling, color="tab:green", linestyle=":", label="in-process batched (ceiling)")
-    left.axhline(0.7 * ceiling, color="tab:gray", linestyle="--", linewidth=0.8, label="70% of the ceiling")
-    left.set_xscale("log", base=2)
-    left.set_xlabel("concurrency (requests in flight)")
-    left.set_ylabel("samples/s")
-    left.set_ylim(bottom=0)
-    left.legend(loc="lower right", fontsize=8)
-    right = left.twinx()
-    right.plot(x, [lv.p99_ms for lv in report.levels], "s--", color="tab:red")
-    right.set_ylabel("served p99 latency (ms)", color="tab:red")
-    left.set_title(f"{report.model}: served vs in-process, CPU (ONNX Runtime)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+def summary(results: list[dict]) -> None:
+    """Print one line per model: what serving adds at concurrency 1, and throughput as ratios."""
+    print("summary (p50 at concurrency 1; throughput served / in-process batched, served / floor; "
+          "CPU per sample in-process / served):")
+    for model in results:
+        lat, base = model["latency"], model["latency"]["in-process"]["p50_ms"]
+        ratios = ", ".join(f"c={row['concurrency']} {row['served_over_in_process']:.0%} / {row['served_over_floor']:.0%} / "
+                           f"{row['cpu_ms_per_sample']['in_process'] / row['cpu_ms_per_sample']['served']:.0%}"
+                           for row in model["throughput"])
+        print(f"  {model['model']}: served adds {lat['served']['p50_ms'] - base:.2f} ms (floor {lat['floor']['p50_ms']:.2f} ms), "
+              f"p99 {lat['served']['p99_ms']:.2f} ms; {ratios}")
 
 
 if __name__ == "__main__":

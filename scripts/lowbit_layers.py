@@ -25,17 +25,18 @@ from trtpipe.quality.metrics import cosine_per_sample
 
 
 def run(model, batches):
-    import onnxruntime as ort
+    from trtpipe.graph.sessions import session
 
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return np.concatenate([session.run(None, b)[0] for b in batches])
+    runner = session(model)
+    return np.concatenate([runner.run(None, b)[0] for b in batches])
 
 
 def replaced(model, weights: dict[str, np.ndarray]):
-    import onnx
     from onnx import numpy_helper
 
-    copy = onnx.ModelProto.FromString(model.SerializeToString())
+    from trtpipe.graph import toolkit
+
+    copy = toolkit.copy(model)
     for init in copy.graph.initializer:
         if init.name in weights:
             init.CopyFrom(numpy_helper.from_array(weights[init.name], init.name))

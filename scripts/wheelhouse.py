@@ -25,6 +25,8 @@ def main() -> None:
     parser.add_argument("--platform", default="manylinux_2_28_x86_64")
     parser.add_argument("--extras", default="gpu")
     parser.add_argument("-o", "--output", type=Path, default=Path("wheelhouse"))
+    parser.add_argument("--constraints", type=Path, default=ROOT / "constraints.txt",
+                        help="pins the wheels to what `make test` ran with (the lock); 'none' for the newest releases")
     args = parser.parse_args()
     out = args.output
     out.mkdir(parents=True, exist_ok=True)
@@ -46,8 +48,11 @@ def main() -> None:
                 requirements.append(requirement)
     binary = [r for r in requirements if not any(r.startswith(name) for name in SDIST_ONLY)]
     binary += BUILD_TOOLS + ["pytools", "platformdirs", "mako", "siphash24", "typing-extensions"]
-    pip_download(["--only-binary=:all:", *target, *binary], out)
-    pip_download(["--no-deps", *(f"--no-binary={name}" for name in SDIST_ONLY), *SDIST_ONLY], out)
+    # The lock, so that the machine without internet gets the releases the tests ran against, not
+    # whatever is newest that day (ml_dtypes 0.7 once broke a fresh clone).
+    pins = [] if str(args.constraints) == "none" else ["--constraint", str(args.constraints)]
+    pip_download(["--only-binary=:all:", *target, *pins, *binary], out)
+    pip_download(["--no-deps", *pins, *(f"--no-binary={name}" for name in SDIST_ONLY), *SDIST_ONLY], out)
     # trtpipe itself, as a wheel built here.
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)], check=True)
     script = out / "install.sh"

@@ -422,9 +422,11 @@ def judge_report(row: Row, report: dict, floats: list[str]) -> list[str]:
     if measured:
         row.cosine_output = min(measured, key=measured.get)
         row.cosine = measured[row.cosine_output]
-    coarse = {(c["output"], c["metric"]): c["samples"] for c in report.get("coarse_checks", [])}
-    return [f"{c['metric']} {c['value']:.4g} < {c['minimum']:g} on {c['output']}"
-            + (f" (one sample of {coarse[c['output'], c['metric']]} decides it)" if (c["output"], c["metric"]) in coarse else "")
+    from trtpipe.quality.validate import shortfall
+
+    coarse = {(c["output"], c["metric"]): f"{c.get('unit', 'sample')} of {c['samples']}" for c in report.get("coarse_checks", [])}
+    return [f"{shortfall(c['metric'], c['value'], c['minimum'])} on {c['output']}"
+            + (f" (one {coarse[c['output'], c['metric']]} decides it)" if (c["output"], c["metric"]) in coarse else "")
             for c in report["checks"] if not c["passed"]]
 
 

@@ -68,3 +68,118 @@ def shift_boxes(model: onnx.ModelProto, output: str, pixels: float, channels: in
     offset = np.zeros(channels, np.float32)
     offset[:2] = pixels
     return _rewire_output(model, output, "Add", offset.reshape(1, channels, 1))
+
+
+# ---- damage to a runner's outputs ------------------------------------------------------------------
+# The classes of damage a wrong build does, applied to what a real candidate (a typed ONNX in ONNX
+# Runtime) gives back, so that validation judges them as it judges any candidate (validate.compare).
+# Each function takes the candidate's outputs of one batch and gives them back damaged.
+
+class DamagedRunner:
+    """A runner whose every output batch passes through `damage(outputs, call)` (call: 0 for the first batch)."""
+
+    def __init__(self, runner, damage):
+        self.runner, self.damage, self.calls = runner, damage, 0
+        self.name, self.outputs, self.inputs, self.measured = runner.name, runner.outputs, runner.inputs, runner.measured
+        self.provider = getattr(runner, "provider", None)
+
+    def __call__(self, arrays):
+        outputs = {name: np.array(value) for name, value in self.runner(arrays).items()}
+        damaged = self.damage(outputs, self.calls)
+        self.calls += 1
+        return damaged
+
+
+def _changed(output: str, change):
+    def damage(outputs, call):
+        outputs[output] = change(outputs[output], call)
+        return outputs
+    return damage
+
+
+def _index(values: np.ndarray, axis: int, which) -> tuple:
+    index = [slice(None)] * values.ndim
+    index[axis] = which
+    return tuple(index)
+
+
+def scaled(output: str, channels, factor: float, axis: int = 1):
+    """`output`'s `channels` (an index or slice on `axis`) times `factor`."""
+    def change(values, call):
+        values[_index(values, axis, channels)] *= factor
+        return values
+    return _changed(output, change)
+
+
+def offset(output: str, channels, amount: float, axis: int = 1):
+    """`amount` added to `output`'s `channels` on `axis`."""
+    def change(values, call):
+        values[_index(values, axis, channels)] += amount
+        return values
+    return _changed(output, change)
+
+
+def zeroed(output: str, channel, axis: int = 1):
+    return scaled(output, channel, 0.0, axis)
+
+
+def permuted(output: str, channels, axis: int = 1):
+    """`output`'s `channels` (a slice on `axis`) rolled by one: each takes its neighbour's values (classes swapped)."""
+    def change(values, call):
+        where = _index(values, axis, channels)
+        values[where] = np.roll(values[where], 1, axis=axis)
+        return values
+    return _changed(output, change)
+
+
+def relabelled(output: str, classes: int):
+    """Each class index of an integer `output` (a detector's labels) moved to the next: classes swapped."""
+    return _changed(output, lambda values, call: (values + 1) % classes)
+
+
+def constant(output: str):
+    """`output` the same everywhere: its first batch's mean."""
+    level = {}
+
+    def change(values, call):
+        level.setdefault("value", float(np.nan_to_num(values).mean()))
+        return np.full_like(values, level["value"])
+    return _changed(output, change)
+
+
+def nan_in_one_sample(output: str):
+    """NaN in one element of the first sample of the first batch."""
+    def change(values, call):
+        if call == 0:
+            values.reshape(len(values), -1)[0, values[0].size // 2] = np.nan
+        return values
+    return _changed(output, change)
+
+
+def rolled(output: str):
+    """Each sample gets the next sample's `output`: the batch's outputs rolled by one."""
+    return _changed(output, lambda values, call: np.roll(values, 1, axis=0))
+
+
+def one_face_zeroed(output: str, radius: int = 3):
+    """A heatmap `output` [batch, 1, h, w] set to 0 within `radius` cells of the first sample's highest cell: one
+    face dropped (CenterFace marks a face on several cells around its centre; NMS keeps one)."""
+    def change(values, call):
+        if call == 0:
+            y, x = np.unravel_index(int(values[0, 0].argmax()), values.shape[2:])
+            values[0, 0, max(y - radius, 0):y + radius + 1, max(x - radius, 0):x + radius + 1] = 0.0
+        return values
+    return _changed(output, change)
+
+
+def one_step_changed(output: str, blank: int = 0):
+    """In the first sample, the first step whose best class is not `blank` now reads another class: a changed character."""
+    def change(values, call):
+        if call == 0:
+            steps = values[0]  # [steps, classes]
+            step = int(np.flatnonzero(steps.argmax(-1) != blank)[0])
+            best = int(steps[step].argmax())
+            other = next(c for c in range(steps.shape[-1]) if c not in (best, blank))
+            steps[step, other] = steps[step, best] + 1.0
+        return values
+    return _changed(output, change)

@@ -1,6 +1,6 @@
 """Small ONNX models the tests share, made with onnx.helper: a conv net with BatchNorm and a
 residual Add, an MLP, a model with a dynamic batch (the MLP with batch -1), a table lookup whose index
-can be out of range, and a YOLOv8-style head."""
+can be out of range, a YOLOv8-style head and a CenterNet-style face head."""
 
 from __future__ import annotations
 
@@ -122,6 +122,53 @@ def yolo_like(classes=18, layout="yolov8", box_pixels=64.0, seed=2) -> onnx.Mode
     return _model(graph)
 
 
+def yolox_like(classes=3, seed=8) -> onnx.ModelProto:
+    """YOLOX's head as its export writes it undecoded, on 3x64x64 images: one Conv per stride 8, 16, 32 (kernel =
+    stride) to x, y (offsets in the cell), log w, log h (in cells), objectness and classes, all Sigmoid, each
+    level's cells in rows, concatenated: `output` [batch, 84, 5+classes]."""
+    rng = np.random.default_rng(seed)
+    width = 5 + classes
+    inits, nodes, levels = [], [], []
+    for stride in (8, 16, 32):
+        inits += [_init(f"head{stride}.w", rng.normal(0, 0.15, (width, 3, stride, stride)) * 8 / stride),
+                  _init(f"head{stride}.b", [0, 0, 0, 0, 1.0] + [0.0] * classes),
+                  numpy_helper.from_array(np.array([0, width, -1], np.int64), f"flat{stride}")]
+        nodes += [helper.make_node("Conv", ["images", f"head{stride}.w", f"head{stride}.b"], [f"conv{stride}"],
+                                   strides=[stride, stride], name=f"head{stride}"),
+                  helper.make_node("Sigmoid", [f"conv{stride}"], [f"sig{stride}"], name=f"sigmoid{stride}"),
+                  helper.make_node("Reshape", [f"sig{stride}", f"flat{stride}"], [f"level{stride}"], name=f"flatten{stride}")]
+        levels.append(f"level{stride}")
+    nodes += [helper.make_node("Concat", levels, ["levels"], axis=2, name="levels"),
+              helper.make_node("Transpose", ["levels"], ["output"], perm=[0, 2, 1], name="boxes_first")]
+    graph = helper.make_graph(nodes, "yolox_like", [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, 64, 64])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 84, width])], inits)
+    return _model(graph)
+
+
+def separate_boxes(classes=18) -> onnx.ModelProto:
+    """`yolo_like`'s head with its boxes decoded: `boxes` [batch, 64, 4] as x1, y1, x2, y2, `scores` [batch, 64]
+    (the best class's) and `labels` [batch, 64] (int64), as detectors with NMS outputs write them."""
+    model = yolo_like(classes)
+    graph = model.graph
+    corners = np.array([[1, 0, 1, 0], [0, 1, 0, 1], [-0.5, 0, 0.5, 0], [0, -0.5, 0, 0.5]], np.float32)  # cxcywh -> xyxy
+    graph.initializer.extend([_init("corners", corners)] + [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                                                            (("at0", [0]), ("at4", [4]), ("at_end", [4 + classes]), ("last", [2]))])
+    graph.node.extend([
+        helper.make_node("Transpose", ["output0"], ["rows"], perm=[0, 2, 1], name="rows"),
+        helper.make_node("Slice", ["rows", "at0", "at4", "last"], ["cxcywh"], name="box_values"),
+        helper.make_node("MatMul", ["cxcywh", "corners"], ["boxes"], name="to_corners"),
+        helper.make_node("Slice", ["rows", "at4", "at_end", "last"], ["class_scores"], name="class_values"),
+        helper.make_node("ReduceMax", ["class_scores"], ["scores"], axes=[2], keepdims=0, name="best_score"),
+        helper.make_node("ArgMax", ["class_scores"], ["labels"], axis=2, keepdims=0, name="best_class"),
+    ])
+    del graph.output[:]
+    graph.output.extend([helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["N", 64, 4]),
+                         helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", 64]),
+                         helper.make_tensor_value_info("labels", TensorProto.INT64, ["N", 64])])
+    onnx.checker.check_model(model)
+    return model
+
+
 def ctc_head(steps=24, features=8, classes=12, seed=4) -> onnx.ModelProto:
     """A CTC recognizer's last layer: features [batch, steps, features] -> MatMul-Add -> Softmax ->
     `probs` [batch, steps, classes], class 0 the blank."""
@@ -134,6 +181,43 @@ def ctc_head(steps=24, features=8, classes=12, seed=4) -> onnx.ModelProto:
                               [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["N", steps, features])],
                               [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", steps, classes])], inits)
     return _model(graph)
+
+
+def face_head(seed=6) -> onnx.ModelProto:
+    """A CenterNet-style face head as CenterFace writes it, on 3x32x32 images: a 4x4 stride-4 Conv to 15
+    channels on an 8x8 grid, split into `heatmap` [N, 1, 8, 8] (Sigmoid; a cell's mean brightness above 0.6
+    is a face), `scale` [N, 2, 8, 8] (log box height and width in cells, about 2 cells), `offset` [N, 2, 8, 8]
+    and `landmarks` [N, 10, 8, 8] (Sigmoid)."""
+    rng = np.random.default_rng(seed)
+    weights = rng.normal(0, 0.2, (15, 3, 4, 4))
+    weights[0] = 20 / 48  # the heatmap: 20 x the cell's mean, less 12
+    weights[1:3] *= 0.1
+    bias = np.concatenate([[-12.0], [np.log(2.0)] * 2, rng.normal(0, 0.2, 12)])
+    inits = [_init("head.w", weights), _init("head.b", bias),
+             numpy_helper.from_array(np.array([1, 2, 2, 10], np.int64), "split")]
+    nodes = [helper.make_node("Conv", ["images", "head.w", "head.b"], ["head"], strides=[4, 4], name="head"),
+             helper.make_node("Split", ["head", "split"], ["heat_logit", "scale", "offset_logit", "landmark_logit"], axis=1,
+                              name="split")]
+    nodes += [helper.make_node("Sigmoid", [f"{name}_logit"], [name], name=f"{name}_sigmoid")
+              for name in ("heat", "offset", "landmark")]
+    nodes += [helper.make_node("Identity", ["heat"], ["heatmap"], name="heatmap"),
+              helper.make_node("Identity", ["landmark"], ["landmarks"], name="landmarks")]
+    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["N", channels, 8, 8])
+               for name, channels in (("heatmap", 1), ("scale", 2), ("offset", 2), ("landmarks", 10))]
+    graph = helper.make_graph(nodes, "face_head", [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, 32, 32])],
+                              outputs, inits)
+    return _model(graph)
+
+
+def face_images(count=32, seed=7) -> np.ndarray:
+    """Return `count` dark 3x32x32 images (0..0.5), each with two bright 4x4 squares, one cell of the 4-pixel grid: the
+    faces `face_head` finds."""
+    rng = np.random.default_rng(seed)
+    images = rng.uniform(0, 0.5, (count, 3, 32, 32)).astype(np.float32)
+    for image in images:
+        for y, x in rng.choice(8, (2, 2)) * 4:
+            image[:, y:y + 4, x:x + 4] = rng.uniform(0.9, 1.0, (3, 1, 1))
+    return images
 
 
 def unbatched(length=16, seed=5) -> onnx.ModelProto:

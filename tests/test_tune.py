@@ -9,9 +9,9 @@ import pytest
 from conftest import needs_rtx
 
 from calibrators.cache import read_cache
-from models import conv_net, save, save_batches
-from trtpipe.config import load_exclusions
-from trtpipe.quality.tune import Config, margins
+from models import conv_net, save, save_batches, yolo_like
+from trtpipe.config import ModelSpec, load_exclusions
+from trtpipe.quality.tune import Config, margins, task_metrics
 
 SPEC = """name = "conv"
 task = "classification"
@@ -367,3 +367,30 @@ def test_the_exclusions_file_is_valid_toml_for_any_layer_and_tensor_name(tmp_pat
 
     parsed = tomllib.loads((tmp_path / "x.toml").read_text(encoding="utf-8"))
     assert parsed["tune"]["gpu"] == 'NVIDIA L4 "sm89"' and parsed["tune"]["methods"] == {"input \U0001F600": "max"}
+
+
+@pytest.mark.parametrize("task_line", ['task = "classification"\n', ""], ids=["spec task", "inferred task"])
+def test_tune_refuses_a_named_metric_no_output_judges_as_validate_does(workdir, cli, task_line):
+    """Without a task the spec loads (its task is inferred from the model); tune then refused nothing and
+    judged snr_db on the logits, which validate refuses for a classifier."""
+    spec = SPEC.format(cosine=0.99).replace('task = "classification"\n', task_line) + "snr_db = 200\n"
+    (workdir / "spec.toml").write_text(spec + "[thresholds.fp32]\nsnr_db = 200\n")  # validate's candidate is FP32 here
+    code, _, err = cli("validate", workdir / "conv.onnx", "--baseline", workdir / "conv.onnx", "--data", workdir / "val",
+                       "--spec", workdir / "spec.toml")
+    assert code == 2 and "snr_db" in err
+    code, _, err = cli("tune", workdir / "conv.onnx", "--spec", workdir / "spec.toml", "--precision", "int8",
+                       "--budget-min", 0.05, "-o", workdir / "out" / "t.cache")
+    assert code == 2 and "[thresholds.int8] snr_db" in err and "top1_agreement" in err and len(err.strip().splitlines()) == 1
+    assert not (workdir / "out").exists()  # refused before anything ran or was written
+
+
+def test_the_search_judges_only_the_checks_validate_makes():
+    """A detector's raw cosine is shown, not judged, by validate; the search judged it against the cosine minimum."""
+    import onnxruntime as ort
+
+    model = yolo_like()
+    images = np.random.default_rng(3).uniform(0, 1, (16, 3, 64, 64)).astype(np.float32)
+    wanted = [dict(zip(["output0"], ort.InferenceSession(model.SerializeToString()).run(None, {"images": images})))]
+    thresholds = {"cosine": 0.99, "map50": 0.9, "f1": 0.85, "box_iou": 0.9}
+    metrics, _ = task_metrics(model, ModelSpec("yolo", Path("."), task="detection"), [{"images": images}], wanted, thresholds)
+    assert set(metrics) == {"map50", "f1", "box_iou"} and metrics["map50"] == 1.0

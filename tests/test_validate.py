@@ -1,6 +1,7 @@
 """`trtpipe validate` and the ONNX Runtime runner: exit codes, reports, thresholds, input checks."""
 
 import json
+import re
 
 import numpy as np
 import onnxruntime as ort
@@ -139,12 +140,13 @@ def test_validate_says_when_one_sample_decides_a_share(workdir, cli):
         code, out, err = cli(*args, "--json")
         assert code in (0, 1), err
         top1 = [c for c in json.loads(out)["coarse_checks"] if c["metric"] == "top1_agreement"]
-        assert top1 == ([{"output": "probs", "metric": "top1_agreement", "samples": 32, "minimum": 0.98, "needed": 50}]
+        assert top1 == ([{"output": "probs", "metric": "top1_agreement", "samples": 32, "minimum": 0.98, "needed": 50,
+                          "unit": "sample"}]
                         if coarse else [])
         _, markdown, _ = cli(*args)
         assert ("Too few samples for top1_agreement on probs: one sample of 32 is 3.1%, more than the 2.0% "
                 "its minimum 0.98 allows" in markdown) == coarse
-        assert ("validate on at least 50." in markdown) == coarse
+        assert ("validate on at least 50 samples." in markdown) == coarse
 
 
 def test_a_threshold_no_task_of_the_spec_judges_is_refused_at_load(workdir, cli):
@@ -174,6 +176,19 @@ def test_a_named_threshold_the_data_cannot_measure_is_exit_2(workdir, cli, where
     assert code == 2 and "Traceback" not in err
     assert ("[thresholds.int8] accuracy" if where == "spec" else "--threshold accuracy") in err
     assert "output 'probs' (classification) has no accuracy on this data: no sample has a label" in err
+
+
+def test_summary_keeps_dots_in_a_model_name_and_digits_that_tell_value_from_minimum(workdir, cli):
+    """resnet.v2.int8.onnx is model resnet.v2; a cosine just under a minimum of 0.999999 is not 'cosine 1 < 1'."""
+    dotted = workdir / "mlp.v2.int8.onnx"
+    dotted.write_bytes((workdir / "mlp.int8.onnx").read_bytes())
+    cli("validate", dotted, "--baseline", workdir / "mlp.onnx", "--data", workdir / "data",
+        "--report", workdir / "reports", "--threshold", "cosine=0.9999999")
+    code, out, _ = cli("summary", workdir / "reports" / "mlp.v2.int8.onnx.json")
+    row = out.splitlines()[2]
+    assert code == 1 and row.startswith("| mlp.v2 | int8 |")
+    shown = re.search(r"cosine ([0-9.]+) < ([0-9.]+)", row)
+    assert shown and float(shown[1]) < float(shown[2]) == 0.9999999
 
 
 @pytest.mark.parametrize("passed", ["false", 0, None])

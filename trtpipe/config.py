@@ -54,7 +54,7 @@ class Preprocess:
     dtype: str = "float32"
 
 
-TASKS = ("classification", "embedding", "detection", "dense", "sequence", "generic")
+TASKS = ("classification", "embedding", "detection", "dense", "sequence", "face", "generic")
 
 
 @dataclass
@@ -62,8 +62,9 @@ class OutputSpec:
     """One `[[outputs]]` entry: an output that validation judges, its task and how to read it.
 
     Keys: name, task, layout, batch_axis, and per task: conf, iou (NMS), classes, score_output,
-    class_output (detection), margin (classification), neighbours (embedding), threshold (dense),
-    blank, step_axis (sequence).
+    class_output (detection), margin (classification), neighbours (embedding), threshold (dense, face),
+    blank, step_axis (sequence), scale_output, offset_output, landmark_output, stride (face: a
+    CenterNet-style face head, this entry its heatmap).
     None means the task's default (trtpipe.quality.tasks says which and why).
     """
 
@@ -80,6 +81,12 @@ class OutputSpec:
     threshold: float | None = None
     blank: int | None = None
     step_axis: int | None = None
+    # face: the heatmap's sibling maps, by role, and the cells' size in input pixels (None: the
+    # input's size over the heatmap's)
+    scale_output: str | None = None
+    offset_output: str | None = None
+    landmark_output: str | None = None
+    stride: int | None = None
     # The axis samples stack on (1 for an RNN state [layers, batch, hidden]); None: the output has no
     # batch axis ([seq_len]) and the whole tensor is one sample per run.
     batch_axis: int | None = 0
@@ -278,6 +285,8 @@ SCHEMA = {
                                         "iou": _number, "classes": _integer, "score_output": _string,
                                         "class_output": _string, "margin": _number, "neighbours": _integer,
                                         "threshold": _number, "blank": _integer, "step_axis": _integer,
+                                        "scale_output": _string, "offset_output": _string,
+                                        "landmark_output": _string, "stride": _integer,
                                         "batch_axis": _axis_or_none}, "outputs", required=("name",)),
                              "outputs"),
     # The public model zoo's pins and input recipe (scripts/zoo.py reads it; the pipeline does not).
@@ -289,7 +298,8 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "name": ("the file's folder name", "the model's name in reports and summaries"),
     "task": ("inferred", ("how float outputs that [[outputs]] does not name are judged: classification (top-1/top-5 "
                           "agreement, accuracy with labels), embedding (cosine, nearest-neighbour agreement), detection, "
-                          "dense (mask IoU), generic (cosine, SNR, worst channel); without it, inferred from the model's "
+                          "dense (mask IoU), sequence (CTC strings), face (faces and landmarks decoded from a CenterNet-style "
+                          "head), generic (cosine, SNR, worst channel); without it, inferred from the model's "
                           "shapes as 'trtpipe init' guesses, and the report says why")),
     "inputs": (None, "one entry per model input; without any, the model's own inputs are taken"),
     "inputs.name": (None, "the input's name in the ONNX graph"),
@@ -323,25 +333,31 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "quantize.block_size": ("128", "rows of a weight sharing one INT4 scale: 32, 64 or 128 (as --block-size of awq, quantize, build)"),
     "outputs": (None, "outputs to judge and how; without any, every float output is judged by task"),
     "outputs.name": (None, "the output's name in the ONNX graph"),
-    "outputs.task": ("the spec's task, else generic", "classification, embedding, detection, dense, sequence or generic"),
+    "outputs.task": ("the spec's task, else generic", "classification, embedding, detection, dense, sequence, face or generic"),
     "outputs.layout": ("inferred", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" (also decoded YOLOX) '
                                     '[batch, boxes, 5+classes], "yolox" (YOLOX undecoded: grid offsets at strides 8, 16, 32) '
                                     'or "separate" (score_output, class_output); without it, the shorter of the last two '
                                     'axes is read as the values per box, and one box per grid cell in cell offsets as yolox. '
                                     'dense/generic: where C is, e.g. NCHW')),
     "outputs.conf": ("0.25", "detection: the confidence threshold"),
-    "outputs.iou": ("0.45", "detection: NMS IoU"),
+    "outputs.iou": ("0.45", "detection: NMS IoU; face: NMS IoU, 0.3 (CenterFace's own)"),
     "outputs.classes": ("from the shape", "detection: the number of classes"),
     "outputs.score_output": ("none", "detection, separate layout: the scores output"),
     "outputs.class_output": ("none", "detection, separate layout: the classes output"),
     "outputs.margin": ("0.25", "classification: how far FP32's top class must beat the runner-up (probability) to count as confident"),
     "outputs.neighbours": ("5", "embedding: how many nearest neighbours must agree"),
-    "outputs.threshold": ("0.5", "dense: the foreground threshold of the map"),
+    "outputs.threshold": ("0.5", "dense: the foreground threshold of the map; face: the heatmap score a face needs"),
     "outputs.batch_axis": ("0", ("the axis samples stack on: 1 for an RNN state [layers, batch, hidden] "
                                  "(else its layers are judged as the samples); \"none\" for an output without one "
                                  "([seq_len]): the whole tensor is one sample per run")),
     "outputs.blank": ("0", "sequence: the CTC blank class, dropped after repeats are collapsed"),
     "outputs.step_axis": ("1", "sequence: the output's axis of time steps ([batch, steps, classes]); classes on the other"),
+    "outputs.scale_output": ("inferred", ("face (this entry the heatmap [batch, 1, h, w]): the box sizes [batch, 2, h, w], "
+                                          "log height and width in cells")),
+    "outputs.offset_output": ("inferred", "face: the centres' offsets in their cell [batch, 2, h, w], y then x"),
+    "outputs.landmark_output": ("inferred", ("face: 5 landmarks [batch, 10, h, w], y then x of each, as shares of the "
+                                             "box's height and width from its top-left corner")),
+    "outputs.stride": ("the input's size over the heatmap's", "face: input pixels per heatmap cell (CenterFace: 4)"),
     "zoo": (None, "make zoo's pins and input recipe for a public model; the pipeline ignores it"),
 }
 TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs", "zoo")

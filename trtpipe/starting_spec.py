@@ -29,11 +29,12 @@ class TensorFacts:
 
 @dataclass
 class TaskGuess:
-    """A task and the one-line reason it was guessed; `keys`: [[outputs]] keys the first float output needs."""
+    """A task and the one-line reason it was guessed; `keys`: [[outputs]] keys the first float output needs
+    (a face head's: which output is the heatmap, `name`, and which the maps it reads)."""
 
     task: str
     why: str
-    keys: dict[str, int] = field(default_factory=dict)
+    keys: dict[str, int | str] = field(default_factory=dict)
 
 
 # 4 box coordinates (and an objectness score) plus classes: LVIS's 1,203 classes are the most a
@@ -75,6 +76,13 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> TaskGue
         return TaskGuess("classification", f"output '{first.name}' is [batch, {_dim(first.shape[1])}]: one score per class")
     if len(first.shape) == 3 and image is not None:
         return _rank3_guess(first, image, floats)
+    from trtpipe.quality.tasks.face import face_roles
+
+    roles = face_roles(floats) if image is not None else None
+    if roles is not None:
+        return TaskGuess("face", f"image input and maps of one size with 1, 2, 2 and 10 channels, as a CenterNet-style "
+                                 f"face head writes heatmap '{roles['name']}', box scales, offsets and 5 landmarks; "
+                                 "check which 2-channel map is the scale", roles)
     if len(first.shape) == 4 and image is not None and first.shape[2:] == image.shape[2:]:
         return TaskGuess("dense", f"output '{first.name}' has the input's height and width: a per-pixel map")
     return TaskGuess("generic", f"no task recognised from output '{first.name}' {first.shape}")
@@ -280,11 +288,19 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
     floats = [o for o in outputs if o.dtype.startswith("float")]
     if not any(axis_of(o) for o in floats) and not first_keys:
         return []
+    first_keys = dict(first_keys or {})
+    keyed = first_keys.pop("name", floats[0].name)
+    read = {value for value in first_keys.values() if isinstance(value, str)}  # a face head's maps: read by the heatmap's entry
     lines = []
-    for i, output in enumerate(floats):
+    for output in floats:
+        if output.name in read:
+            continue
         lines += ["[[outputs]]", f"name = {toml_string(output.name)}"]
-        if i == 0 and first_keys:
-            lines += [f"{key} = {value}  # CHECK: read from the output's shape" for key, value in first_keys.items()]
+        if output.name == keyed and first_keys:
+            lines += [f"{key} = {toml_string(value) if isinstance(value, str) else value}  # CHECK: read from the "
+                      "outputs' shapes" for key, value in first_keys.items()]
+        elif read:  # beside a face head: the spec's task would make it a heatmap
+            lines.append('task = "generic"  # CHECK: not one of the face head\'s maps')
         elif axis_of(output):
             lines.append(f"batch_axis = {axis_of(output)}  # CHECK: shaped like an input whose samples stack there")
         lines.append("")

@@ -122,7 +122,7 @@ def test_the_folded_graph_computes_what_the_original_does(lstm, tmp_path):
 def test_int8_reaches_the_layer_inside_a_folded_if_and_lists_an_unfolded_one(tmp_path):
     from helpers import table_for
 
-    from trtpipe.graph.qdq import layer_name
+    from trtpipe.graph.toolkit import label
 
     model, feeds = traced_ifs()
     fixed = {"sr": feeds["sr"]}
@@ -130,7 +130,7 @@ def test_int8_reaches_the_layer_inside_a_folded_if_and_lists_an_unfolded_one(tmp
     table = table_for(folded, feeds)  # calibration sees the folded graph too (calibrate passes the spec's facts)
     typed = typed_graph(model, Precision.INT8, table, shapes=SHAPES, fixed=fixed)
     made_by = {out: n for n in typed.model.graph.node for out in n.output}
-    quantized = {layer_name(n) for n in typed.model.graph.node if n.op_type == "MatMul"
+    quantized = {label(n) for n in typed.model.graph.node if n.op_type == "MatMul"
                  and made_by.get(n.input[1]) is not None and made_by[n.input[1]].op_type == "DequantizeLinear"}
     # fc fed only the other rates' branch: folded away with it, as dead as the condition's Equal.
     assert quantized == {"fc16k"} and if_count(typed.model) == 0

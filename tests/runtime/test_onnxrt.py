@@ -2,6 +2,7 @@
 the provider for, and what it lets ONNX Runtime print. scripts/h200_ort_gpu.sh runs it on the H200."""
 
 import numpy as np
+import pytest
 
 from models import mlp, save
 from trtpipe.runtime.onnxrt import OnnxRunner
@@ -29,3 +30,13 @@ def test_the_cuda_provider_is_asked_for_fp32_math_and_its_fallback_stays_off_std
     assert asked[0][0] == ("CUDAExecutionProvider", {"use_tf32": "0"})
     assert runner.provider == "CPUExecutionProvider" and np.isfinite(next(iter(out.values()))).all()
     assert capsys.readouterr().out == ""
+
+
+def test_spin_false_lets_the_intra_op_threads_sleep_and_the_answers_stay_the_same(tmp_path):
+    path = save(mlp(), tmp_path / "mlp.onnx")
+    x = {"x": np.random.default_rng(0).random((4, 16), dtype=np.float32)}
+    with OnnxRunner(path, threads=2) as spinning, OnnxRunner(path, threads=2, spin=False) as sleeping:
+        assert sleeping.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+        with pytest.raises(RuntimeError, match="does not have configuration"):  # ONNX Runtime's default: spinning
+            spinning.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+        np.testing.assert_array_equal(sleeping(x)["probs"], spinning(x)["probs"])

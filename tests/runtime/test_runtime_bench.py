@@ -99,10 +99,35 @@ def test_an_engine_without_a_gpu_is_a_one_line_error(tmp_path, cli):
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_random_inputs_have_the_dtype_and_shape_asked_for():
-    from trtpipe.runtime.bench import random_inputs
+def test_bench_inputs_have_the_dtype_and_shape_asked_for():
+    from trtpipe.runtime.bench import bench_inputs
     from trtpipe.runtime.runner import IOSpec
 
-    arrays = random_inputs([IOSpec("ids", "int64", (-1, 7)), IOSpec("mask", "bool", (-1, 7)), IOSpec("x", "float16", (2,))],
+    arrays = bench_inputs([IOSpec("ids", "int64", (-1, 7)), IOSpec("mask", "bool", (-1, 7)), IOSpec("x", "float16", (2,))],
                            {"ids": (3, 7), "mask": (3, 7), "x": (2,)})
     assert [(a.dtype, a.shape) for a in arrays.values()] == [(np.int64, (3, 7)), (np.bool_, (3, 7)), (np.float16, (2,))]
+
+
+def _token_type_lookup():
+    """A BERT-like token-type embedding: int64 ids of dynamic batch -> Cast -> Gather on a table of 2 rows."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "token_type_embeddings")
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["token_type_ids"], ["ids32"], to=TensorProto.INT32),
+         helper.make_node("Gather", ["token_type_embeddings", "ids32"], ["embedded"])],
+        "lookup", [helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, ["batch", 7])],
+        [helper.make_tensor_value_info("embedded", TensorProto.FLOAT, ["batch", 7, 3])], [table])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+
+
+def test_bench_feeds_ids_inside_the_table_they_index(tmp_path, cli):
+    from trtpipe.graph.inputs import index_limits
+
+    model = _token_type_lookup()
+    assert index_limits(model.graph) == {"token_type_ids": 2}
+    save(model, tmp_path / "lookup.onnx")
+    # bench drew ids 0..99 here, and ONNX Runtime refused the Gather ("indices element out of data bounds").
+    code, out, err = cli("bench", tmp_path / "lookup.onnx", "--batch", "64", "--iterations", "3", "--duration-s", "0")
+    assert code == 0, err
+    assert "Latency: min =" in out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
@@ -41,10 +40,10 @@ def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_b
       trtpipe serve engines/model.int8.sm89.engine --instances 2 --http-port 8010
     """
     from trtpipe.serve.models import describe, open_runner
-    from trtpipe.serve.server import ServerOptions
+    from trtpipe.serve.server import ServerOptions, default_threads
     from trtpipe.serve.server import serve as run
 
-    threads = threads or max(1, (os.cpu_count() or 1) // (instances * len(candidates)))
+    threads = threads or default_threads(instances, len(candidates))
     if max_batch is None and spec_path is not None:
         max_batch = _spec_max_batch(spec_path, candidates)
     models = []

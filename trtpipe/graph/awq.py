@@ -24,7 +24,7 @@ from calibrators.collect import exposed_activations
 from calibrators.gptq import gptq_int4, gram
 from calibrators.lowbit import DEFAULT_INT4_BLOCK, INT4_BLOCK_SIZES
 from trtpipe.errors import TrtpipeError
-from trtpipe.graph import onnxio
+from trtpipe.graph import toolkit
 from trtpipe.graph.lowbit import BLOCK_SIZE_KEY, MIN_TABLE_ROWS
 from trtpipe.graph.smooth import ChannelScales, smoothable_layers
 
@@ -55,7 +55,8 @@ class ActivationSample:
         self.rows.append(flat[rng.choice(flat.shape[0], min(keep, flat.shape[0]), replace=False)])
 
     def mean(self) -> np.ndarray:
-        return (self.total / max(self.count, 1)).astype(np.float32)
+        assert self.total is not None, "mean of no rows"  # awq() refuses data without samples first
+        return np.asarray(self.total / max(self.count, 1), np.float32)
 
     def sample(self, tokens: int, rng: np.random.Generator) -> np.ndarray:
         rows = np.concatenate(self.rows)
@@ -99,7 +100,7 @@ def with_block_size(model, block: int):
 
     if block not in INT4_BLOCK_SIZES:
         raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model = toolkit.copy(model)
     onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props}, BLOCK_SIZE_KEY: str(block)})
     return model
 
@@ -116,11 +117,9 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
     instead of to nearest, with AWQ's block scales; the folded weights are then the INT4 values
     times their scales, which `--precision int4` rounds back to exactly those values.
     """
-    import onnx
-
     if block not in INT4_BLOCK_SIZES:
         raise TrtpipeError(f"--block-size {block}: TensorRT takes INT4 blocks of {', '.join(map(str, INT4_BLOCK_SIZES))}")
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model = toolkit.copy(model)
     layers = awq_layers(model, block)
     if not layers:
         raise TrtpipeError(f"nothing for AWQ: no MatMul with a constant 2-D FP32 weight whose rows split into blocks of {block}")
@@ -152,6 +151,7 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
         summary.layers[activation] = result
         scaled = [array * result.scales[:, None] for array in arrays]
         if gptq:
+            assert sample.gram is not None  # update() gathers it when gptq is asked for
             folded, summary.gptq_errors[activation] = _gptq_rounded(sample.gram, x, result, scaled, block)
         else:
             folded = [clipped(array, amax, block) for array, amax in zip(scaled, result.clips)]
@@ -168,12 +168,12 @@ def clip_tables(model, block: int) -> list[str]:
     from onnx import TensorProto, numpy_helper
 
     inits = {init.name: init for init in model.graph.initializer}
-    readers = onnxio.readers(model)
+    readers = toolkit.readers(model.graph)
     done = []
     for node in model.graph.node:
         # A table another layer also reads (tied embeddings) keeps its values: the clip is the table's alone.
         init = inits.get(node.input[0]) if node.op_type == "Gather" and readers[node.input[0]] == 1 else None
-        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        axis = toolkit.attribute(node, "axis", 0)
         if (init is None or axis != 0 or init.data_type != TensorProto.FLOAT or len(init.dims) != 2
                 or init.dims[1] % block or init.dims[0] < MIN_TABLE_ROWS or init.name in done):
             continue

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
+from trtpipe.graph import sessions, toolkit
+from trtpipe.graph.inputs import index_limits, random_inputs
 
 # The largest relative difference a float output may show after folding: folding reorders FP32
 # arithmetic (w * gamma / sqrt(var) once instead of per inference), which moves the last bits only.
@@ -126,20 +128,12 @@ def constants_to_initializers(model) -> int:
 def ort_basic(model):
     """Return `model` as ONNX Runtime's ORT_ENABLE_BASIC offline optimizer writes it."""
     import onnx
-    import onnxruntime as ort
 
     with tempfile.TemporaryDirectory(prefix="trtpipe-cleanup-") as tmp:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
-        options.log_severity_level = 3
-        try:
-            ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"],
-                                 disabled_optimizers=list(KEPT_AS_EXPORTED))
-        except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own Fail/InvalidGraph types
-            first = str(exc).strip().splitlines()[0][:300]
-            raise TrtpipeError(f"ONNX Runtime cannot load the model ({first}); check it with 'trtpipe inspect'") from None
-        optimized = onnx.load(options.optimized_model_filepath)
+        optimized_path = Path(tmp) / "optimized.onnx"
+        sessions.session(model, optimization="basic", optimized_path=optimized_path,
+                         disabled_optimizers=KEPT_AS_EXPORTED)
+        optimized = onnx.load(str(optimized_path))
     # ONNX Runtime lists every domain it knows; keep the ones the graph uses, the opset stays the model's.
     used = {node.domain for node in optimized.graph.node} | {""}
     imports = [entry for entry in optimized.opset_import if entry.domain in used or entry.domain == "ai.onnx"]
@@ -150,7 +144,7 @@ def ort_basic(model):
 
 
 def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM, shapes=None, fixed=None) -> dict[str, np.ndarray]:
-    """Return random inputs for `model`: floats in [0, 1), integers 0 or 1 (valid ids, masks, types).
+    """Return random inputs for `model`, by the rule of trtpipe.graph.inputs.
 
     A dynamic batch dim (axis 0) is 1 and any other dynamic dim is `dynamic`; dims that share a
     name get one size. `shapes` ({input: (min, opt, max)}) gives an input its min shape instead;
@@ -158,10 +152,10 @@ def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM, shapes=None, fi
     """
     from onnx import helper
 
-    rng = np.random.default_rng(seed)
     initializers = {init.name for init in model.graph.initializer}
     sizes: dict[str, int] = {}
     feeds = {}
+    drawn = []
     for value in model.graph.input:
         if value.name in initializers:
             continue
@@ -177,13 +171,8 @@ def random_feeds(model, seed: int = 0, dynamic: int = CHECK_DIM, shapes=None, fi
                 shape.append(sizes.setdefault(dim.dim_param or f"{value.name}:{axis}", 1 if axis == 0 else dynamic))
         if shapes and value.name in shapes:
             shape = list(shapes[value.name][0])  # the smallest: the check stays cheap
-        dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
-        if np.issubdtype(dtype, np.floating):
-            feeds[value.name] = rng.random(shape).astype(dtype)
-        elif dtype == np.bool_:
-            feeds[value.name] = np.ones(shape, bool)
-        else:
-            feeds[value.name] = rng.integers(0, 2, shape).astype(dtype)
+        drawn.append((value.name, helper.tensor_dtype_to_np_dtype(tensor.elem_type), shape))
+    feeds.update(random_inputs(drawn, seed, index_limits(model.graph)))
     return feeds
 
 
@@ -195,17 +184,13 @@ def max_relative_error(original, cleaned, samples: int = 2, shapes=None, fixed=N
     Returns (None, why) when the original does not run on random inputs (a model that needs
     particular shapes or values): then nothing was checked, and the note says so.
     """
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    # Fatal only: a model that fails on random inputs is caught below and said in the note; ONNX
+    # Fatal only (4): a model that fails on random inputs is caught below and said in the note; ONNX
     # Runtime's own error line (silero-vad's reflect Pad on a 64-sample input) read as a crash in tune.
-    options.log_severity_level = 4
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # compare the graphs as written
+    # "none": compare the graphs as written.
     worst = 0.0
     try:
-        first = ort.InferenceSession(original.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        second = ort.InferenceSession(cleaned.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        first = sessions.session(original, optimization="none", log_severity=4)
+        second = sessions.session(cleaned, optimization="none", log_severity=4)
         for seed in range(samples):
             feeds = random_feeds(original, seed, shapes=shapes, fixed=fixed)
             expected = first.run(None, feeds)
@@ -233,16 +218,14 @@ def cleanup(model, check: bool = True, shapes=None, fixed=None):
     `shapes` ({input: (min, opt, max)}, the build's profile) and `fixed` ({input: array}, inputs a
     spec gives one value) decide If nodes, which are then folded into their branch (graph.control).
     """
-    import onnx
-
     from trtpipe.graph.control import fold_ifs
 
     global _last
     digest = hashlib.sha256(model.SerializeToString() + repr((shapes, fixed)).encode()).hexdigest()
     if _last is not None and _last[0] == digest:
-        return onnx.ModelProto.FromString(_last[1].SerializeToString()), _last[2]
+        return toolkit.copy(_last[1]), _last[2]
     original = model
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model = toolkit.copy(model)
     report = CleanupReport(nodes_before=len(model.graph.node))
     batchnorms = sum(node.op_type == "BatchNormalization" for node in model.graph.node)
     report.initializer_inputs = initializers_out_of_inputs(model)
@@ -261,5 +244,5 @@ def cleanup(model, check: bool = True, shapes=None, fixed=None):
                 f"(relative, on random inputs; tolerance {TOLERANCE:g}); please report this with the model"
             )
     _last = (digest, cleaned, report)
-    return onnx.ModelProto.FromString(cleaned.SerializeToString()), report
+    return toolkit.copy(cleaned), report
 

@@ -23,6 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trtpipe.graph import sessions, toolkit
+from trtpipe.graph.inputs import index_limits, random_inputs
+
 # Ops whose output depends on their input's shape only, never on its values.
 SHAPE_READERS = ("Shape", "Size")
 MAX_ROUNDS = 16  # each round folds every decidable If of the top level; nesting deeper than this is not seen
@@ -38,7 +41,7 @@ class FoldedIf:
 
 def static_condition(graph, node, fixed: Sequence[str] = ()) -> bool:
     """Return True if the condition of If `node` reads only constants, shapes and the `fixed` inputs."""
-    producers = {out: n for n in graph.node for out in n.output}
+    producers = toolkit.producers(graph)
     constants = {init.name for init in graph.initializer}
     inputs = {value.name for value in graph.input} - constants
     todo, seen = [node.input[0]], set()
@@ -54,14 +57,14 @@ def static_condition(graph, node, fixed: Sequence[str] = ()) -> bool:
             return False  # an outer-scope value: not decided here
         if producer.op_type in SHAPE_READERS:
             continue  # reads a shape; the shapes are the profile's
-        if any(a.type == a.GRAPH for a in producer.attribute):
+        if toolkit.subgraphs(producer):
             return False  # a value made by control flow
         todo.extend(producer.input)
     return True
 
 
 def _profile_feeds(model, shapes: Mapping[str, Sequence[Sequence[int]]], fixed: Mapping[str, np.ndarray]) -> list[dict]:
-    """Return random feeds at each of the profile's shapes (min, opt, max).
+    """Return random feeds (trtpipe.graph.inputs' rule) at each of the profile's shapes (min, opt, max).
 
     An input the profile does not name keeps its static dims; its dynamic ones take 1, 64 and 2 in
     turn, so that a condition on them is not taken for decided.
@@ -69,9 +72,10 @@ def _profile_feeds(model, shapes: Mapping[str, Sequence[Sequence[int]]], fixed: 
     from onnx import helper
 
     constants = {init.name for init in model.graph.initializer}
+    limits = index_limits(model.graph)
     feeds = []
     for corner in range(3):
-        rng = np.random.default_rng(corner)
+        drawn = []
         feed = {}
         for value in model.graph.input:
             if value.name in constants:
@@ -80,41 +84,35 @@ def _profile_feeds(model, shapes: Mapping[str, Sequence[Sequence[int]]], fixed: 
                 feed[value.name] = np.asarray(fixed[value.name])
                 continue
             tensor = value.type.tensor_type
-            dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type)
             shape = (list(shapes[value.name][corner]) if value.name in shapes else
                      [d.dim_value if d.HasField("dim_value") else (1, 64, 2)[corner] for d in tensor.shape.dim])
-            feed[value.name] = (rng.random(shape).astype(dtype) if np.issubdtype(dtype, np.floating)
-                                else rng.integers(0, 2, shape).astype(dtype))
+            drawn.append((value.name, helper.tensor_dtype_to_np_dtype(tensor.elem_type), shape))
+        feed.update(random_inputs(drawn, corner, limits))
         feeds.append(feed)
     return feeds
 
 
 def _conditions(model, names: Sequence[str], feeds: Sequence[dict]) -> list[list[bool]]:
     """Return each named boolean tensor's value on each feed (ONNX Runtime, the CPU provider)."""
-    import onnx
-    import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    probe = onnx.ModelProto.FromString(model.SerializeToString())
+    probe = toolkit.copy(model)
     del probe.graph.output[:]
     probe.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.BOOL, None) for name in names)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = sessions.session(probe)
     runs = [session.run(list(names), feed) for feed in feeds]
     return [[bool(np.asarray(run[i]).reshape(-1)[0]) for run in runs] for i in range(len(names))]
 
 
 def _inline(graph, node, branch_name: str) -> None:
     """Replace If `node` in `graph` by the nodes of its branch, in place."""
-    import onnx
     from onnx import helper
 
-    branch = next(a.g for a in node.attribute if a.name == branch_name)
+    branch = toolkit.attribute(node, branch_name)
     rename = {out.name: wanted for out, wanted in zip(branch.output, node.output)}
     body = []
     for inner in branch.node:
-        inner = onnx.NodeProto.FromString(inner.SerializeToString())
+        inner = toolkit.copy(inner)
         for i, name in enumerate(inner.output):
             inner.output[i] = rename.get(name, name)
         body.append(inner)
@@ -130,21 +128,10 @@ def _inline(graph, node, branch_name: str) -> None:
     graph.node.extend(nodes)
 
 
-def _names_read(nodes) -> set[str]:
-    """Return every tensor name the nodes read, subgraphs included (they may read outer values)."""
-    names = set()
-    for node in nodes:
-        names.update(node.input)
-        for attr in node.attribute:
-            if attr.type == attr.GRAPH:
-                names |= _names_read(attr.g.node) | {out.name for out in attr.g.output}
-    return names
-
-
 def _drop_dead(graph) -> None:
     """Remove the nodes nobody reads (the condition computations of folded Ifs), in place."""
     while True:
-        wanted = _names_read(graph.node) | {out.name for out in graph.output}
+        wanted = toolkit.names_read(graph.node) | {out.name for out in graph.output}
         alive = [n for n in graph.node if any(out in wanted for out in n.output)]
         if len(alive) == len(graph.node):
             return
@@ -160,11 +147,9 @@ def fold_ifs(model, shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
     its static dims, and a condition on one of its dynamic dims is not decided.
     `fixed`: inputs that always have this value (a sample rate); they stay inputs of the model.
     """
-    import onnx
-
     if not any(node.op_type == "If" for node in model.graph.node):
         return model, []
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model = toolkit.copy(model)
     shapes, fixed = dict(shapes or {}), dict(fixed or {})
     folded: list[FoldedIf] = []
     for _ in range(MAX_ROUNDS):
@@ -181,8 +166,8 @@ def fold_ifs(model, shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
             break
         for node, taken in chosen:
             branch = "then_branch" if taken else "else_branch"
-            _inline(graph, onnx.NodeProto.FromString(node.SerializeToString()), branch)
-            folded.append(FoldedIf(node.name or node.output[0], branch))
+            _inline(graph, toolkit.copy(node), branch)
+            folded.append(FoldedIf(toolkit.label(node), branch))
     if folded:
         _drop_dead(model.graph)
     return model, folded

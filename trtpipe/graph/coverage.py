@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibrators.graph import QUANTIZED_OPS  # the layers Q/DQ quantizes, and where their weight may sit
+from trtpipe.graph import toolkit
 
 # Ops a constant passes through on its way into a layer without becoming an activation.
 PASS_THROUGH = ("Transpose", "Reshape", "Cast", "Identity", "Unsqueeze", "Squeeze", "Flatten")
@@ -35,17 +36,16 @@ class WeightCoverage:
 def _constant_sizes(model) -> dict[str, int]:
     sizes = {init.name: int(np.prod(init.dims)) for init in model.graph.initializer}
     for node in model.graph.node:
-        if node.op_type == "Constant":
-            for attr in node.attribute:
-                if attr.name == "value":
-                    sizes[node.output[0]] = int(np.prod(attr.t.dims))
+        tensor = toolkit.attribute(node, "value") if node.op_type == "Constant" else None
+        if tensor is not None:
+            sizes[node.output[0]] = int(np.prod(tensor.dims))
     return sizes
 
 
 def weight_coverage(model) -> WeightCoverage:
     """Return how many weight elements of `model`'s Conv/ConvTranspose/MatMul/Gemm run through Q/DQ."""
     sizes = _constant_sizes(model)
-    producer = {out: node for node in model.graph.node for out in node.output}
+    producer = toolkit.producers(model.graph)
 
     def trace(name: str) -> tuple[int, bool] | None:
         """Return (elements, quantized) for the constant behind `name`, or None for an activation."""

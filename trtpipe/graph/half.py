@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.graph import onnxio
-from trtpipe.graph.keep import HALF_RANGE, SHAPE_SOURCES, KeptNode, Observed, kept_reasons, label
+from trtpipe.graph import onnxio, toolkit
+from trtpipe.graph.keep import HALF_RANGE, SHAPE_SOURCES, KeptNode, Observed, kept_reasons
 from trtpipe.targets import Precision
 
 # Inputs that stay float32 whatever the node computes in: Resize roi and scales (scales must be exact).
@@ -46,18 +46,17 @@ def convert(model, precision: Precision, keep: Iterable[str] = (), default_keep:
     range and keeps nothing by default. `ranges` holds what calibration data showed of each tensor
     (observe_ranges); without it only constants are checked.
     """
-    import onnx
     from onnx import TensorProto
 
     if precision not in HALF_RANGE:
         raise TrtpipeError(f"--precision {precision}: half conversion makes fp16 or bf16 only")
     half = TensorProto.FLOAT16 if precision is Precision.FP16 else TensorProto.BFLOAT16
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model = toolkit.copy(model)
     graph = model.graph
     types = onnxio.tensor_types(model)
     is_float = {name for name, t in types.items() if t == TensorProto.FLOAT}
     reasons = kept_reasons(model, precision, is_float, list(keep), default_keep, ranges or {})
-    kept = [KeptNode(label(node), node.op_type, reasons[i]) for i, node in enumerate(graph.node) if i in reasons]
+    kept = [KeptNode(toolkit.label(node), node.op_type, reasons[i]) for i, node in enumerate(graph.node) if i in reasons]
     _rewrite(model, half, precision, is_float, reasons)
     return HalfResult(model, kept)
 
@@ -77,9 +76,10 @@ def _fixed_float_slots(node, opset: int) -> set[int]:
 
 # ---- rewriting: every float tensor in the precision of its maker, casts where a reader differs --
 def _rewrite(model, half: int, precision: Precision, is_float: set[str], reasons: dict[int, str]) -> None:
-    from onnx import AttributeProto, TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper, numpy_helper
 
     graph = model.graph
+    names = toolkit.NewNames(graph)
     fp32 = TensorProto.FLOAT
     opset = onnxio.opset(model)
     nodes = list(graph.node)
@@ -100,7 +100,7 @@ def _rewrite(model, half: int, precision: Precision, is_float: set[str], reasons
             continue
         if init.name in wants_half:
             array = numpy_helper.to_array(init)
-            fp32_copies[init.name] = numpy_helper.from_array(array, f"{init.name}__fp32")
+            fp32_copies[init.name] = numpy_helper.from_array(array, names.new(f"{init.name}__fp32"))
             init.CopyFrom(_half_tensor(array, init.name, half))
             available[init.name] = {half: init.name}
         else:
@@ -116,7 +116,7 @@ def _rewrite(model, half: int, precision: Precision, is_float: set[str], reasons
                 have[want] = fp32_copies[name].name
             else:
                 source = next(iter(have.values()))
-                have[want] = f"{name}__{'fp32' if want == fp32 else precision}"
+                have[want] = names.new(f"{name}__{'fp32' if want == fp32 else precision}")
                 new_nodes.append(helper.make_node("Cast", [source], [have[want]], to=want, name=f"{have[want]}/Cast"))
         return have[want]
 
@@ -129,59 +129,38 @@ def _rewrite(model, half: int, precision: Precision, is_float: set[str], reasons
                 node.input[k] = next(iter(available[name].values())) if name in available else name  # any precision
             elif name in is_float:
                 node.input[k] = get(name, fp32 if node_type == fp32 or k in slots_fp32[i] else half)
-        for attr in node.attribute:  # outer-scope values a subgraph reads: FP32, like the subgraph
-            if attr.type == AttributeProto.GRAPH:
-                _read_outer_as_fp32(attr.g, is_float, get, fp32)
-            elif attr.type == AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    _read_outer_as_fp32(g, is_float, get, fp32)
+        for subgraph in toolkit.subgraphs(node):  # outer-scope values a subgraph reads: FP32, like the subgraph
+            _read_outer_as_fp32(subgraph, is_float, get, fp32)
         if node_type == half:
             _retype_attributes(node, half)
         for k, name in enumerate(node.output):
             if name not in is_float:
                 continue
             if node_type == half and name in outputs:
-                node.output[k] = f"{name}__{precision}"
+                node.output[k] = names.new(f"{name}__{precision}")
                 renamed_outputs.append(name)
             available[name] = {node_type: node.output[k]}
         new_nodes.append(node)
     for name in renamed_outputs:
         new_nodes.append(helper.make_node("Cast", [available[name][half]], [name], to=fp32, name=f"{name}/Cast"))
 
-    used = {n for node in new_nodes for n in node.input} | _subgraph_reads(new_nodes)
+    used = toolkit.names_read(new_nodes)
     graph.initializer.extend(init for init in fp32_copies.values() if init.name in used)
     del graph.node[:]
     graph.node.extend(new_nodes)
     del graph.value_info[:]  # stale float32 types; ONNX Runtime and TensorRT re-infer them
-def _subgraph_reads(nodes) -> set[str]:
-    from onnx import AttributeProto
-
-    names: set[str] = set()
-    for node in nodes:
-        for attr in node.attribute:
-            graphs = [attr.g] if attr.type == AttributeProto.GRAPH else list(attr.graphs) if attr.type == AttributeProto.GRAPHS else []
-            for g in graphs:
-                names.update(n for inner in g.node for n in inner.input)
-                names |= _subgraph_reads(g.node)
-    return names
 
 
 def _read_outer_as_fp32(subgraph, is_float: set[str], get, fp32: int) -> None:
     """Point a subgraph's reads of outer float tensors at their FP32 versions (nested graphs too)."""
-    from onnx import AttributeProto
-
     inner = {v.name for v in subgraph.input} | {i.name for i in subgraph.initializer}
     inner.update(o for node in subgraph.node for o in node.output)
     for node in subgraph.node:
         for k, name in enumerate(node.input):
             if name in is_float and name not in inner:
                 node.input[k] = get(name, fp32)
-        for attr in node.attribute:
-            if attr.type == AttributeProto.GRAPH:
-                _read_outer_as_fp32(attr.g, is_float - inner, get, fp32)
-            elif attr.type == AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    _read_outer_as_fp32(g, is_float - inner, get, fp32)
+        for nested in toolkit.subgraphs(node):
+            _read_outer_as_fp32(nested, is_float - inner, get, fp32)
 
 
 def _half_tensor(array: np.ndarray, name: str, half: int):
@@ -213,5 +192,5 @@ def _retype_attributes(node, half: int) -> None:
             break
         elif attr.name == "dtype" and attr.i == TensorProto.FLOAT:
             attr.i = half
-    if node.op_type == "ConstantOfShape" and not any(a.name == "value" for a in node.attribute):
+    if node.op_type == "ConstantOfShape" and toolkit.attribute(node, "value") is None:
         node.attribute.append(helper.make_attribute("value", _half_tensor(np.zeros(1, np.float32), "", half)))

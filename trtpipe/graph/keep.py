@@ -19,11 +19,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.graph import onnxio
+from trtpipe.graph import onnxio, toolkit
 from trtpipe.targets import Precision
 
 # Ops whose results overflow or lose too much in FP16: squares and exponentials of activations,
@@ -89,7 +90,7 @@ def node_matches(node, patterns: Iterable[str]) -> bool:
 
 
 def check_exclude(model, patterns: Iterable[str], model_path, flag: str = "--exclude",
-                  cleaned: Callable[[], object] | None = None) -> None:
+                  cleaned: Callable[[], Any] | None = None) -> None:
     """Raise if a pattern matches no node of `model`: a misspelt exclusion would quantize the layer it meant.
 
     `cleaned` gives the graph the typed passes rewrite (cleanup with the spec's fixed inputs): the
@@ -109,13 +110,9 @@ def activation_limit(precision: Precision) -> float:
     return HALF_RANGE[precision][0] / ACTIVATION_HEADROOM
 
 
-def label(node) -> str:
-    return node.name or (node.output[0] if node.output else node.op_type)
-
-
 def kept_reasons(model, precision, is_float, keep, default_keep, ranges) -> dict[int, str]:
     """Return {node index: reason} for the nodes that compute in FP32."""
-    from onnx import AttributeProto, numpy_helper
+    from onnx import numpy_helper
 
     graph = model.graph
     fmax, tiny = HALF_RANGE[precision]
@@ -135,7 +132,7 @@ def kept_reasons(model, precision, is_float, keep, default_keep, ranges) -> dict
             reason = "named by --exclude"
         elif node.op_type in fragile:
             reason = "fragile in FP16 (squares, exponentials, normalization statistics)"
-        elif any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
+        elif toolkit.subgraphs(node):
             reason = "control flow: its subgraphs compute in FP32"
         elif i in shape_nodes:
             reason = "shape computation: FP16 holds integers exactly only up to 2048"
@@ -148,14 +145,14 @@ def kept_reasons(model, precision, is_float, keep, default_keep, ranges) -> dict
                 value = constants.get(name)
                 array = numpy_helper.to_array(value) if value is not None else None
                 if array is None and name in constant_nodes:
-                    array = _constant_value(constant_nodes[name])
+                    array = toolkit.constant_value(constant_nodes[name])
                 if array is None or array.dtype != np.float32:
                     continue
                 reason = _constant_out_of_range(name, array, fmax, tiny, precision)
                 if reason:
                     break
         if reason is None and node.op_type == "Constant":
-            array = _constant_value(node)
+            array = toolkit.constant_value(node)
             if array is not None and array.dtype == np.float32:
                 reason = _constant_out_of_range(node.output[0], array, fmax, tiny, precision)
         if reason is None:
@@ -187,22 +184,9 @@ def _constant_out_of_range(name: str, array: np.ndarray, fmax: float, tiny: floa
     return None
 
 
-def _constant_value(node) -> np.ndarray | None:
-    from onnx import numpy_helper
-
-    for attr in node.attribute:
-        if attr.name == "value":
-            return numpy_helper.to_array(attr.t)
-        if attr.name == "value_float":
-            return np.array(attr.f, np.float32)
-        if attr.name == "value_floats":
-            return np.array(list(attr.floats), np.float32)
-    return None
-
-
 def _shape_computation(graph) -> set[int]:
     """Return the indices of nodes that compute shapes, sizes or indices (walked back from SHAPE_INPUTS)."""
-    producer = {out: i for i, node in enumerate(graph.node) for out in node.output}
+    producer = toolkit.producer_positions(graph)
     todo = [name for node in graph.node for slot in SHAPE_INPUTS.get(node.op_type, ())
             if slot < len(node.input) and (name := node.input[slot])]
     found: set[int] = set()

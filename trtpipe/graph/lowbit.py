@@ -30,7 +30,7 @@ from calibrators.lowbit import (
     quantize_int4,
 )
 from trtpipe.errors import TrtpipeError
-from trtpipe.graph import onnxio
+from trtpipe.graph import onnxio, toolkit
 from trtpipe.graph.half import to_half
 from trtpipe.targets import Precision
 
@@ -105,12 +105,12 @@ def _layer_weights(half, exclude_names: set[str]):
 
     inits = {init.name: init for init in half.graph.initializer}
     for node in half.graph.node:
-        if node.op_type not in ("MatMul", "Gemm") or (node.name or node.output[0]) in exclude_names:
+        if node.op_type not in ("MatMul", "Gemm") or toolkit.label(node) in exclude_names:
             continue
         init = inits.get(node.input[1])
         if init is None or init.data_type != TensorProto.FLOAT16 or len(init.dims) != 2:
             continue  # an FP32 copy (a kept node), a computed or batched operand
-        attrs = {a.name: a.i for a in node.attribute}
+        attrs = toolkit.attributes(node)
         if node.op_type == "Gemm" and (attrs.get("transA", 0) or attrs.get("alpha") is not None):
             continue
         yield node, 1, node.input[1], node.op_type == "Gemm" and attrs.get("transB", 0) == 1
@@ -122,7 +122,7 @@ def _embedding_tables(half):
 
     inits = {init.name: init for init in half.graph.initializer}
     for node in half.graph.node:
-        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        axis = toolkit.attribute(node, "axis", 0)
         init = inits.get(node.input[0]) if node.op_type == "Gather" else None
         if init is not None and axis == 0 and init.data_type == TensorProto.FLOAT16 and len(init.dims) == 2:
             yield node, node.input[0]
@@ -132,7 +132,7 @@ def _kept_names(model, exclude: Iterable[str]) -> set[str]:
     from trtpipe.graph.keep import node_matches
 
     exclude = list(exclude)
-    return {node.name or node.output[0] for node in model.graph.node if exclude and node_matches(node, exclude)}
+    return {toolkit.label(node) for node in model.graph.node if exclude and node_matches(node, exclude)}
 
 
 def _finish(half, new_nodes_before: dict[str, list], new_inits: list):
@@ -171,19 +171,17 @@ def int4_model(model, exclude: Iterable[str] = (), block: int | None = None,
     fp32 = _fp32_arrays(model)
     half = to_half(onnxio.with_opset(model, INT4_OPSET), Precision.FP16, keep=exclude)
     report = LowbitReport([], [])
-    writer = _Int4Writer(block, report)
+    writer = _Int4Writer(block, report, toolkit.NewNames(half.graph))
     kept = _kept_names(model, exclude)
     for node, slot, name, transposed in list(_layer_weights(half, kept)):
         weight = fp32[name].T if transposed else fp32[name]  # Gemm(transB=1) reads W[N, K]: blocks run along K
         if weight.shape[0] % block:
             continue  # stays FP16, as the graph has it (transB included)
         if transposed:  # store W^T, read without transB
-            for attr in node.attribute:
-                if attr.name == "transB":
-                    attr.i = 0
+            toolkit.set_attribute(node, "transB", 0)
             name = f"{name}__t"
         node.input[slot] = writer.dequantized(name, weight, 0, node.output[0])
-        report.layers.append(node.name or node.output[0])
+        report.layers.append(toolkit.label(node))
     if embeddings:
         writer.embeddings(half, fp32, kept)
     if not report.layers:
@@ -195,11 +193,11 @@ def int4_model(model, exclude: Iterable[str] = (), block: int | None = None,
 class _Int4Writer:
     """Writes INT4 weights with their DequantizeLinear, each once, and counts the bytes."""
 
-    def __init__(self, block: int, report: LowbitReport):
-        self.block, self.report = block, report
+    def __init__(self, block: int, report: LowbitReport, names: toolkit.NewNames):
+        self.block, self.report, self.names = block, report, names
         self.inits: list = []
         self.before: dict[str, list] = {}
-        self.done: set[str] = set()
+        self.done: dict[str, str] = {}  # weight -> its DequantizeLinear output
 
     def dequantized(self, name: str, weight: np.ndarray, axis: int, reader: str, embedding: bool = False) -> str:
         """Return the DequantizeLinear output standing for `weight`, blocked along `axis`, run before `reader`."""
@@ -209,24 +207,24 @@ class _Int4Writer:
         if name not in self.done:
             q = quantize_int4(weight if axis == 0 else weight.T, self.block)
             values, scales = (q.values, q.scales) if axis == 0 else (q.values.T, q.scales.T)
-            self.inits += [numpy_helper.from_array(values.astype(ml_dtypes.int4), f"{name}__int4"),
-                           numpy_helper.from_array(scales.astype(np.float16), f"{name}__int4_scale")]
+            stored, scale, dq = (self.names.new(f"{name}{suffix}") for suffix in ("__int4", "__int4_scale", "__dq"))
+            self.inits += [numpy_helper.from_array(values.astype(ml_dtypes.int4), stored),
+                           numpy_helper.from_array(scales.astype(np.float16), scale)]
             self.before.setdefault(reader, []).append(helper.make_node(
-                "DequantizeLinear", [f"{name}__int4", f"{name}__int4_scale"], [f"{name}__dq"],
-                axis=axis, block_size=self.block, name=f"{name}/DequantizeLinear"))
-            self.done.add(name)
+                "DequantizeLinear", [stored, scale], [dq], axis=axis, block_size=self.block, name=f"{name}/DequantizeLinear"))
+            self.done[name] = dq
             self.report.count(weight.size * 2, (weight.size + 1) // 2 + scales.size * 2, embedding)
-        return f"{name}__dq"
+        return self.done[name]
 
     def embeddings(self, half, fp32: dict[str, np.ndarray], kept: set[str]) -> None:
         """Quantize Gather tables, blocked along each row: a looked-up row dequantizes alone."""
         for node, name in list(_embedding_tables(half)):
             table = fp32.get(name)
             if (table is None or table.shape[1] % self.block or table.shape[0] < MIN_TABLE_ROWS
-                    or (node.name or node.output[0]) in kept):
+                    or toolkit.label(node) in kept):
                 continue
             node.input[0] = self.dequantized(name, table, 1, node.output[0], embedding=True)
-            self.report.embeddings.append(node.name or node.output[0])
+            self.report.embeddings.append(toolkit.label(node))
 
 
 def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = (),
@@ -244,7 +242,11 @@ def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = (),
     fp32 = _fp32_arrays(model)
     half = to_half(onnxio.with_opset(model, FP4_OPSET), Precision.FP16, keep=exclude)
     report = LowbitReport([], [])
-    new_inits, before, weights_done, acts_done = [], {}, set(), {}
+    new_inits: list = []
+    before: dict[str, list] = {}  # node output -> the nodes to put before that node
+    weights_done: dict[str, str] = {}  # weight -> its dequantized name
+    acts_done: dict[str, str] = {}  # activation -> its dequantized name
+    names = toolkit.NewNames(half.graph)
     kept = _kept_names(model, exclude)
     missing = []
     for node, slot, name, transposed in list(_layer_weights(half, kept)):
@@ -257,47 +259,46 @@ def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = (),
             continue
         if name not in weights_done:
             q = quantize_fp4(weight_nk)
-            new_inits += [numpy_helper.from_array(q.values.astype(ml_dtypes.float4_e2m1fn), f"{name}__fp4"),
-                          numpy_helper.from_array(q.scales.astype(ml_dtypes.float8_e4m3fn), f"{name}__fp4_scale"),
-                          numpy_helper.from_array(np.array(q.global_scale, np.float16), f"{name}__fp4_global")]
+            w = {part: names.new(f"{name}__{part}") for part in ("fp4", "fp4_scale", "fp4_global", "fp4_block", "dq_nk", "dq")}
+            new_inits += [numpy_helper.from_array(q.values.astype(ml_dtypes.float4_e2m1fn), w["fp4"]),
+                          numpy_helper.from_array(q.scales.astype(ml_dtypes.float8_e4m3fn), w["fp4_scale"]),
+                          numpy_helper.from_array(np.array(q.global_scale, np.float16), w["fp4_global"])]
             before.setdefault(node.output[0], []).extend([
-                helper.make_node("DequantizeLinear", [f"{name}__fp4_scale", f"{name}__fp4_global"], [f"{name}__fp4_block"],
+                helper.make_node("DequantizeLinear", [w["fp4_scale"], w["fp4_global"]], [w["fp4_block"]],
                                  name=f"{name}/DequantizeLinear_scale"),
-                helper.make_node("DequantizeLinear", [f"{name}__fp4", f"{name}__fp4_block"], [f"{name}__dq_nk"],
+                helper.make_node("DequantizeLinear", [w["fp4"], w["fp4_block"]], [w["dq_nk"]],
                                  axis=-1, block_size=FP4_BLOCK, name=f"{name}/DequantizeLinear"),
-                helper.make_node("Transpose", [f"{name}__dq_nk"], [f"{name}__dq"], perm=[1, 0], name=f"{name}/Transpose"),
+                helper.make_node("Transpose", [w["dq_nk"]], [w["dq"]], perm=[1, 0], name=f"{name}/Transpose"),
             ])
-            weights_done.add(name)
+            weights_done[name] = w["dq"]
             report.count(weight_nk.size * 2, weight_nk.size // 2 + q.scales.size + 2)
         if transposed:
-            for attr in node.attribute:
-                if attr.name == "transB":
-                    attr.i = 0
-        node.input[slot] = f"{name}__dq"
+            toolkit.set_attribute(node, "transB", 0)
+        node.input[slot] = weights_done[name]
         source = node.input[0]
         if source not in acts_done:
-            prefix = f"{source}__fp4"
+            a = {part: names.new(f"{source}__fp4_{part}") for part in ("global", "k", "lead", "shape", "in", "q", "scale",
+                                                                     "block", "dq")}
             global_scale = fp4_global_scale(table.amax[activation])
-            new_inits += [numpy_helper.from_array(np.array(global_scale, np.float16), f"{prefix}_global"),
-                          numpy_helper.from_array(np.array([weight_nk.shape[1]], np.int64), f"{prefix}_k")]
+            new_inits += [numpy_helper.from_array(np.array(global_scale, np.float16), a["global"]),
+                          numpy_helper.from_array(np.array([weight_nk.shape[1]], np.int64), a["k"])]
             # TensorRT needs the blocked axis's extent at build time; a Reshape computed from shapes
             # (attention heads merged back) hides it, so restate it: [..., K].
             before.setdefault(node.output[0], []).extend([
-                helper.make_node("Shape", [source], [f"{prefix}_lead"], end=-1, name=f"{source}/Shape_fp4"),
-                helper.make_node("Concat", [f"{prefix}_lead", f"{prefix}_k"], [f"{prefix}_shape"], axis=0,
-                                 name=f"{source}/Concat_fp4"),
-                helper.make_node("Reshape", [source, f"{prefix}_shape"], [f"{prefix}_in"], name=f"{source}/Reshape_fp4"),
-                helper.make_node("TRT_FP4DynamicQuantize", [f"{prefix}_in", f"{prefix}_global"], [f"{prefix}_q", f"{prefix}_scale"],
+                helper.make_node("Shape", [source], [a["lead"]], end=-1, name=f"{source}/Shape_fp4"),
+                helper.make_node("Concat", [a["lead"], a["k"]], [a["shape"]], axis=0, name=f"{source}/Concat_fp4"),
+                helper.make_node("Reshape", [source, a["shape"]], [a["in"]], name=f"{source}/Reshape_fp4"),
+                helper.make_node("TRT_FP4DynamicQuantize", [a["in"], a["global"]], [a["q"], a["scale"]],
                                  domain=TRT_DOMAIN, axis=-1, block_size=FP4_BLOCK, scale_type=FP8_E4M3FN,
                                  name=f"{source}/TRT_FP4DynamicQuantize"),
-                helper.make_node("DequantizeLinear", [f"{prefix}_scale", f"{prefix}_global"], [f"{prefix}_block"],
+                helper.make_node("DequantizeLinear", [a["scale"], a["global"]], [a["block"]],
                                  name=f"{source}/DequantizeLinear_scale"),
-                helper.make_node("DequantizeLinear", [f"{prefix}_q", f"{prefix}_block"], [f"{prefix}_dq"],
+                helper.make_node("DequantizeLinear", [a["q"], a["block"]], [a["dq"]],
                                  axis=-1, block_size=FP4_BLOCK, name=f"{source}/DequantizeLinear"),
             ])
-            acts_done[source] = f"{prefix}_dq"
+            acts_done[source] = a["dq"]
         node.input[0] = acts_done[source]
-        report.layers.append(node.name or node.output[0])
+        report.layers.append(toolkit.label(node))
     if not report.layers:
         if missing:
             raise TrtpipeError(f"--cache: no amax for '{missing[0]}' (and {len(missing) - 1} more) that fp4 needs; "
@@ -305,7 +306,7 @@ def fp4_model(model, table: CalibrationTable, exclude: Iterable[str] = (),
         raise NothingToQuantize("nothing was quantized to fp4: no MatMul or Gemm with a constant 2-D weight whose "
                            f"input channels split into blocks of {FP4_BLOCK}; check --exclude")
     if embeddings:  # FP4 has no Gather; the tables take INT4, which every FP4 target runs too
-        writer = _Int4Writer(DEFAULT_EMBEDDING_BLOCK, report)
+        writer = _Int4Writer(DEFAULT_EMBEDDING_BLOCK, report, names)
         writer.embeddings(half, fp32, kept)
         new_inits += writer.inits
         for reader, nodes in writer.before.items():

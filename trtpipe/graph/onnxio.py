@@ -7,6 +7,7 @@ from pathlib import Path
 
 from trtpipe.errors import TrtpipeError, require
 from trtpipe.files import atomic_path
+from trtpipe.graph import toolkit
 
 # ONNX Runtime 1.31 reads IR version 13 at most and TensorRT parsers lag further; IR 10 carries
 # every type we write (float8 needs 9) and is read by all of them.
@@ -134,13 +135,6 @@ def typed_precision(model) -> str:
     return "fp32"
 
 
-def readers(model) -> dict[str, int]:
-    """Return how many node inputs of `model`'s graph read each tensor (subgraphs not counted)."""
-    from collections import Counter
-
-    return dict(Counter(name for node in model.graph.node for name in node.input))
-
-
 def tensor_types(model) -> dict[str, int]:
     """Return the element type of every tensor whose type ONNX shape inference can tell."""
     onnx = _onnx()
@@ -156,8 +150,7 @@ def tensor_types(model) -> dict[str, int]:
     for init in graph.initializer:
         types[init.name] = init.data_type
     for node in graph.node:
-        if node.op_type == "Constant":
-            for attr in node.attribute:
-                if attr.name == "value":
-                    types[node.output[0]] = attr.t.data_type
+        tensor = toolkit.attribute(node, "value") if node.op_type == "Constant" else None
+        if tensor is not None:
+            types[node.output[0]] = tensor.data_type
     return types

@@ -27,7 +27,7 @@ import numpy as np
 from calibrators.cache import CalibrationTable
 from calibrators.graph import activation_inputs, constant_names, weight_slot
 from trtpipe.errors import TrtpipeError
-from trtpipe.graph import onnxio
+from trtpipe.graph import onnxio, toolkit
 from trtpipe.graph.keep import KeptNode, node_matches
 from trtpipe.targets import Precision
 
@@ -48,7 +48,7 @@ def weight_axis(node, weight: np.ndarray, slot: int = 1) -> int | None:
     A [..., M, K]. A 1-D MatMul operand has no output channel.
     """
     def attr(name):
-        return next((a.i for a in node.attribute if a.name == name), 0)
+        return toolkit.attribute(node, name, 0)
 
     if node.op_type == "Conv":
         return 0
@@ -100,16 +100,11 @@ def quantize_weight(weight: np.ndarray, axis: int | None, precision: Precision,
     return np.clip(scaled, -448, 448).astype(ml_dtypes.float8_e4m3fn), scale
 
 
-def layer_name(node) -> str:
-    """Return the name a layer goes by in --exclude lists and reports: its node name, else its output."""
-    return node.name or node.output[0]
-
-
 def depthwise(node, values: dict[str, np.ndarray]) -> bool:
     """Return True for a grouped Conv with fewer than MIN_GROUP_CHANNELS input channels per group."""
     if node.op_type != "Conv" or len(node.input) < 2 or node.input[1] not in values:
         return False
-    group = next((a.i for a in node.attribute if a.name == "group"), 1)
+    group = toolkit.attribute(node, "group", 1)
     weight = values[node.input[1]]
     return group > 1 and weight.ndim >= 2 and weight.shape[1] < MIN_GROUP_CHANNELS
 
@@ -162,14 +157,13 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     `quantize_depthwise`: quantize depthwise convolutions too (left out by default: see the module's doc).
     `min_weights`: leave layers with fewer weight elements unquantized (see the module's doc).
     """
-    import onnx
     from onnx import helper, numpy_helper
 
     if precision not in QMAX:
         raise TrtpipeError(f"--precision {precision}: Q/DQ insertion makes int8 or fp8")
     exclude = list(exclude)
     only = set(only) if only is not None else None
-    model = onnxio.with_opset(onnx.ModelProto.FromString(model.SerializeToString()), MIN_OPSET[precision])
+    model = onnxio.with_opset(toolkit.copy(model), MIN_OPSET[precision])
     graph = model.graph
     constants = constant_names(model)
     values = float_constants(model)
@@ -188,14 +182,17 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     quantized_nodes = []
     left_out: list[KeptNode] = []
     new_nodes = []
+    names = toolkit.NewNames(graph)
 
-    def add_scale(name: str, values) -> str:
+    def add_scale(stem: str, values) -> str:
         values = fp16_scale(values) if scales_fit_fp16 else np.asarray(values, np.float32)
+        name = names.new(stem)
         new_initializers.append(numpy_helper.from_array(values, name))
         return name
 
-    def add_zero_point(name: str, size: int, scalar: bool) -> str:
+    def add_zero_point(stem: str, size: int, scalar: bool) -> str:
         zp = _zero_point(precision, size)
+        name = names.new(stem)
         new_initializers.append(numpy_helper.from_array(zp.reshape(()) if scalar else zp, name))
         return name
 
@@ -203,13 +200,13 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
         activations = activation_inputs(node, constants)
         slot = weight_slot(node, constants)
         weight = node.input[slot] if slot is not None else None
-        if not activations or (only is not None and layer_name(node) not in only):
+        if not activations or (only is not None and toolkit.label(node) not in only):
             new_nodes.append(node)
             continue
         reason = ("excluded (--exclude or the spec's [quantize] exclude)" if node_matches(node, exclude) else
                   why_left_out(node, constants, table, values, quantize_depthwise, min_weights))
         if reason is not None:
-            left_out.append(KeptNode(layer_name(node), node.op_type, reason))
+            left_out.append(KeptNode(toolkit.label(node), node.op_type, reason))
             new_nodes.append(node)
             continue
         for name in activations:
@@ -217,29 +214,33 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
                 amax = table.amax[name]
                 scale = add_scale(f"{name}__scale", amax / qmax if amax > 0 else 1.0)
                 zp = add_zero_point(f"{name}__zero_point", 1, scalar=True)
-                new_nodes.append(helper.make_node("QuantizeLinear", [name, scale, zp], [f"{name}__q"], name=f"{name}/QuantizeLinear"))
-                new_nodes.append(helper.make_node("DequantizeLinear", [f"{name}__q", scale, zp], [f"{name}__dq"], name=f"{name}/DequantizeLinear"))
-                dequantized[name] = f"{name}__dq"
+                q_name, dq_name = names.new(f"{name}__q"), names.new(f"{name}__dq")
+                new_nodes.append(helper.make_node("QuantizeLinear", [name, scale, zp], [q_name], name=f"{name}/QuantizeLinear"))
+                new_nodes.append(helper.make_node("DequantizeLinear", [q_name, scale, zp], [dq_name], name=f"{name}/DequantizeLinear"))
+                dequantized[name] = dq_name
         for i, name in enumerate(node.input):
             if name in activations:
                 node.input[i] = dequantized[name]
-        if weight is not None and weight in values:
+        if slot is not None and weight in values:
             array = values[weight]
             axis = weight_axis(node, array, slot)
             key = (weight, axis)  # one weight read along two axes (W and W^T users) gets two DQs
             if key not in weights_done:
                 stem = weight if not any(k[0] == weight for k in weights_done) else f"{weight}__axis{axis}"
-                q, scale = quantize_weight(array, axis, precision, scales_fit_fp16)
-                new_initializers.append(numpy_helper.from_array(q, f"{stem}__quantized"))
-                add_scale(f"{stem}__scale", scale)
-                add_zero_point(f"{stem}__zero_point", scale.size, scalar=axis is None)
-                new_nodes.append(helper.make_node(
-                    "DequantizeLinear", [f"{stem}__quantized", f"{stem}__scale", f"{stem}__zero_point"],
-                    [f"{stem}__dq"], name=f"{stem}/DequantizeLinear", **({} if axis is None else {"axis": axis})))
-                weights_done[key] = f"{stem}__dq"
+                q, weight_scale = quantize_weight(array, axis, precision, scales_fit_fp16)
+                quantized = names.new(f"{stem}__quantized")
+                new_initializers.append(numpy_helper.from_array(q, quantized))
+                scale_name = add_scale(f"{stem}__scale", weight_scale)
+                zp_name = add_zero_point(f"{stem}__zero_point", weight_scale.size, scalar=axis is None)
+                weights_done[key] = names.new(f"{stem}__dq")
+                dequantize = helper.make_node("DequantizeLinear", [quantized, scale_name, zp_name], [weights_done[key]],
+                                              name=f"{stem}/DequantizeLinear")
+                if axis is not None:
+                    toolkit.set_attribute(dequantize, "axis", axis)
+                new_nodes.append(dequantize)
             node.input[slot] = weights_done[key]
         new_nodes.append(node)
-        quantized_nodes.append(layer_name(node))
+        quantized_nodes.append(toolkit.label(node))
 
     # Constant nodes whose weights now live quantized are read by nobody: drop them with the initializers.
     used = {name for node in new_nodes for name in node.input}
@@ -266,7 +267,7 @@ def float_constants(model) -> dict[str, np.ndarray]:
     values = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer
               if init.data_type == TensorProto.FLOAT}
     for node in model.graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value" \
-                and node.attribute[0].t.data_type == TensorProto.FLOAT:
-            values[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+        tensor = toolkit.attribute(node, "value") if node.op_type == "Constant" else None
+        if tensor is not None and tensor.data_type == TensorProto.FLOAT:
+            values[node.output[0]] = numpy_helper.to_array(tensor)
     return values

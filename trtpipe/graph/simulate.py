@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trtpipe.graph import onnxio
+from trtpipe.graph import onnxio, toolkit
 
 
 def has_bfloat16(model) -> bool:
@@ -21,15 +21,15 @@ def has_bfloat16(model) -> bool:
 
 def for_cpu(model):
     """Return `model` if the CPU provider runs it, else the rewrite that does (bf16 or NVFP4)."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     if has_fp4(model):
         model = fp4_for_cpu(model)
     if not has_bfloat16(model):
         return model
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model = toolkit.copy(model)
     graph = model.graph
+    names = toolkit.NewNames(graph)
     bf16 = {name for name, t in onnxio.tensor_types(model).items() if t == TensorProto.BFLOAT16}
     for init in graph.initializer:
         if init.data_type == TensorProto.BFLOAT16:
@@ -39,19 +39,17 @@ def for_cpu(model):
             value.type.tensor_type.elem_type = TensorProto.FLOAT
     nodes = []
     for node in graph.node:
-        for attr in node.attribute:
-            if attr.name == "value" and attr.t.data_type == TensorProto.BFLOAT16:
-                attr.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(attr.t).astype(np.float32), attr.t.name))
+        value = toolkit.attribute(node, "value")
+        if isinstance(value, TensorProto) and value.data_type == TensorProto.BFLOAT16:
+            value.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(value).astype(np.float32), value.name))
         rounding = []
         for i, name in enumerate(node.output):
             if name in bf16:
-                node.output[i] = f"{name}__unrounded"
-                rounding += [helper.make_node("Cast", [node.output[i]], [f"{name}__bf16"], to=TensorProto.BFLOAT16),
-                             helper.make_node("Cast", [f"{name}__bf16"], [name], to=TensorProto.FLOAT)]
-        if node.op_type == "Cast":
-            for attr in node.attribute:
-                if attr.name == "to" and attr.i == TensorProto.BFLOAT16:
-                    attr.i = TensorProto.FLOAT  # the rounding casts after it do the narrowing
+                node.output[i], rounded = names.new(f"{name}__unrounded"), names.new(f"{name}__bf16")
+                rounding += [helper.make_node("Cast", [node.output[i]], [rounded], to=TensorProto.BFLOAT16),
+                             helper.make_node("Cast", [rounded], [name], to=TensorProto.FLOAT)]
+        if node.op_type == "Cast" and toolkit.attribute(node, "to") == TensorProto.BFLOAT16:
+            toolkit.set_attribute(node, "to", TensorProto.FLOAT)  # the rounding casts after it do the narrowing
         nodes.append(node)
         nodes.extend(rounding)
     del graph.node[:]
@@ -138,10 +136,9 @@ def _dequantize(values: np.ndarray, scale: np.ndarray, axis: int, block: int) ->
 
 def fp4_for_cpu(model):
     """Return the NVFP4 typed `model` rewritten into ops ONNX Runtime's CPU provider runs."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model = toolkit.copy(model)
     graph = model.graph
     constants = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
     # Only FP4 weights and their FP8 block scales are folded; INT4 tables (and all else) run as they are.
@@ -149,16 +146,12 @@ def fp4_for_cpu(model):
                 if init.data_type in (TensorProto.FLOAT4E2M1, TensorProto.FLOAT8E4M3FN)}
     exact: set[str] = set()  # float32 tensors that replace an FP16 one
     nodes, new_inits = [], []
-    producers = {out: node for node in graph.node for out in node.output}
-    consumers: dict[str, list] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
+    consumers = toolkit.consumers(graph)
     skip = set()
     for node in graph.node:
         if node.output[0] in skip:
             continue
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        attrs = toolkit.attributes(node)
         if (node.op_type == "DequantizeLinear" and all(n in constants for n in node.input[:2])
                 and node.input[0] in foldable):
             constants[node.output[0]] = _dequantize(constants[node.input[0]], constants[node.input[1]],
@@ -192,7 +185,6 @@ def fp4_for_cpu(model):
             nodes += [node, helper.make_node("Cast", [node.output[0]], [out], to=TensorProto.FLOAT16)]
             continue
         nodes.append(node)
-    del producers
     used = {name for node in nodes for name in node.input}
     keep = [init for init in graph.initializer if init.name in used and init.data_type != TensorProto.FLOAT4E2M1]
     folded = [numpy_helper.from_array(constants[name].astype(np.float32), name)

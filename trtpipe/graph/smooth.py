@@ -17,7 +17,7 @@ import numpy as np
 from calibrators.collect import exposed_activations
 from calibrators.graph import constant_names
 from trtpipe.errors import TrtpipeError
-from trtpipe.graph import onnxio
+from trtpipe.graph import toolkit
 
 DEFAULT_ALPHA = 0.5
 
@@ -70,7 +70,7 @@ class ChannelScales:
 
         self.model, self.out, self.inverse, self.label = model, out, inverse, label
         self.weights = {init.name: init for init in model.graph.initializer}
-        self.readers = onnxio.readers(model)
+        self.readers = toolkit.readers(model.graph)
         self.position = {node.output[0]: i for i, node in enumerate(model.graph.node)}
         self.divide_nodes: dict = {}  # index of the activation's first scaled reader -> the Mul before it
         self._to_array = numpy_helper.to_array
@@ -111,11 +111,9 @@ class ChannelScales:
 def smooth(model, batches: Iterable[Mapping[str, np.ndarray]], alpha: float = DEFAULT_ALPHA,
            on_batch: Callable[[int], None] | None = None):
     """Return a copy of the FP32 `model` with SmoothQuant scales folded in, and the activations smoothed."""
-    import onnx
-
     if not 0.0 <= alpha <= 1.0:
         raise TrtpipeError(f"--alpha {alpha}: SmoothQuant's alpha is between 0 and 1 (0.5 is usual; more moves more into the weights)")
-    model = onnx.ModelProto.FromString(model.SerializeToString())
+    model = toolkit.copy(model)
     layers = smoothable_layers(model)
     if not layers:
         raise TrtpipeError("nothing to smooth: the model has no MatMul with a 2-D float weight; quantize it without smoothing")

@@ -100,6 +100,8 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
         return TypedGraph(half.model, half.kept, report)
     if precision in (Precision.INT4, Precision.FP4):
         return TypedGraph(lowbit_model(model, precision, table, exclude, block), [], report)
+    if table is None:
+        raise TrtpipeError(f"--precision {precision} needs --cache CACHE; calibrate the model with 'trtpipe calibrate'")
     to_fp16 = unquantized == "fp16"
     if to_fp16:  # FP16 Q/DQ scales need opset 19
         model = onnxio.with_opset(model, 19)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
+from trtpipe.graph import toolkit
 from trtpipe.targets import Target
 
 LAUNCH_SECONDS = 2e-6  # per kernel: launch and tail of a small kernel on a busy stream
@@ -124,19 +125,17 @@ def _numel(shape) -> float:
 
 def layers_of(model, shapes: Mapping[str, tuple[int, ...]]) -> list[Layer]:
     """Return the kernels of `model` given every tensor's shape (from `tensor_shapes`)."""
-    from trtpipe.graph import onnxio
-    from trtpipe.graph.qdq import layer_name
+    from calibrators.graph import constant_names
 
-    consumers = onnxio.readers(model)
-    constants = {init.name for init in model.graph.initializer}
-    constants.update(n.output[0] for n in model.graph.node if n.op_type == "Constant")
+    consumers = toolkit.readers(model.graph)
+    constants = constant_names(model)
     fused_into_kernel: set[str] = set()  # tensors produced by a kernel that later pointwise ops may join
     layers = []
     for node in model.graph.node:
         activations = [n for n in node.input if n and n not in constants]
         out = node.output[0] if node.output else ""
         if node.op_type in COMPUTE_OPS:
-            layers.append(_compute_layer(node, shapes, constants, layer_name(node)))
+            layers.append(_compute_layer(node, shapes, constants, toolkit.label(node)))
             fused_into_kernel.add(out)
             continue
         if node.op_type in FUSIBLE_OPS and any(a in fused_into_kernel and consumers.get(a, 0) == 1 for a in activations):
@@ -148,7 +147,7 @@ def layers_of(model, shapes: Mapping[str, tuple[int, ...]]) -> list[Layer]:
             continue
         read = sum(_numel(shapes.get(a)) for a in activations)
         written = sum(_numel(shapes.get(o)) for o in node.output)
-        layers.append(Layer(layer_name(node), node.op_type, 0.0, read, 0.0, written))
+        layers.append(Layer(toolkit.label(node), node.op_type, 0.0, read, 0.0, written))
         fused_into_kernel.add(out)
     return layers
 
@@ -163,13 +162,13 @@ def _compute_layer(node, shapes, constants, name) -> Layer:
     out = _numel(out_shape)
     grouped = False
     if node.op_type in ("Conv", "ConvTranspose") and b_shape is not None:
-        group = next((a.i for a in node.attribute if a.name == "group"), 1)
+        group = toolkit.attribute(node, "group", 1)
         grouped = group > 1
         per_output = _numel(b_shape[1:]) if node.op_type == "Conv" else _numel(b_shape[2:]) * b_shape[0] / max(group, 1)
         flops = 2.0 * out * per_output
     else:  # MatMul, Gemm: 2·M·K·N over the batch dimensions of the output
         k = a_shape[-1] if a_shape else 0
-        if node.op_type == "Gemm" and any(a.name == "transA" and a.i for a in node.attribute) and a_shape:
+        if node.op_type == "Gemm" and toolkit.attribute(node, "transA", 0) and a_shape:
             k = a_shape[0]
         flops = 2.0 * out * k
     return Layer(name, node.op_type, flops, act_bytes, weight_bytes, out, grouped)

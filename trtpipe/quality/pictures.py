@@ -107,9 +107,11 @@ class SequenceChanges:
 
 @dataclass
 class BoxSamples:
-    """Detection: the samples with the most unmatched boxes (tasks.detection.DetectionSample)."""
+    """Detection: the samples with the most unmatched boxes (tasks.detection.DetectionSample); faces
+    (tasks.face.Faces) also draw their landmarks."""
 
     samples: list
+    what: str = "boxes"
 
     def draw(self, plt, title: str):
         if not self.samples:
@@ -124,12 +126,16 @@ class BoxSamples:
                 for (x1, y1, x2, y2), cls in zip(dets.boxes, dets.classes):
                     ax.add_patch(Rectangle((x1, y1), x2 - x1, y2 - y1, fill=False, edgecolor=color, linestyle=style, lw=1.2))
                     ax.text(x1, y1, str(cls), color=color, fontsize=6, va="bottom")
+                landmarks = getattr(dets, "landmarks", None)
+                if landmarks is not None and len(landmarks):
+                    ax.scatter(landmarks[..., 0].ravel(), landmarks[..., 1].ravel(), s=5, color=color,
+                               marker="o" if style == "-" else "x", linewidths=0.8)
             if sample.image is None:
                 ax.autoscale()
                 ax.invert_yaxis()
             ax.set_xticks([]), ax.set_yticks([])
             ax.set_title(f"{sample.sample[:20]}: {sample.misses} unmatched", fontsize=7)
-        _title(fig, f"{title}: FP32 boxes green, candidate red dashed (the samples with most unmatched boxes)")
+        _title(fig, f"{title}: FP32 {self.what} green, candidate red dashed (the samples with most unmatched {self.what})")
         return fig
 
 

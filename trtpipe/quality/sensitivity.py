@@ -16,7 +16,8 @@ import numpy as np
 from calibrators.cache import CalibrationTable
 from calibrators.graph import constant_names
 from trtpipe.config import ModelSpec
-from trtpipe.graph.qdq import float_constants, layer_name, quantizable
+from trtpipe.graph.qdq import float_constants, quantizable
+from trtpipe.graph.toolkit import label
 from trtpipe.targets import Precision
 
 
@@ -57,7 +58,7 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
         wanted = [baseline(batch) for batch in batches]
     rows = []
     for node in layers:
-        name = layer_name(node)
+        name = label(node)
         typed = typed_model(model, precision, table, unquantized=unquantized, only=[name])
         summaries = judge_model(typed, lambda outputs: tasks(), batches, wanted, name)
         score_task, score = min(((t, s[t.primary]) for t, s in summaries), key=lambda pair: pair[1])

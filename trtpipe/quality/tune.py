@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -70,6 +71,10 @@ class Search:
     unquantized: str = "fp32"
     on_trial: Callable[[Trial, Trial | None], None] | None = None
     on_phase: Callable[[str], None] | None = None
+    # The metrics the user named (validate.named_thresholds) that the tuning split must measure, or the
+    # trial raises as validation does (validate.judge). Those a validation set confirms may be
+    # unmeasurable here (accuracy: the calibration data has no labels); they are judged there.
+    named: dict[str, str] = field(default_factory=dict)
     trials: list[Trial] = field(default_factory=list)
     ranking: list[str] = field(default_factory=list)  # layer names, the most sensitive first, once ranked
     _seen: dict[Config, Trial] = field(default_factory=dict)
@@ -88,7 +93,7 @@ class Search:
         quantized = self.quantized(config)
         typed = typed_model(self.model, self.precision, config.table(self.amax), exclude=config.exclude,
                             unquantized=self.unquantized, min_weights=self.spec.min_weights)
-        metrics, counts = task_metrics(typed, self.spec, self.batches, self.wanted, self.thresholds)
+        metrics, counts = task_metrics(typed, self.spec, self.batches, self.wanted, self.thresholds, self.named)
         trial = Trial(len(self.trials), step, config, metrics, margins(metrics, self.thresholds, counts, self.confidence),
                       self.price(quantized), len(quantized), counts)
         self.trials.append(trial)
@@ -354,7 +359,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     from trtpipe.config import parse_shapes
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import node_matches
-    from trtpipe.graph.qdq import layer_name
+    from trtpipe.graph.toolkit import label
     from trtpipe.quality.cost import cost_model, gpu_for, synthetic_feeds
     from trtpipe.quality.noise import local_noise, weight_noise
     from trtpipe.quality.sensitivity import quantizable_layers
@@ -364,6 +369,9 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
         raise TrtpipeError(f"--precision {precision}: tune searches int8 or fp8")
     model = calibrated_graph(onnxio.load(model_path), spec)  # the graph whose tensor names the typed passes and caches use
     baseline = onnxio.load(baseline_path) if baseline_path else model
+    thresholds = thresholds_for(str(precision), spec)
+    # Before any data is read: a named metric no output's task judges (inferred or the spec's) is refused, as validate refuses it
+    named = require_named(spec, str(precision), baseline, Path(baseline_path or model_path).name)
     tensors = quantized_activations(model)
     if not tensors:
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
@@ -387,18 +395,17 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     costs = cost_model(model, gpu, feeds)
     constants = constant_names(model)
     nodes = quantizable_layers(model, Config(DEFAULT_METHOD[str(precision)]).table(amax), spec.min_weights)
-    layers = [(layer_name(n), activation_inputs(n, constants)) for n in nodes]
-    thresholds = thresholds_for(str(precision), spec)
+    layers = [(label(n), activation_inputs(n, constants)) for n in nodes]
     grid = "fp8" if precision is Precision.FP8 else "int8"
     default_amax = amax[DEFAULT_METHOD[str(precision)]]
-    proxy = {layer_name(n): sum(local_noise(histograms[t], default_amax[t], grid) for t in activation_inputs(n, constants))
+    proxy = {label(n): sum(local_noise(histograms[t], default_amax[t], grid) for t in activation_inputs(n, constants))
              + weight_noise(model, n, constants, precision) for n in nodes}
     search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(str(precision), quantized),
                     tuning, wanted, thresholds, budget_seconds, slack=slack, confidence=confidence,
                     unquantized=search_unquantized, proxy=proxy, on_trial=on_trial, on_phase=on_phase,
-                    deadline=deadline)
+                    named=named if validation_dir is None else {}, deadline=deadline)
     default = Config(DEFAULT_METHOD[str(precision)],
-                     exclude=tuple(sorted(layer_name(n) for n in nodes if node_matches(n, spec.exclude))))
+                     exclude=tuple(sorted(label(n) for n in nodes if node_matches(n, spec.exclude))))
     chosen = search.run(default)
     result = TuneResult(search.trials, chosen, chosen.config.table(amax), gpu.name,
                         {k: tuple(v.shape) for k, v in feeds.items()}, thresholds, seen,
@@ -409,7 +416,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
 
         def check(config: Config, name: str):
             return confirm(model, baseline, config, amax, spec, precision, validation_dir, labels, thresholds,
-                           batch_size, name)
+                           batch_size, name, named)
 
         if deadline is not None and deadline.passed():
             result.stopped = "the confirmation on the validation set: the budget ran out before it"
@@ -466,9 +473,23 @@ def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None, dea
         result.table = result.confirmed.config.table(search.amax)
 
 
+def require_named(spec: ModelSpec, precision: str, baseline, name: str) -> dict[str, str]:
+    """Return the metrics the spec names for `precision` (validate.named_thresholds), having raised, as
+    validate does (validate.require_judged), on any that no task of the `baseline` model's outputs judges:
+    the spec's task or the one inferred from the outputs."""
+    from trtpipe.quality.tasks import make_tasks
+    from trtpipe.quality.validate import named_thresholds, require_judged
+    from trtpipe.starting_spec import tensor_facts
+
+    named = named_thresholds(precision, spec)
+    require_judged(make_tasks(spec, tensor_facts(baseline)[1]), named, name)
+    return named
+
+
 def confirm(model, baseline, config: Config, amax, spec: ModelSpec, precision: Precision, directory, labels,
-            thresholds, batch_size: int, name: str):
-    """Return validation's report of `config`'s typed model against the baseline on `directory`."""
+            thresholds, batch_size: int, name: str, named: dict[str, str] | None = None):
+    """Return validation's report of `config`'s typed model against the baseline on `directory`; `named`
+    metrics must be judged (validate.compare)."""
     from trtpipe.graph.typed import typed_model
     from trtpipe.quality.validate import compare
     from trtpipe.runtime.onnxrt import OnnxRunner
@@ -477,4 +498,4 @@ def confirm(model, baseline, config: Config, amax, spec: ModelSpec, precision: P
     with OnnxRunner(f"{spec.name}.{precision}.{name}.onnx", model=typed) as candidate, \
             OnnxRunner(f"{spec.name}.onnx", model=baseline) as base:
         return compare(candidate, base, spec, directory, str(precision), labels, thresholds, batch_size,
-                       show_progress=False)
+                       show_progress=False, named=named)

@@ -72,27 +72,27 @@ def margins(metrics: Mapping[str, float], thresholds: Mapping[str, float], count
 
 
 def task_metrics(typed, spec: ModelSpec, batches: Sequence[Batch], wanted: Sequence[Mapping[str, np.ndarray]],
-                 thresholds: Mapping[str, float]) -> tuple[dict[str, float], dict[str, int]]:
-    """Return the spec's task metrics of the typed model on `batches` against the baseline's outputs
-    (each thresholded metric at its worst over the judged outputs, and the worst output's cosine),
-    and the samples behind each share metric (SHARES).
+                 thresholds: Mapping[str, float], named: Mapping[str, str] | None = None,
+                 ) -> tuple[dict[str, float], dict[str, int]]:
+    """Return the typed model's judged metrics on `batches` against the baseline's outputs, each at its
+    worst over the outputs that judge it, and the count behind each share metric (SHARES).
 
-    The outputs are judged by the same tasks validation uses (quality.tasks), so the search and the
-    confirmation on the validation set apply one definition of each metric.
+    The checks are validation's own (validate.judge on the tasks validation makes): a metric counts on an
+    output only where its task judges it (a detector's raw cosine does not), and a `named` metric the
+    data cannot measure raises as it does there. So the search and the confirmation on the validation
+    set apply one definition of each metric and one rule for which thresholds apply.
     """
     from trtpipe.quality.tasks import judge_model, make_tasks
+    from trtpipe.quality.validate import judge
 
-    summaries = [summary for _, summary in judge_model(typed, lambda outputs: make_tasks(spec, outputs),
-                                                       batches, wanted, "tuning")]
-    result = {"cosine": min(float(s["cosine"]) for s in summaries if "cosine" in s)}
-    top1 = [float(s["top1_agreement"]) for s in summaries if "top1_agreement" in s]
-    if top1:
-        result["top1_agreement"] = min(top1)
-    counts = {}
-    for metric in thresholds:
-        values = [(float(s[metric]), int(s.get(SHARES.get(metric, ""), 0))) for s in summaries if metric in s]
-        if values:
-            result[metric], count = min(values)
-            if metric in SHARES and count:
-                counts[metric] = count
+    judged = judge_model(typed, lambda outputs: make_tasks(spec, outputs), batches, wanted, "tuning")
+    summaries, checks = judge([task for task, _ in judged], "", dict(thresholds), dict(named or {}))
+    result: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for metric in dict.fromkeys(c.metric for c in checks if c.metric in thresholds):
+        worst = min((c for c in checks if c.metric == metric), key=lambda c: (not math.isnan(c.value), c.value))
+        result[metric] = worst.value
+        count = int(summaries[worst.output].get(SHARES.get(metric, ""), 0))
+        if metric in SHARES and count:
+            counts[metric] = count
     return result, counts

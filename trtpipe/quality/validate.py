@@ -30,10 +30,12 @@ from trtpipe.runtime.runner import Runner
 # way, which any requantization moves (YOLOv8n INT8: F1 0.903 with mAP@0.5 0.997 and box IoU 0.941).
 _LOOSE = {"top1_agreement": 0.98, "confident_top1_agreement": 0.99, "neighbour_agreement": 0.9,
           "map50": 0.9, "f1": 0.85, "box_iou": 0.9, "iou": 0.9, "pixel_agreement": 0.98,
-          "exact_match": 0.98, "char_agreement": 0.99}
+          "exact_match": 0.98, "char_agreement": 0.99,
+          "face_recall": 0.98, "face_precision": 0.98, "landmark_agreement": 0.98}
 _TIGHT = {"top1_agreement": 0.98, "confident_top1_agreement": 0.995, "neighbour_agreement": 0.95,
           "map50": 0.95, "f1": 0.95, "box_iou": 0.95, "iou": 0.95, "pixel_agreement": 0.99,
-          "exact_match": 0.99, "char_agreement": 0.995}
+          "exact_match": 0.99, "char_agreement": 0.995,
+          "face_recall": 0.99, "face_precision": 0.99, "landmark_agreement": 0.995}
 
 
 def snr_for_cosine(cosine: float) -> float:
@@ -62,7 +64,8 @@ DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
 }
 CHECKED_METRICS = ("cosine", "cosine_min", "snr_db", "channel_cosine_min", "channel_snr_db_min", "top1_agreement",
                    "confident_top1_agreement", "top5_agreement", "accuracy", "neighbour_agreement", "map50", "f1",
-                   "box_iou", "precision", "recall", "iou", "pixel_agreement", "exact_match", "char_agreement")
+                   "box_iou", "precision", "recall", "iou", "pixel_agreement", "exact_match", "char_agreement",
+                   "face_recall", "face_precision", "landmark_agreement")
 
 
 def thresholds_for(precision: str, spec: ModelSpec | None = None, overrides: dict[str, float] | None = None) -> dict[str, float]:
@@ -110,7 +113,8 @@ def require_judged(tasks: list[Task], named: dict[str, str], model: str) -> None
 # than the minimum allows, a single sample decides the check and the report says so (coarse_checks);
 # tune judges them by a confidence bound (tune_judge).
 SHARES = {"top1_agreement": "samples", "top5_agreement": "samples", "accuracy": "samples",
-          "neighbour_agreement": "samples", "confident_top1_agreement": "confident_samples", "exact_match": "samples"}
+          "neighbour_agreement": "samples", "confident_top1_agreement": "confident_samples", "exact_match": "samples",
+          "face_recall": "baseline_faces", "face_precision": "candidate_faces"}
 
 
 @dataclass
@@ -193,7 +197,8 @@ class Report:
             allowed = 1 - check.minimum
             if count and 0 < allowed < 1 / count:
                 coarse.append({"output": check.output, "metric": check.metric, "samples": int(count),
-                               "minimum": check.minimum, "needed": math.ceil(1 / allowed - 1e-9)})
+                               "minimum": check.minimum, "needed": math.ceil(1 / allowed - 1e-9),
+                               "unit": "face" if SHARES[check.metric].endswith("faces") else "sample"})
         return coarse
 
     def to_json(self) -> dict:
@@ -216,14 +221,16 @@ class Report:
                  f"{self.precision}, {self.samples} samples; {how}. Baseline: the FP32 ONNX in {self.baseline_runner}.", "",
                  f"**{'PASS' if self.passed else 'FAIL'}**" + (f": decided by {_describe(decided)}" if decided else ""), ""]
         for coarse in self.coarse_checks():
-            lines += [(f"Too few samples for {coarse['metric']} on {coarse['output']}: one sample of {coarse['samples']} "
+            unit = coarse["unit"]
+            lines += [(f"Too few {unit}s for {coarse['metric']} on {coarse['output']}: one {unit} of {coarse['samples']} "
                        f"is {1 / coarse['samples']:.1%}, more than the {1 - coarse['minimum']:.1%} its minimum "
-                       f"{coarse['minimum']:g} allows, so a single sample decides it; validate on at least {coarse['needed']}."), ""]
+                       f"{coarse['minimum']:g} allows, so a single {unit} decides it; validate on at least "
+                       f"{coarse['needed']} {unit}s."), ""]
         for name, metrics in self.outputs.items():
             judged = {c.metric: c for c in self.checks if c.output == name}
             kind = metrics["task"] + (f", layout {metrics['layout']}" if "layout" in metrics else "")
             lines += [f"## {name} ({kind})", ""]
-            for key, words in (("why", "Task"), ("layout_why", "Layout")):
+            for key, words in (("why", "Task"), ("layout_why", "Layout"), ("roles", "Maps")):
                 if key in metrics:
                     lines += [f"{words}: {metrics[key]}.", ""]
             lines += ["| metric | value | minimum | result |", "|---|---|---|---|"]
@@ -243,7 +250,7 @@ class Report:
 
 
 # The keys of a report's outputs that say how the output was read (Task.described), not what it measured.
-DESCRIBED = ("task", "why", "layout", "layout_why")
+DESCRIBED = ("task", "why", "layout", "layout_why", "roles")
 
 
 def _describe(check: Check) -> str:
@@ -356,6 +363,18 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
 
 
+def shortfall(metric: str, value: float, minimum: float) -> str:
+    """Return 'metric value < minimum' with the fewest digits (at least 4) that keep the two apart.
+
+    At a fixed 4 digits a cosine of 0.999996 against 0.999999 read 'cosine 1 < 1'."""
+    least = f"{minimum:.12g}"  # as the user wrote it
+    for digits in range(4, 18):
+        shown = f"{value:.{digits}g}"
+        if math.isnan(value) or float(shown) < minimum:
+            break
+    return f"{metric} {shown} < {least}"
+
+
 def headline(report: dict) -> str:
     """Return the summary's words for one report: the metric that decided the verdict, then any failures."""
     checks = [Check(c["metric"], c["output"], c["value"], c["minimum"], c.get("task", "generic")) for c in report["checks"]]
@@ -368,7 +387,7 @@ def headline(report: dict) -> str:
     metrics = report["outputs"].get(decided.output, {})
     if "accuracy" in metrics and decided.metric != "accuracy":
         words += f"; accuracy {metrics['accuracy']:.2%} (FP32 {metrics['baseline_accuracy']:.2%})"
-    failed = [f"{c.metric} {c.value:.4g} < {c.minimum:g}" for c in checks if not c.passed]
+    failed = [shortfall(c.metric, c.value, c.minimum) for c in checks if not c.passed]
     if failed:
         words += f"; below minimum: {', '.join(failed)}"
     return words
@@ -391,8 +410,9 @@ def _summary_row(path: Path, report: dict) -> dict:
     if not isinstance(report["passed"], bool):  # the string "false" is truthy: only a JSON bool is a verdict
         raise TrtpipeError(f"{path}: 'passed' is {json.dumps(report['passed'])}, not true or false, so it is not a "
                            "verdict; rerun 'trtpipe validate --report' rather than editing the report")
-    stem = Path(report["candidate"]).name
-    model, precision = stem.split(".")[0], report["precision"]
+    stem, precision = Path(report["candidate"]).name, report["precision"]
+    # a candidate is MODEL.PRECISION.onnx, and MODEL may hold dots of its own (resnet.v2)
+    model = stem.removesuffix(".onnx").removesuffix(f".{precision}")
     engines = sorted(Path(path).parent.parent.glob(f"{model}.{precision}.*.engine"))
     return {"model": model, "precision": precision,
             "engine_mb": engines[0].stat().st_size / 1e6 if engines else None,

@@ -85,7 +85,7 @@ def summarize(values_ms: Sequence[float], percentiles: Sequence[float] = PERCENT
 
 def warnings_for(metrics: Mapping[str, Summary]) -> list[str]:
     """Return trtexec's warnings, and ours for an unstable GPU compute time."""
-    out = []
+    out: list[str] = []
     compute = metrics.get("gpu_compute")
     if compute is None:
         return out
@@ -173,6 +173,11 @@ class _Clock:
         self.timed_from: float | None = None
         self.warmups = self.timed = 0
 
+    def elapsed(self) -> float:
+        """Return the seconds since the first timed query."""
+        assert self.timed_from is not None, "no query was timed"  # next() times one before it returns None
+        return time.perf_counter() - self.timed_from
+
     def next(self) -> bool | None:
         """Return True for a timed query, False for a warm-up one, None when done."""
         now = time.perf_counter()
@@ -237,7 +242,7 @@ def bench_session(session, feeds: Mapping[str, np.ndarray], settings: BenchSetti
                 flight.append((events, enqueue_ms, timed))
             while flight:
                 collect()
-            walltime = time.perf_counter() - clock.timed_from
+            walltime = clock.elapsed()
         finally:
             stream.synchronize()
             if graph is not None:
@@ -257,7 +262,7 @@ def bench_onnx(runner, feeds: Mapping[str, np.ndarray], settings: BenchSettings)
         runner.infer(feeds)
         if timed:
             latency.append((time.perf_counter() - start) * 1000)
-    return {"latency": latency}, clock.timed, clock.warmups, time.perf_counter() - clock.timed_from
+    return {"latency": latency}, clock.timed, clock.warmups, clock.elapsed()
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -290,13 +295,13 @@ def input_shapes(inputs, given: Mapping[str, tuple[int, ...]], batch: int | None
             if len(shape) != len(spec.shape) or any(d >= 0 and d != s for d, s in zip(spec.shape, shape)):
                 raise TrtpipeError(f"--shapes {spec.name}: {list(shape)} does not fit the input's shape {list(spec.shape)}")
         else:
-            shape = list(opt.get(spec.name) or spec.shape)
+            dims = list(opt.get(spec.name) or spec.shape)
             if batch is not None and spec.shape and spec.shape[0] < 0:
-                shape[0] = batch
-            if any(d < 0 for d in shape):
+                dims[0] = batch
+            if any(d < 0 for d in dims):
                 raise TrtpipeError(f"input '{spec.name}' has dynamic shape {list(spec.shape)}; pass --shapes "
                                    f"{spec.name}:DIMS (or --batch N when only the first dimension is dynamic)")
-            shape = tuple(shape)
+            shape = tuple(dims)
         if 0 in shape:  # a static dim of 0 in the model, or an engine profile's
             raise TrtpipeError(f"input '{spec.name}' would be {list(shape)}: an empty tensor times no work; bench "
                                "a model and --shapes whose dims are all at least 1")
@@ -304,10 +309,13 @@ def input_shapes(inputs, given: Mapping[str, tuple[int, ...]], batch: int | None
     return shapes
 
 
-def random_inputs(inputs, shapes: Mapping[str, tuple[int, ...]], seed: int = 0) -> dict[str, np.ndarray]:
-    """Return arrays of each input's dtype and shape: normal floats, small integers, random booleans."""
-    rng = np.random.default_rng(seed)
-    out = {}
+def bench_inputs(inputs, shapes: Mapping[str, tuple[int, ...]], seed: int = 0,
+                 limits: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Return random arrays of each input's dtype and shape (trtpipe.graph.inputs' rule; `limits` bounds
+    the ids of inputs that index a table), refusing inputs bench cannot feed or this host cannot hold."""
+    from trtpipe.graph.inputs import random_inputs
+
+    drawn = []
     for spec in inputs:
         try:
             dtype, shape = np.dtype(spec.dtype), shapes[spec.name]
@@ -316,18 +324,13 @@ def random_inputs(inputs, shapes: Mapping[str, tuple[int, ...]], seed: int = 0) 
         if dtype is None or not (dtype == np.bool_ or np.issubdtype(dtype, np.number)):
             raise TrtpipeError(f"input '{spec.name}' is a {spec.dtype} tensor; bench feeds random numbers, so it "
                                "times models whose inputs are numbers or booleans")
-        # rng.normal makes float64 first: twice what it returns and more, so refuse what cannot fit.
+        # The generator makes float64 first: twice what it returns and more, so refuse what cannot fit.
         needed = math.prod(shape) * max(dtype.itemsize, 8) * 2
         if needed > _memory_bytes():
             raise TrtpipeError(f"input '{spec.name}' at {'x'.join(map(str, shape))} needs {needed / 2**30:.1f} GiB of host "
                                f"memory, more than this machine has; lower --batch or --shapes")
-        if dtype == np.bool_:
-            out[spec.name] = rng.random(shape) < 0.5
-        elif np.issubdtype(dtype, np.integer):
-            out[spec.name] = rng.integers(0, 100, shape).astype(dtype)
-        else:
-            out[spec.name] = rng.normal(size=shape).astype(np.float32).astype(dtype)
-    return out
+        drawn.append((spec.name, dtype, shape))
+    return random_inputs(drawn, seed, limits)
 
 
 def _memory_bytes() -> int:
@@ -349,11 +352,16 @@ def bench(candidate: str | os.PathLike, settings: BenchSettings, shapes: Mapping
     if path.suffix == ".onnx":
         if settings.cuda_graph or not settings.transfers:
             raise TrtpipeError("--cuda-graph and --no-transfers apply to engines; ONNX Runtime is timed on the host")
+        from trtpipe.graph import onnxio
+        from trtpipe.graph.inputs import index_limits
         from trtpipe.runtime.onnxrt import OnnxRunner
 
-        with OnnxRunner(path) as runner:
+        model = onnxio.load(path)
+        with OnnxRunner(path, model=model) as runner:
             sized = input_shapes(runner.inputs, shapes or {}, batch, {})
-            times, timed, warmups, walltime = bench_onnx(runner, random_inputs(runner.inputs, sized), settings)
+            feeds = bench_inputs(runner.inputs, sized, limits=index_limits(model.graph))
+            del model
+            times, timed, warmups, walltime = bench_onnx(runner, feeds, settings)
             # Timed, an FP32 ONNX is the baseline itself; a typed one stands in for its engine.
             device, measured, kind = runner.provider, runner.precision == "fp32", "onnxruntime"
     else:
@@ -362,7 +370,7 @@ def bench(candidate: str | os.PathLike, settings: BenchSettings, shapes: Mapping
         with Engine(path) as engine:
             opt = {t.name: t.profile[1] for t in engine.info.inputs if t.profile}
             sized = input_shapes(engine.inputs, shapes or {}, batch, opt)
-            times, timed, warmups, walltime = bench_session(engine.session, random_inputs(engine.inputs, sized), settings)
+            times, timed, warmups, walltime = bench_session(engine.session, bench_inputs(engine.inputs, sized), settings)
             device, measured, kind = engine.ctx.name, True, "engine"
     metrics = {k: summarize(v) for k, v in times.items()}
     return BenchResult(path.name, kind, device, measured, {k: list(v) for k, v in sized.items()}, settings.transfers,

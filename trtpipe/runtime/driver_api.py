@@ -83,11 +83,16 @@ def _symbol(*names: str) -> str:
 
 # Streams and events -------------------------------------------------------------------------------
 
+def _handle(pointer: ctypes.c_void_p) -> int:
+    """Return the handle a successful driver call wrote into `pointer` (NULL reads as 0)."""
+    return pointer.value or 0
+
+
 def event_create() -> int:
     """Return a new CUevent without timing (the cheapest kind, for ordering only)."""
     event = ctypes.c_void_p()
     _call("cuEventCreate", ctypes.byref(event), ctypes.c_uint(CU_EVENT_DISABLE_TIMING))
-    return event.value
+    return _handle(event)
 
 
 class Event:
@@ -187,13 +192,13 @@ def end_capture(stream: int) -> int:
     """Return the CUgraph captured on `stream` since `begin_capture`."""
     graph = ctypes.c_void_p()
     _call("cuStreamEndCapture", ctypes.c_void_p(stream), ctypes.byref(graph))
-    return graph.value
+    return _handle(graph)
 
 
 def graph_instantiate(graph: int) -> int:
     executable = ctypes.c_void_p()
     _call("cuGraphInstantiateWithFlags", ctypes.byref(executable), ctypes.c_void_p(graph), ctypes.c_ulonglong(0))
-    return executable.value
+    return _handle(executable)
 
 
 def graph_launch(executable: int, stream: int) -> None:

@@ -103,7 +103,7 @@ class ExecutionSession:
         with self.ctx:
             self.stream = self.cuda.Stream()
             self.stream_handle = self.stream.handle
-            self.done = driver_api.Event()  # recorded after a call's work
+            self.done: driver_api.Event | None = driver_api.Event()  # recorded after a call's work; None once freed
             self.ready = driver_api.event_create()  # orders our stream after a producer's
 
     def _bind(self, index: int, spec: IOSpec, pointer: int) -> None:
@@ -125,8 +125,9 @@ class ExecutionSession:
     def _rebinding(self) -> None:
         """A shape or an address is about to change: a graph captured with the old ones must not run."""
         self.settled = False
-        if self.graph is not None:
-            self.graph, graph = None, self.graph
+        graph = self.graph
+        if graph is not None:
+            self.graph = None
             graph.destroy()
 
     def prepare(self, feeds: Mapping, out: Mapping | None = None) -> list:
@@ -163,7 +164,7 @@ class ExecutionSession:
                     raise TrtpipeError(f"{self.name}: output '{spec.name}' has a data-dependent shape, which this runtime does not size")
             self.output_shapes = shapes
             checked[len(self.inputs):] = [None] * len(self.outputs)  # an output buffer's size is checked against these
-        downloads = []
+        downloads: list[tuple[str, TensorBuffer | None, object]] = []  # (output, its buffer, shape or destination)
         for index, (spec, shape) in enumerate(zip(self.outputs, self.output_shapes), len(self.inputs)):
             if out is not None and spec.name in out:
                 array = device_array(out[spec.name])
@@ -223,6 +224,7 @@ class ExecutionSession:
         if wait:
             driver_api.stream_synchronize(self.stream_handle)
         else:
+            assert self.done is not None  # freed only after `closed` is set, which the caller checked
             self.done.record(self.stream_handle)
         return views
 
@@ -272,7 +274,8 @@ class ExecutionSession:
                 for buffer in self.buffers.values():
                     buffer.free()
                 driver_api.event_destroy(self.ready)
-                self.done.destroy()
+                if self.done is not None:
+                    self.done.destroy()
                 # pycuda destroys a stream or event in the context it was made in, and cannot once that
                 # context is released: dropped later, each leaked ~0.5 MiB of device memory (seen on the H200).
                 # TensorRT's execution context, too, goes while its CUDA context is current.
@@ -300,7 +303,9 @@ class PendingResult:
             if not self._finished:
                 try:
                     with self.session.ctx:
-                        self.session.done.synchronize()
+                        done = self.session.done
+                        assert done is not None, "the engine was closed"  # raised to every reader, as any error
+                        done.synchronize()
                     self._result = copy_out(self.views)
                 except BaseException as exc:  # noqa: BLE001 - kept and raised to every reader
                     self._error = exc
@@ -310,6 +315,7 @@ class PendingResult:
                     self.session.finished(self)
         if self._error is not None:
             raise self._error
+        assert self._result is not None  # finished without an error: copy_out gave the outputs
         return self._result
 
 
@@ -326,7 +332,7 @@ class Engine(Runner):
         self.path = Path(path)
         self.cuda_graph = cuda_graph
         self.name = self.path.name
-        self.session = None
+        self.session: ExecutionSession | None = None
         self.info = verify_engine(self.path)  # the sidecar and the engine's sha256, before TensorRT or a GPU
         if self.info.backend not in BACKEND_MODULES:
             raise TrtpipeError(f"{self.path}: built with unknown backend '{self.info.backend}'; rebuild the engine")
@@ -336,21 +342,22 @@ class Engine(Runner):
             raise TrtpipeError(f"{self.path}: built with {self.info.backend} {self.info.backend_version}, this machine has "
                                f"{getattr(trt, '__version__', '?')}; rebuild the engine here or install that version")
         self.trt = trt
-        self.ctx = CudaContext(device)
+        self.ctx: CudaContext | None = CudaContext(device)  # None once closed
         try:
-            self._load(trt, verbose)
+            self._load(trt, verbose, self.ctx)
         except BaseException:
             self.close()  # the context retain, and whatever TensorRT made, go back
             raise
 
-    def _load(self, trt, verbose: bool) -> None:
-        check_capability(self.path, self.info, self.ctx.capability)
-        with self.ctx:
+    def _load(self, trt, verbose: bool, ctx: CudaContext) -> None:
+        check_capability(self.path, self.info, ctx.capability)
+        with ctx:
             self.runtime = trt.Runtime(shared_logger(trt, verbose))
             self.engine = self.runtime.deserialize_cuda_engine(self.path.read_bytes())
             if self.engine is None:
                 raise TrtpipeError(f"{self.path}: {self.info.backend} could not load the engine; rebuild it for this GPU")
-            inputs, outputs = [], []
+            inputs: list[IOSpec] = []
+            outputs: list[IOSpec] = []
             for i in range(self.engine.num_io_tensors):
                 name = self.engine.get_tensor_name(i)
                 is_input = self.engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
@@ -366,7 +373,7 @@ class Engine(Runner):
                 raise TrtpipeError(f"{self.path}: TensorRT could not create an execution context (out of GPU memory?); "
                                    "free GPU memory or open fewer engines")
         self.inputs, self.outputs = inputs, outputs
-        self.session = ExecutionSession(context, inputs, outputs, self.ctx, self.name, self.cuda_graph)
+        self.session = ExecutionSession(context, inputs, outputs, ctx, self.name, self.cuda_graph)
 
     def infer(self, feeds: Mapping, out: Mapping | None = None) -> dict:
         """Run synchronously; numpy outputs are fresh arrays, device outputs the buffers given in `out`."""

@@ -15,8 +15,9 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from typing import Any
 
-_LOGGERS: dict[str, object] = {}
+_LOGGERS: dict[str, Any] = {}  # TensorRT module name -> its trt.Logger
 _LOCK = threading.Lock()
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import shutil
 from collections.abc import Mapping
@@ -36,11 +34,18 @@ class OnnxRunner(Runner):
     BF16 graphs run through trtpipe.graph.simulate on the CPU provider.
     """
 
+    tf32 = False  # FP32 means FP32 on the CUDA provider too (scripts/baseline_providers.py measures TF32)
+
     def __init__(self, path: str | os.PathLike, providers: list[str] | None = None, threads: int | None = None,
-                 model=None):
-        """Run the ONNX at `path`, or `model` (a ModelProto) named by `path` when given."""
+                 model=None, spin: bool = True):
+        """Run the ONNX at `path`, or `model` (a ModelProto) named by `path` when given.
+
+        `spin=False` lets ONNX Runtime's intra-op threads sleep between runs instead of spin-waiting
+        for the next one: where other busy threads share the cores (a server's, its clients'), a
+        spinning pool takes the time they need."""
         ort = require("onnxruntime", "pipeline", "running ONNX models")
         from trtpipe.graph import onnxio, simulate
+        from trtpipe.graph.sessions import session
 
         self.path = Path(path)
         self.name = self.path.name
@@ -51,40 +56,25 @@ class OnnxRunner(Runner):
         cuda_possible = "CUDAExecutionProvider" in ort.get_available_providers() and shutil.which("nvidia-smi")
         if providers is None:
             providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda_possible else ["CPUExecutionProvider"]
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        if threads:
-            options.intra_op_num_threads = threads
         # A typed graph runs as written: ONNX Runtime's rewrites of Q/DQ graphs compute something else
         # than TensorRT builds. Extended fusions make QGemm, which has no float8 kernel; basic ones
         # moved EfficientNet's FP16 Q/DQ logits to cosine 0.925 from its FP32 twin (0.999 unrewritten).
-        options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_BASIC if self.precision == "fp32"
-                                            else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+        optimization = "basic" if self.precision == "fp32" else "none"
         self.session = None
         if "CUDAExecutionProvider" in providers:
             try:
-                self.session = self._session(ort, model, options, providers)
+                self.session = session(model, providers, optimization=optimization, threads=threads, name=str(self.path),
+                                       tf32=self.tf32, spin=spin)
             except TrtpipeError:
                 self.session = None  # no CUDA kernel for some type: simulate on the CPU below
         if self.session is None or self.session.get_providers()[0] != "CUDAExecutionProvider":
-            self.session = self._session(ort, simulate.for_cpu(model), options, ["CPUExecutionProvider"])
+            self.session = session(simulate.for_cpu(model), optimization=optimization, threads=threads, name=str(self.path),
+                                   spin=spin)
         self.inputs = [IOSpec(i.name, _dtype(i.type), tuple(d if isinstance(d, int) else -1 for d in i.shape))
                        for i in self.session.get_inputs()]
         self.outputs = [IOSpec(o.name, _dtype(o.type), tuple(d if isinstance(d, int) else -1 for d in o.shape))
                         for o in self.session.get_outputs()]
         self.provider = self.session.get_providers()[0]
-
-    def _session(self, ort, model, options, providers):
-        # FP32 means FP32: the CUDA provider's default TF32 rounds MatMul and Conv inputs to 10 mantissa bits.
-        providers = [(p, {"use_tf32": "0"}) if p == "CUDAExecutionProvider" else p for p in providers]
-        try:
-            # ONNX Runtime prints its fallback from a CUDA provider that cannot start (no device visible, say)
-            # to stdout, where it would corrupt `--json` output; self.provider says where the model runs.
-            with contextlib.redirect_stdout(io.StringIO()):
-                return ort.InferenceSession(model.SerializeToString(), options, providers=providers)
-        except Exception as exc:  # noqa: BLE001 - ONNX Runtime's load errors have no common base
-            first = str(exc).strip().splitlines()[0][:200]
-            raise TrtpipeError(f"{self.path}: ONNX Runtime cannot load the model ({first})") from None
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Return {output: array} for one run on `feeds`; a run ONNX Runtime refuses is one line naming the model."""

@@ -73,10 +73,10 @@ class EngineInfo:
 
 
 # The JSON type each field must have; a sidecar that differs was edited or is not ours.
-_FIELDS = {"engine": str, "backend": str, "backend_version": str, "target": str, "compute_capability": str,
+_FIELDS: dict[str, type | tuple[type, ...]] = {"engine": str, "backend": str, "backend_version": str, "target": str, "compute_capability": str,
            "precision": str, "onnx": str, "onnx_sha256": str, "engine_sha256": str, "cache_sha256": (str, type(None)),
            "build_seconds": (int, float), "options": dict, "tensors": list, "sidecar_version": int}
-_TENSOR_FIELDS = {"name": str, "mode": str, "dtype": str, "shape": list, "profile": (list, type(None))}
+_TENSOR_FIELDS: dict[str, type | tuple[type, ...]] = {"name": str, "mode": str, "dtype": str, "shape": list, "profile": (list, type(None))}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 

@@ -50,6 +50,11 @@ class ServerOptions:
     start_timeout_s: float = 300.0  # loading the models included
 
 
+def default_threads(instances: int, models: int) -> int:
+    """Return ONNX Runtime's threads per instance when none are given: the cores, shared by every instance."""
+    return max(1, (os.cpu_count() or 1) // (instances * models))
+
+
 def write_served(root: Path, models: Sequence[ServedModel], options: ServerOptions) -> Path:
     """Write the repository Triton serves `models` from (engines on the GPU, ONNX on the CPU); return it."""
     repository = root / "models"

@@ -7,6 +7,7 @@ batch by batch and gives back the metrics users judge that kind of output by.
 - detection: decoded boxes matched to the baseline's (precision, recall, F1, mAP@0.5, box IoU);
 - dense: IoU and pixel agreement of thresholded maps;
 - sequence: CTC greedy decoding, the share of exactly equal strings and of agreeing characters;
+- face: faces and landmarks decoded from a CenterNet-style head's maps, matched to the baseline's;
 - generic: cosine, SNR, and the worst channel's cosine and SNR.
 
 Every task also keeps the raw-tensor numbers (cosine, SNR, errors) of its output, shown but judged
@@ -76,6 +77,10 @@ class Task:
                          for arrays in (got, want))
         for name in self.reads:
             check_baseline(name, want[name], ids)
+            values = np.asarray(got[name])
+            if values.dtype.kind == "f":  # every output the task reads: a NaN in a map beside the main one counts
+                self.finite += int(np.isfinite(values).sum())
+                self.elements += values.size
         candidate = np.asarray(got[self.output], np.float64)
         baseline = np.asarray(want[self.output], np.float64)
         if candidate.shape != baseline.shape:
@@ -88,8 +93,6 @@ class Task:
         if not self.varies and self.first is not None:
             self.varies = not np.allclose(baseline, self.first[None], rtol=1e-5, atol=1e-6 * max(1.0, abs(self.baseline_max)))
         finite = np.isfinite(candidate)
-        self.finite += int(finite.sum())
-        self.elements += candidate.size
         self.raw.update(np.where(finite, candidate, 0.0), baseline, labels)  # labels count for classifiers only
         self.add(candidate, baseline, got, want, ids, inputs)
 
@@ -176,11 +179,12 @@ def task_kinds() -> dict[str, type[Task]]:
     from trtpipe.quality.tasks.dense import DenseTask
     from trtpipe.quality.tasks.detection import DetectionTask
     from trtpipe.quality.tasks.embedding import EmbeddingTask
+    from trtpipe.quality.tasks.face import FaceTask
     from trtpipe.quality.tasks.generic import GenericTask
     from trtpipe.quality.tasks.sequence import SequenceTask
 
     return {kind.name: kind for kind in (ClassificationTask, EmbeddingTask, DetectionTask, DenseTask, SequenceTask,
-                                         GenericTask)}
+                                         FaceTask, GenericTask)}
 
 
 def judged_by(task: str) -> tuple[str, ...]:
@@ -202,16 +206,30 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
     floats = [o for o in outputs if o.dtype.startswith(("float", "bfloat"))]
     if spec is not None and spec.outputs:
         for entry in spec.outputs:
-            for name in [entry.name, entry.score_output, entry.class_output]:
+            for name in [entry.name, entry.score_output, entry.class_output, entry.scale_output, entry.offset_output,
+                         entry.landmark_output]:
                 if name is not None and name not in by_name:
                     raise TrtpipeError(f"--spec: [[outputs]] names '{name}', which the model does not have "
                                        f"(it has {', '.join(by_name)}); fix the name")
-        return [_with_why(make_task(entry), "named in the spec's [[outputs]]") for entry in spec.outputs]
+        return [_face_roles(entry, outputs, "named in the spec's [[outputs]]") if entry.task == "face"
+                else _with_why(make_task(entry), "named in the spec's [[outputs]]") for entry in spec.outputs]
     if not floats:
         raise TrtpipeError(f"the model has no float output to judge (outputs: {', '.join(by_name)}); "
                            "name the outputs that matter in the spec's [[outputs]]")
     task, why = _model_task(spec, outputs)
     tasks = []
+    if task == "face":  # one task reads the head's four maps; any other float output is generic
+        from trtpipe.quality.tasks.face import face_roles
+
+        roles = face_roles(outputs)
+        if roles is None:
+            raise TrtpipeError("the spec's task is face, but the outputs are not a heatmap [batch, 1, h, w] with 2, 2 "
+                               "and 10-channel maps of its size; name them in [[outputs]] (name: the heatmap, "
+                               "scale_output, offset_output, landmark_output)")
+        face = _face_roles(OutputSpec(roles["name"], "face"), outputs, why)
+        tasks.append(face)
+        floats = [o for o in floats if o.name not in face.reads]
+        task, why = "generic", f"{why}; not one of the face head's maps, so generic"
     for i, output in enumerate(floats):
         fits = {"classification": len(output.shape) == 2, "embedding": len(output.shape) >= 2,
                 "detection": i == 0 and len(output.shape) == 3, "dense": len(output.shape) in (3, 4),
@@ -232,6 +250,18 @@ def _model_task(spec: ModelSpec | None, outputs: Sequence) -> tuple[str, str]:
     inputs = [TensorFacts(i.name, list(i.shape), i.dtype) for i in (spec.inputs if spec is not None else [])]
     guess = guess_task(inputs, facts)
     return guess.task, f"no task in the spec; inferred as 'trtpipe init' does: {guess.why} (set task to change it)"
+
+
+def _face_roles(entry: OutputSpec, outputs: Sequence, why: str) -> Task:
+    """Return the face task of `entry` (its heatmap), the maps it does not name read from the outputs' shapes."""
+    from trtpipe.quality.tasks.face import with_roles
+
+    entry, inferred = with_roles(entry, outputs)
+    task = _with_why(make_task(entry), why)
+    if inferred:
+        task.roles_why = ("inferred from the maps' channels: 1 heatmap, 2 scale, 2 offset (in CenterFace's output "
+                          "order), 10 landmarks")
+    return task
 
 
 def _with_why(task: Task, why: str) -> Task:

@@ -63,6 +63,12 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def nms(dets: Detections, iou: float, limit: int = MAX_BOXES) -> Detections:
     """Return the detections greedy per-class NMS keeps, highest score first, at most `limit`."""
+    keep = nms_kept(dets, iou, limit)
+    return Detections(dets.boxes[keep], dets.scores[keep], dets.classes[keep])
+
+
+def nms_kept(dets: Detections, iou: float, limit: int = MAX_BOXES) -> list[int]:
+    """Return the indices of the detections `nms` keeps, in its order (for what else a box carries: landmarks)."""
     order = np.argsort(-dets.scores, kind="stable")[:PRE_NMS]
     keep: list[int] = []
     for cls in np.unique(dets.classes[order]):
@@ -73,8 +79,7 @@ def nms(dets: Detections, iou: float, limit: int = MAX_BOXES) -> Detections:
             if alive[i]:
                 keep.append(int(members[i]))
                 alive[i + 1:] &= overlap[i, i + 1:] <= iou
-    keep = sorted(keep, key=lambda i: -dets.scores[i])[:limit]
-    return Detections(dets.boxes[keep], dets.scores[keep], dets.classes[keep])
+    return sorted(keep, key=lambda i: -dets.scores[i])[:limit]
 
 
 # A layout is confirmed on the FP32 boxes (DetectionTask.confirm): most centres inside the image (this

@@ -1,0 +1,59 @@
+"""ONNX Runtime sessions over a ModelProto: the one place trtpipe creates them.
+
+The passes run graphs to check and decide (cleanup's optimizer and its before/after check,
+control's If conditions, calibration's exposed activations, the auto method's one-layer models),
+and trtpipe.runtime.onnxrt runs baselines and typed graphs; all of them ask `session` here, so
+logging, provider options and load errors are decided once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from trtpipe.errors import TrtpipeError, require
+
+CPU = ("CPUExecutionProvider",)
+# ONNX Runtime's GraphOptimizationLevel by the names callers use.
+OPTIMIZATION = {"none": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "all": "ORT_ENABLE_ALL"}
+QUIET = 3  # ONNX Runtime's log severity: errors and worse; its warnings about unused initializers are noise here
+
+
+def session(model, providers: Sequence[str] = CPU, *, optimization: str = "all", threads: int | None = None,
+            log_severity: int = QUIET, optimized_path: str | os.PathLike | None = None,
+            disabled_optimizers: Sequence[str] = (), name: str | None = None, tf32: bool = False,
+            spin: bool = True) -> Any:
+    """Return an onnxruntime.InferenceSession running the ModelProto `model` on `providers`, in order.
+
+    `optimization`: "none" runs the graph as written (typed graphs: ONNX Runtime's rewrites of Q/DQ
+    compute something else than TensorRT builds), "basic" or "all" (ONNX Runtime's default).
+    `threads`: intra-op threads (None: ONNX Runtime's choice). `optimized_path`: where ONNX Runtime
+    writes the graph it optimized. The CUDA provider runs FP32 as FP32 unless `tf32` (its default
+    TF32 rounds MatMul and Conv inputs to 10 mantissa bits). `spin=False` lets the intra-op threads
+    sleep between runs instead of spin-waiting (a server's threads share the cores). A model ONNX
+    Runtime refuses is a one-line TrtpipeError, naming `name` when given.
+    """
+    ort = require("onnxruntime", "pipeline", "running ONNX models")
+    options = ort.SessionOptions()
+    options.log_severity_level = log_severity
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPTIMIZATION[optimization])
+    if threads:
+        options.intra_op_num_threads = threads
+    if not spin:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if optimized_path is not None:
+        options.optimized_model_filepath = str(optimized_path)
+    chosen = [(p, {"use_tf32": "0"}) if p == "CUDAExecutionProvider" and not tf32 else p for p in providers]
+    extra = {"disabled_optimizers": list(disabled_optimizers)} if disabled_optimizers else {}
+    try:
+        # ONNX Runtime prints its fallback from a CUDA provider that cannot start (no device visible, say)
+        # to stdout, where it would corrupt `--json` output; the session's providers say where it runs.
+        with contextlib.redirect_stdout(io.StringIO()):
+            return ort.InferenceSession(model.SerializeToString(), options, providers=chosen, **extra)
+    except Exception as exc:  # noqa: BLE001 - ONNX Runtime's load errors have no common base
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        where = f"{name}: " if name else ""
+        raise TrtpipeError(f"{where}ONNX Runtime cannot load the model ({first}); check it with 'trtpipe inspect'") from None
