@@ -225,6 +225,11 @@ bench-serve: $(BUILD)/$(or $(MODEL),efficientnet-lite0)/$(or $(MODEL),efficientn
 zoo: $(VENV)/.demo
 	$(PY) scripts/zoo.py $(if $(ZOO),--only $(ZOO))
 	TRTPIPE_DOCS_ZOO=1 $(PY) -m pytest -q tests/test_docs.py -k "guide or graph-passes"  # these pages download their model
+# `trtpipe deploy` on every zoo model's spec (ZOO=... for some), BUDGET minutes each (default 5): exit
+# code, chosen engine and time per model, a second table in docs/zoo.md. Not part of `make test`.
+.PHONY: zoo-deploy
+zoo-deploy: $(VENV)/.demo
+	$(PY) scripts/zoo.py --deploy $(if $(ZOO),--only $(ZOO)) $(if $(BUDGET),--budget-min $(BUDGET))
 # Two exports of MODEL (default digits) from scratch, each in a fresh folder: every byte must agree.
 check-reproducible: | $(VENV)/.demo
 	$(PY) scripts/check_reproducible.py $(or $(MODEL),digits)

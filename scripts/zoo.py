@@ -12,6 +12,10 @@ Each step is a `trtpipe` subprocess with a timeout, so one model cannot sink the
 is one line (trtpipe's own error, or the last line of a crash), never a traceback. Results go to
 build/zoo/<name>/result.json; the table in docs/zoo.md is rendered from all of them, so
 `ZOO=name1,name2` re-runs a few models and keeps the other rows.
+
+`--deploy` (make zoo-deploy) runs `trtpipe deploy` instead, on each model's spec with a budget, into
+build/zoo/<name>/deploy/: its exit code, the engine it chose and why, and its time, one row a model
+in docs/zoo.md's second table (build/zoo/<name>/deploy.json).
 """
 
 from __future__ import annotations
@@ -41,6 +45,10 @@ TARGET = "sm_89"
 KINDS = ("cnn", "transformer", "recurrent")
 COVERAGE_TARGET = 0.90  # INT8: share of weight elements under Q/DQ in every CNN and transformer
 TABLE_START, TABLE_END = "<!-- zoo:table -->", "<!-- /zoo:table -->"
+DEPLOY_START, DEPLOY_END = "<!-- zoo:deploy -->", "<!-- /zoo:deploy -->"
+# A step that has started when deploy's budget runs out finishes (a build cannot be interrupted):
+# the subprocess may take this much longer than the budget before it counts as hung.
+DEPLOY_OVERRUN_S = 600
 SHA256 = re.compile(r"[0-9a-f]{64}")
 VERSION = re.compile(r"\d+(\.\d+)*((a|b|rc|\.post|\.dev)\d+)*")
 
@@ -436,6 +444,74 @@ def judge_report(row: Row, report: dict, floats: list[str]) -> list[str]:
             for c in report["checks"] if not c["passed"]]
 
 
+# ---- deploy ---------------------------------------------------------------------------------------
+
+@dataclass
+class Deployed:
+    """`trtpipe deploy` on one model: what it chose, how it ended, how long it took."""
+
+    model: str
+    returncode: int | None
+    seconds: float
+    budget_min: float
+    chosen: str = ""  # the engine's file name; empty when none passed
+    why: str = ""
+    untried: str = ""  # what the budget left untried, as deploy says it
+    reason: str = ""  # why it failed to run (exit 2, a crash, a timeout)
+
+
+CHOSE = re.compile(r"^chose (\S+) \([^)]*\): (.*)$", re.MULTILINE)
+UNTRIED = re.compile(r"^note: the budget \([^)]*\) ran out before: ([^;]*);", re.MULTILINE)
+
+
+def deploy_model(entry: Entry, samples: int, budget_min: float, timeout: float, say) -> Deployed:
+    """Run `trtpipe deploy` on the model's spec into build/zoo/<name>/deploy; a failure is in the row, never raised."""
+    try:
+        fetch(entry, timeout)
+        make_data(entry, samples)
+    except Exception as exc:  # noqa: BLE001 - one model's broken download or data must not stop the others
+        return Deployed(entry.name, None, 0.0, budget_min, reason=str(exc).splitlines()[0][:300])
+    step = run_step(["deploy", entry.onnx, "--spec", entry.spec_path, "--target", TARGET, "--backend", "tensorrt-rtx",
+                     "--budget-min", budget_min, "--batch-size", entry.batch_size, "-o", entry.dir / "deploy"],
+                    budget_min * 60 + DEPLOY_OVERRUN_S)
+    say("deploy", step)
+    row = Deployed(entry.name, step.returncode, step.seconds, budget_min,
+                   reason=step.reason if step.returncode not in (0, 1) else "")
+    chose, untried = CHOSE.search(step.stdout), UNTRIED.search(step.stdout)
+    if chose:
+        row.chosen, row.why = Path(chose.group(1)).name, chose.group(2)
+    if untried:
+        row.untried = untried.group(1)
+    return row
+
+
+def render_deploy_table(rows: dict[str, dict], names: list[str]) -> str:
+    lines = ["| model | exit | chosen engine | why (deploy's line) | minutes (budget) | left untried |", "|---|---|---|---|---|---|"]
+    for name in names:
+        row = rows.get(name)
+        if row is None:
+            lines.append(f"| {name} | not run | | | | |")
+            continue
+        exit_code = "-" if row["returncode"] is None else str(row["returncode"])
+        why = (row["why"] or row["reason"] or "no precision passes").replace("|", "/")
+        lines.append(f"| {name} | {exit_code} | {row['chosen'] or '-'} | {why} | {row['seconds'] / 60:.1f} "
+                     f"({row['budget_min']:g}) | {row['untried'] or '-'} |")
+    return "\n".join(lines)
+
+
+def write_deploy_doc(names: list[str], stamp: str) -> None:
+    """Replace the deploy table in docs/zoo.md with every model's last build/zoo/<name>/deploy.json."""
+    from trtpipe.files import write_text
+
+    rows = {n: json.loads((BUILD / n / "deploy.json").read_text()) for n in names if (BUILD / n / "deploy.json").is_file()}
+    table = f"{DEPLOY_START}\n{stamp}\n\n{render_deploy_table(rows, names)}\n{DEPLOY_END}"
+    text = DOC.read_text()
+    if DEPLOY_START not in text or DEPLOY_END not in text:
+        text = text.rstrip() + f"\n\n{DEPLOY_START}\n{DEPLOY_END}\n"
+    head, rest = text.split(DEPLOY_START, 1)
+    write_text(DOC, head + table + rest.split(DEPLOY_END, 1)[1])
+
+
 # ---- the table -----------------------------------------------------------------------------------
 
 def render_table(results: dict[str, list[dict]], names: list[str]) -> str:
@@ -495,6 +571,9 @@ def main() -> int:
     parser.add_argument("--precisions", default=",".join(PRECISIONS),
                         help="comma-separated subset of fp32,fp16,int8,fp8; the others keep their last rows")
     parser.add_argument("--list", action="store_true", help="print the models and their pins, run nothing")
+    parser.add_argument("--deploy", action="store_true",
+                        help="run 'trtpipe deploy' on each model's spec instead; its own table in docs/zoo.md")
+    parser.add_argument("--budget-min", type=float, default=5.0, help="--deploy: deploy's --budget-min per model")
     parser.add_argument("--table-only", action="store_true",
                         help="rewrite the table in docs/zoo.md from the last results in build/zoo, run nothing")
     args = parser.parse_args()
@@ -516,6 +595,8 @@ def main() -> int:
              f"target {TARGET}, {args.samples} calibration and {args.samples} validation samples per model"
              + (f" (validation: {more}; [zoo] validation_samples)" if more else "")
              + "; typed ONNX simulated in ONNX Runtime's CPU provider.")
+    if args.deploy:
+        return deploy_all(chosen, every, args)
     if args.table_only:
         write_doc(every, stamp)
         print(f"zoo: table in {DOC.relative_to(ROOT)}")
@@ -536,6 +617,28 @@ def main() -> int:
         print(f"[{number}/{len(chosen)}] {entry.name}: {time.perf_counter() - model_start:.0f} s", flush=True)
     write_doc(every, stamp)
     print(f"zoo: {len(chosen)} models in {time.perf_counter() - started:.0f} s; table in {DOC.relative_to(ROOT)}")
+    return 0
+
+
+def deploy_all(chosen: list[Entry], every: list[str], args) -> int:
+    """`--deploy`: one deploy a model, its row saved as it ends; then the table in docs/zoo.md."""
+    started = time.perf_counter()
+    for number, entry in enumerate(chosen, 1):
+        def say(what: str, step: Step, entry=entry, number=number) -> None:
+            print(f"[{number}/{len(chosen)}] {entry.name}: {what} exit {step.returncode} {step.seconds:.0f} s"
+                  + (f": {step.reason}" if step.reason else ""), flush=True)
+
+        row = deploy_model(entry, args.samples, args.budget_min, args.timeout, say)
+        (entry.dir / "deploy.json").write_text(json.dumps(asdict(row), indent=1))
+        print(f"[{number}/{len(chosen)}] {entry.name}: {row.chosen or 'nothing'} ({row.why or row.reason}"
+              f"{'; untried: ' + row.untried if row.untried else ''})", flush=True)
+    stamp = (f"Each model's last `scripts/zoo.py --deploy` (make zoo-deploy); table written "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {versions()}; `trtpipe deploy` on the model's "
+             f"spec (its calibration and validation data, {args.samples} samples each but where [zoo] says more), "
+             f"target {TARGET}, TensorRT-RTX built on a CPU, validation simulated in ONNX Runtime's CPU provider, "
+             "2 CPU cores shared with other work: minutes are wall-clock and only comparable within one run.")
+    write_deploy_doc(every, stamp)
+    print(f"zoo: deployed {len(chosen)} models in {time.perf_counter() - started:.0f} s; table in {DOC.relative_to(ROOT)}")
     return 0
 
 

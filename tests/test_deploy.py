@@ -10,7 +10,9 @@ from conftest import needs_rtx
 import models
 from trtpipe.backend import SPECS, plan_precisions
 from trtpipe.config import load_spec
-from trtpipe.deploy import WIDTH_RANK
+from trtpipe.data import list_files
+from trtpipe.deadline import Deadline
+from trtpipe.deploy import SIZE_TIE, WIDTH_RANK, DeployOptions, deploy
 from trtpipe.targets import Precision, Target
 
 pytestmark = needs_rtx
@@ -36,7 +38,13 @@ def test_deploy_leaves_only_passing_engines_a_summary_and_a_triton_repository(cl
     code, stdout, err = cli("deploy", workdir / "m.onnx", "--data", workdir / "photos", *RTX, "-o", out)
     assert code == 0, stdout + err
     spec = load_spec(out / "m.toml")  # written as init writes it, sized from the photos
-    assert spec.preprocess.size == (64, 96) and spec.calibration == (workdir / "photos").resolve()
+    assert spec.preprocess.size == (64, 96)
+    # Every 4th photo by name is held out: calibration never reads what validation judges on.
+    photos = list_files(workdir / "photos")
+    calibrated, validated = ([p.resolve() for p in list_files(d)] for d in (spec.calibration, spec.validation))
+    assert validated == [photos[3]] and calibrated == [p for p in photos if p != photos[3]]
+    assert spec.calibration == (out / "data" / "calibration").resolve()
+    assert f"validation on 1 of the 6 files of {workdir / 'photos'}, held out" in stdout
     reports = sorted((out / "reports").glob("m.*.onnx.json"))
     verdicts = {json.loads(p.read_text())["precision"]: json.loads(p.read_text())["passed"] for p in reports}
     assert {"fp16", "bf16", "int8", "fp8"} <= set(verdicts)  # int4: no layer as wide as a block
@@ -46,20 +54,35 @@ def test_deploy_leaves_only_passing_engines_a_summary_and_a_triton_repository(cl
     auto = [str(p) for p in plan_precisions(["auto"], Target(8, 9), SPECS["tensorrt-rtx"])]
     code, table, _ = cli("summary", *sorted(reports, key=lambda p: auto.index(p.name.split(".")[1])))
     assert (out / "summary.md").read_text() == table  # the same table as 'trtpipe summary'
-    chosen = min(engines, key=lambda p: WIDTH_RANK[Precision(p)])
-    assert WIDTH_RANK[Precision(stdout.split("chose ")[1].split(".")[1])] == WIDTH_RANK[Precision(chosen)]
+    # --prefer size (the default): the smallest engine file, the narrowest precision among those within 5%.
+    size = {p: (out / f"m.{p}.sm89.engine").stat().st_size for p in engines}
+    small = [p for p in engines if size[p] <= min(size.values()) * (1 + SIZE_TIE)]
+    chosen = stdout.split("chose ")[1].split(".")[1]
+    assert chosen in small and WIDTH_RANK[Precision(chosen)] == min(WIDTH_RANK[Precision(p)] for p in small)
+    assert "the smallest engine that passes" in stdout
     served = [p.parent.name for p in (out / "triton").glob("*/config.pbtxt")]
-    assert served == [f"m_{stdout.split('chose ')[1].split('.')[1]}"]
+    assert served == [f"m_{chosen}"]
     assert (out / "triton" / served[0] / "1" / "model.sm89.plan").is_file()
+    # --prefer precision: the narrowest, whatever its size (a rerun reads the spec and split written above).
+    code, stdout, err = cli("deploy", workdir / "m.onnx", "--data", workdir / "photos", *RTX, "--prefer", "precision",
+                            "-o", out)
+    assert code == 0, stdout + err
+    engines = {p.name.split(".")[1] for p in out.glob("*.engine")}
+    narrowest = min(WIDTH_RANK[Precision(p)] for p in engines)
+    assert WIDTH_RANK[Precision(stdout.split("chose ")[1].split(".")[1])] == narrowest
+    assert "the narrowest precision that passes" in stdout and "using the spec written by an earlier deploy" in err
+
+
+STRICT = ('[preprocess]\nsize = [64, 96]\n\n[shapes]\ninput = "1x3x64x96/8x3x64x96/32x3x64x96"\n\n'
+          '[data]\ncalibration = "photos"\n\n[thresholds.int8]\ncosine = 0.9999999\n')
 
 
 def test_deploy_tunes_what_fails_and_leaves_no_failing_engine(cli, workdir):
     spec = workdir / "strict.toml"  # a minimum no INT8 configuration of this model reaches
-    spec.write_text('[preprocess]\nsize = [64, 96]\n\n[shapes]\ninput = "1x3x64x96/8x3x64x96/32x3x64x96"\n\n'
-                    '[data]\ncalibration = "photos"\n\n[thresholds.int8]\ncosine = 0.9999999\n')
+    spec.write_text(STRICT)
     out = workdir / "strict"
     code, stdout, err = cli("deploy", workdir / "m.onnx", "--spec", spec, *RTX, "--precision", "int8",
-                            "--budget-min", "0.05", "-o", out)
+                            "--budget-min", "1", "-o", out)
     assert code == 1, stdout + err
     assert "tuning it" in err and "int8: tuned" in stdout and "no precision passes" in stdout
     assert (out / "m.int8.tuned.cache").is_file() and (out / "m.int8.tuned.toml").is_file()
@@ -67,15 +90,68 @@ def test_deploy_tunes_what_fails_and_leaves_no_failing_engine(cli, workdir):
     assert "FAIL" in (out / "summary.md").read_text()
 
 
+def test_no_step_starts_once_the_budget_is_spent(workdir):
+    """The deadline passes when INT8 is judged (a clock the test moves, no timing): FP8 is neither
+    calibrated nor built, INT8 is not tuned, and deploy says so, keeping the engines that passed before."""
+    (workdir / "strict.toml").write_text(STRICT)
+    now = [0.0]
+
+    def on_step(text):
+        if text.startswith("int8: "):
+            now[0] = 2.0
+
+    options = DeployOptions(Target(8, 9), backend="tensorrt-rtx", deadline=Deadline(1.0, lambda: now[0]))
+    out = workdir / "spent"
+    result = deploy(workdir / "m.onnx", out, options, spec_path=workdir / "strict.toml", on_step=on_step)
+    outcomes = {str(o.precision): o for o in result.outcomes}
+    assert outcomes["fp16"].passed and outcomes["int8"].report is not None and not outcomes["int8"].passed
+    assert outcomes["int8"].note == "fails; not tried: the budget ran out before tuning"
+    assert outcomes["fp8"].note == "not tried: the budget ran out before its build" and outcomes["fp8"].report is None
+    assert "ran out before: fp8 calibration, fp8 build, " in result.notes[-1] and "int8 tuning" in result.notes[-1]
+    assert not list(out.glob("*.tuned.cache")) and not list(out.glob("m.int8.*engine*")) and not (out / "m.int8.onnx").exists()
+    assert not list(out.glob("m.fp8.*")) and (out / "m.fp16.sm89.engine").is_file()  # fp8 not even calibrated
+    assert result.chosen is not None and result.chosen.engine.is_file() and (out / "triton").is_dir()
+
+
+def test_a_precision_that_cannot_be_validated_is_noted_and_the_others_go_on(cli, workdir, tmp_path):
+    """At opset 12 the BF16 graph's Casts from bfloat16 are not valid ONNX (Cast takes it from opset 13),
+    and ONNX Runtime refuses the graph, as on PP-OCR's recognizer: one precision's note, not exit 2."""
+    model = models.conv_net(batch="N", height="H", width="W")
+    model.opset_import[0].version = 12
+    models.save(model, tmp_path / "m12.onnx")
+    code, stdout, err = cli("deploy", tmp_path / "m12.onnx", "--data", workdir / "photos", *RTX, "-o", tmp_path / "out")
+    assert code == 0, stdout + err
+    bf16 = [line for line in stdout.splitlines() if line.startswith("bf16: ")]
+    if bf16:  # not judged: its engine is gone, the rest were built and judged
+        assert bf16[0].startswith("bf16: not validated (its engine is deleted): ") and "m12.bf16.onnx" in bf16[0]
+        assert not list((tmp_path / "out").glob("m12.bf16.*")) and "| int8 |" in stdout
+    else:
+        assert "| bf16 |" in stdout  # the BF16 graph is valid at opset 12 now: judged as any other
+
+
+def test_a_budget_of_zero_starts_nothing_and_says_so(cli, workdir):
+    out = workdir / "zero"
+    code, stdout, err = cli("deploy", workdir / "m.onnx", "--data", workdir / "photos", *RTX, "--budget-min", "0",
+                            "-o", out)
+    assert code == 1, stdout + err
+    assert "ran out before: fp16 build, bf16 build, int8 calibration, int8 build, fp8 calibration" in stdout
+    assert "no precision passes" in stdout and not list(out.glob("*.engine")) and not list(out.glob("*.cache"))
+
+
 @pytest.mark.parametrize("args,message", [
     (("--data", "{w}/no-such-dir", *RTX), "--data {w}/no-such-dir: no such directory"),
     (("--data", "{w}/photos", "--target", "sm_80", "--backend", "tensorrt-rtx", "--precision", "fp8"),
      "fp8 needs compute capability 8.9"),
     (("--data", "{w}/photos", *RTX, "--budget-min", "-1"), "--budget-min"),
-    (("--data", "{w}/wrong-shape", *RTX), "{w}/wrong-shape/000.npy: input 'input' has shape [4, 5]"),  # init's check
+    (("--data", "{w}/wrong-shape", *RTX), "{w}/wrong-shape/000.npy: input 'input' has shape [4, 5]"),  # after init wrote
+    (("--data", "{w}/one-file", *RTX), "--data {w}/one-file: one file holds every sample"),
+    (("--data", "{w}/photos", "--validation", "{w}/no-such-dir", *RTX), "--validation {w}/no-such-dir: no such directory"),
+    (("--spec", "{w}/wrong.toml", *RTX), "{w}/wrong-shape/000.npy: input 'input' has shape [4, 5]"),  # after the split
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, workdir, args, message):
-    models.save_batches(workdir / "wrong-shape", np.zeros((4, 5), np.float32))
+    models.save_batches(workdir / "wrong-shape", np.zeros((8, 5), np.float32), per_file=4)
+    models.save_batches(workdir / "one-file", np.zeros((4, 3, 64, 96), np.float32))
+    (workdir / "wrong.toml").write_text('[data]\ncalibration = "wrong-shape"\n')  # no validation: deploy splits it
     out = workdir / "bad"
     code, _out, err = cli("deploy", workdir / "m.onnx", *[a.format(w=workdir) for a in args], "-o", out)
     errors = [line for line in err.splitlines() if not line.startswith("-- ")]  # "-- " lines are progress

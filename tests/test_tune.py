@@ -224,11 +224,10 @@ def test_local_noise_is_zero_on_the_grid_and_counts_clipping():
 
 
 def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_halves():
-    import time
-
     from calibrators.collect import collect_histograms
     from calibrators.graph import quantized_activations
     from trtpipe.config import ModelSpec
+    from trtpipe.deadline import Deadline
     from trtpipe.quality.sensitivity import layer_sensitivity
     from trtpipe.quality.tune import Search, amax_by_method
     from trtpipe.targets import Precision
@@ -240,7 +239,7 @@ def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_hal
     search = Search(model, ModelSpec("conv", Path("."), task="classification"), Precision.INT8, amax, layers,
                     lambda q: float(len(q)), batches, [], {"cosine": 0.99}, budget_seconds=600,
                     proxy={"conv0": 3.0, "conv1": 1.0, "fc": 2.0})
-    search._deadline = time.monotonic() + 600
+    search._deadline = Deadline.after(600)
     search.ranking_share = 0.0  # no time to measure: the proxy decides
     assert search.rank_layers(Config("max")) == ["conv0", "fc", "conv1"]
     search.ranking_share = 1.0
@@ -312,6 +311,36 @@ def test_a_choice_that_fails_on_validation_walks_the_ladder(workdir, cli):
         assert written == confirmed["exclude"]
         assert not any(r["validation"]["passed"] for r in rungs if r["kept_more"] < confirmed["kept_more"])
         assert confirmed["estimated_ms"] > chosen["estimated_ms"]  # more in FP16 costs more
+
+
+def test_the_ladder_starts_no_rung_once_the_deadline_has_passed(workdir):
+    from trtpipe.config import load_spec
+    from trtpipe.deadline import Deadline
+    from trtpipe.quality.tune import tune
+    from trtpipe.targets import Precision, Target
+
+    rng = np.random.default_rng(1)  # brighter validation data than calibration, as above: the ladder is walked
+    save_batches(workdir / "bright", rng.normal(0, 6, (32, 3, 16, 16)).astype(np.float32))
+    (workdir / "spec.toml").write_text(SPEC.format(cosine=0.999))
+    now = [0.0]  # a clock that moves only when the test moves it: no timing in the test
+    rungs_seen = []
+
+    def on_phase(text):
+        if "more kept:" in text:  # a rung was judged: the deadline passes now
+            rungs_seen.append(text)
+            now[0] = 2.0
+
+    result = tune(workdir / "conv.onnx", load_spec(workdir / "spec.toml"), Precision.INT8, Target.parse("sm_89"),
+                  workdir / "calib", workdir / "bright", budget_seconds=120, slack=0, on_phase=on_phase,
+                  deadline=Deadline(1.0, lambda: now[0]))
+    assert result.chosen.passed and not result.validation.passed  # the search finished: its clock never moved
+    assert len(result.rungs) == len(rungs_seen) == 1 and not result.rungs[0].report.passed
+    assert result.confirmed is None and "validation ladder, after 1 rung: the budget ran out" in result.stopped
+    # Already passed: the search judges the default alone (something must be written), validation is never read.
+    result = tune(workdir / "conv.onnx", load_spec(workdir / "spec.toml"), Precision.INT8, Target.parse("sm_89"),
+                  workdir / "calib", workdir / "bright", budget_seconds=120, deadline=Deadline(0.0, lambda: 1.0))
+    assert result.validation is None and not result.rungs and "before it" in result.stopped
+    assert [t.step for t in result.trials] == ["default"]
 
 
 def test_a_choice_that_fails_on_validation_without_a_ladder_says_so(workdir, cli):

@@ -212,3 +212,17 @@ def test_a_spec_init_writes_runs_calibrate_build_validate_unchanged(cli, tmp_pat
         return
     assert code in (0, 1), err  # judged either way (the zoo table judges quality); 2: the spec does not work
     assert json.loads(out)["samples"] > 0
+
+
+@needs_rtx
+def test_the_deploy_row_reads_what_deploy_prints(cli, tmp_path):
+    import models
+
+    models.save(models.conv_net(batch="N"), tmp_path / "m.onnx")
+    models.save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (8, 3, 16, 16)).astype(np.float32), per_file=2)
+    common = ("--data", tmp_path / "data", "--target", "sm_89", "--backend", "tensorrt-rtx")
+    code, stdout, _ = cli("deploy", tmp_path / "m.onnx", *common, "--precision", "fp16", "-o", tmp_path / "a")
+    chose = zoo.CHOSE.search(stdout)
+    assert code == 0 and Path(chose.group(1)).name == "m.fp16.sm89.engine" and chose.group(2).startswith("fp16: ")
+    code, stdout, _ = cli("deploy", tmp_path / "m.onnx", *common, "--budget-min", "0", "-o", tmp_path / "b")
+    assert code == 1 and zoo.UNTRIED.search(stdout).group(1).startswith("fp16 build, bf16 build, int8 calibration")

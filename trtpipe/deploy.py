@@ -1,12 +1,13 @@
 """From an ONNX model and a data directory to a passing engine that Triton serves: `trtpipe deploy`.
 
-    spec (given, or started as `init` starts one) -> calibrate the INT8/FP8 caches
-    -> build every precision the target runs -> validate each against FP32 ONNX Runtime
-    -> tune the INT8/FP8 that fail, within the budget, and rebuild them -> delete the engines that fail
-    -> OUT/summary.md and OUT/triton/ (a Triton model repository of the best engine that passes)
+    spec (given, or started as `init` starts one) -> validation data held out of the calibration data
+    -> calibrate the INT8/FP8 caches -> build every precision the target runs -> validate each against
+    FP32 ONNX Runtime -> tune the INT8/FP8 that fail and rebuild them -> delete the engines that fail
+    -> OUT/summary.md and OUT/triton/ (a Triton model repository of the engine chosen among those that pass)
 
 Every step is the library function the single command calls (build, calibrate, compare, tune,
-write_repository), so a change to one of them changes deploy too.
+write_repository), so a change to one of them changes deploy too. One Deadline (`--budget-min`) bounds
+the whole run: no step starts after it, and what it left untried is said.
 """
 
 from __future__ import annotations
@@ -21,28 +22,48 @@ from trtpipe import data
 from trtpipe.build import BuildOptions, build, caches_for
 from trtpipe.calibrate import DEFAULT_METHOD, CalibrationOptions, calibrate
 from trtpipe.config import ModelSpec, decided_inputs, load_spec, resolve_inputs
+from trtpipe.deadline import Deadline
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import check_output, ensure_dir, sidecar_path, write_text
 from trtpipe.graph import onnxio
 from trtpipe.graph.lowbit import NothingToQuantize
 from trtpipe.targets import Precision, Target
 
-# Which engine is best among those that pass: the fewest bits a value is computed in first (weight-only
-# INT4 keeps FP16 activations, so it comes after INT8 and FP8); within a rank, the one nearer FP32.
+# How narrow a precision is: the fewest bits a value is computed in first (weight-only INT4 keeps FP16
+# activations, so it comes after INT8 and FP8).
 WIDTH_RANK = {Precision.FP4: 0, Precision.INT8: 1, Precision.FP8: 1, Precision.INT4: 2, Precision.FP16: 3,
               Precision.BF16: 3, Precision.TF32: 4, Precision.FP32: 5}
 TUNABLE = (Precision.INT8, Precision.FP8)  # what `tune` searches
+# What deploy chooses among the engines that pass. size: the smallest engine file (a narrower precision
+# is not always smaller: TensorRT-RTX's INT8 plans built on a CPU embed more kernel source than FP16's,
+# docs/zoo.md "Engine size"); engines within SIZE_TIE of the smallest count as equally small, and among
+# them the narrowest precision, then the one nearer FP32, wins. precision: the narrowest precision,
+# then the one nearer FP32.
+PREFERENCES = ("size", "precision")
+# YOLOv8n's BF16 plan is 3% smaller than its FP16 plan (9.7 against 10.0 MB) and further from FP32
+# (F1 0.972 against 0.999 on 128 photos): a few percent of size is not worth the accuracy.
+SIZE_TIE = 0.05
+# When no validation data apart from the calibration data is given, every HOLD_OUT_EVERY-th data
+# file by name validates and calibration never reads it: the same files on every run.
+HOLD_OUT_EVERY = 4
 
 
 @dataclass
 class DeployOptions:
-    """What deploy builds and how long it may tune; None precision: every one the target runs but FP32."""
+    """What deploy builds, how long it may take and what it prefers; None precision: every one the target
+    runs but FP32."""
 
     target: Target
     backend: str = "auto"
     precision: str | None = None
-    budget_minutes: float = 10.0  # tuning, shared by the precisions that fail
+    budget_minutes: float = 10.0  # the whole run: no step starts after it
     batch_size: int = 16
+    prefer: str = "size"  # PREFERENCES
+    deadline: Deadline | None = None  # None: `budget_minutes` from when deploy() starts
+
+    def __post_init__(self):
+        if self.prefer not in PREFERENCES:
+            raise TrtpipeError(f"--prefer {self.prefer}: use one of {', '.join(PREFERENCES)}")
 
 
 @dataclass
@@ -60,6 +81,10 @@ class Outcome:
     @property
     def passed(self) -> bool:
         return self.engine is not None and self.report is not None and self.report.passed
+
+    @property
+    def megabytes(self) -> float:
+        return self.engine.stat().st_size / 1e6 if self.engine is not None else 0.0
 
     def margin(self) -> float:
         """Return the share of the allowed loss the deciding check uses (lower is nearer FP32)."""
@@ -81,17 +106,28 @@ class DeployResult:
     repository: Path | None
     simulated: bool  # validation ran the typed ONNX in ONNX Runtime, not the engine
     wanted: str  # what counts as success: the precision asked for, or any beyond fp32
+    validation: str = ""  # which data validated, and whether calibration read it: one sentence
     passed: bool = False
     notes: list[str] = field(default_factory=list)
 
 
-def _spec(model, model_path: Path, data_dir: Path | None, spec_path: Path | None, output: Path,
-          on_step) -> tuple[ModelSpec, Path, bool]:
-    """Return the spec (given, written earlier into OUT, or written now as `init` writes it), its path, and
-    whether it was written now."""
+@dataclass
+class _Inputs:
+    """The spec deploy runs on, whether this run wrote it, and which data validates."""
+
+    spec: ModelSpec
+    path: Path
+    written: bool
+    validation: str  # which data validates, in a sentence
+
+
+def _inputs(model, model_path: Path, data_dir: Path | None, validation_dir: Path | None, spec_path: Path | None,
+            output: Path, on_step) -> _Inputs:
+    """Return the spec (given, written earlier into OUT, or written now as `init` writes it) with validation
+    data calibration does not read: --validation, the spec's, else files held out of the calibration data."""
     from trtpipe.starting_spec import starting_spec
 
-    written = False
+    written, how, source = False, "", None
     if spec_path is None:
         spec_path = output / f"{model_path.stem}.toml"
         if spec_path.is_file():
@@ -100,18 +136,73 @@ def _spec(model, model_path: Path, data_dir: Path | None, spec_path: Path | None
             if data_dir is None:
                 raise TrtpipeError("--data DIR is needed (or a --spec with data.calibration)")
             check_output(spec_path, [model_path, data_dir])
-            text = starting_spec(model, model_path, data_dir, spec_path=spec_path)  # data it cannot use: nothing made
+            calibration, validation = data_dir, validation_dir
+            if validation is None:
+                source = data_dir
+                calibration, validation, how = _hold_out(data_dir, output / "data", on_step)
             ensure_dir(output)
-            write_text(spec_path, text)
+            write_text(spec_path, starting_spec(model, model_path, calibration, spec_path=spec_path,
+                                                validation_dir=validation))
             written = True
             on_step(f"wrote {spec_path} as 'trtpipe init' does; check its lines marked CHECK")
     spec = resolve_inputs(load_spec(spec_path), model, model_path)
-    if data_dir is not None:  # --data is what calibration reads, as with build and calibrate
+    if data_dir is not None and not written:  # --data is what calibration reads, as with build and calibrate
         spec.calibration = Path(data_dir).resolve()
+    if validation_dir is not None:
+        spec.validation = Path(validation_dir).resolve()
     if spec.calibration is None:
         raise TrtpipeError(f"--data DIR is needed (or a --spec with data.calibration): {spec_path} names no calibration data")
-    spec.validation = spec.validation or spec.calibration
-    return spec, spec_path, written
+    if not how and (spec.validation is None or _overlap(spec.calibration, spec.validation)):
+        source = spec.calibration
+        spec.calibration, spec.validation, how = _hold_out(source, output / "data", on_step)
+        spec.calibration, spec.validation = spec.calibration.resolve(), spec.validation.resolve()
+    inputs = _Inputs(spec, spec_path, written, how or f"validation on {spec.validation}, which calibration does not read")
+    # Bad data is bad input (exit 2, nothing left), found before any step: a precision that needs no
+    # calibration is built first, and would otherwise meet the data only when it is validated.
+    for directory in [source] if source is not None else [spec.calibration, spec.validation]:
+        _probe(model_path, spec, directory)
+    return inputs
+
+
+def _overlap(calibration: Path, validation: Path) -> bool:
+    """Return True when a data file of `validation` is one of `calibration`'s (links followed)."""
+    files = {p.resolve() for p in data.list_files(calibration)}
+    return any(p.resolve() in files for p in data.list_files(validation, "data.validation"))
+
+
+def _hold_out(source: Path, into: Path, on_step) -> tuple[Path, Path, str]:
+    """Return calibration and validation directories of links to disjoint files of `source`, made in `into`
+    (every HOLD_OUT_EVERY-th file by name validates), and the sentence that says so."""
+    files = data.list_files(source)
+    if len(files) < 2:
+        raise TrtpipeError(f"--data {source}: one file holds every sample, so deploy cannot hold some out to "
+                           "validate on; pass --validation DIR (other samples of the same kind)")
+    held = files[HOLD_OUT_EVERY - 1::HOLD_OUT_EVERY] or files[-1:]
+    kept = [p for p in files if p not in held]
+    labels = [source / data.LABELS_FILE] if (source / data.LABELS_FILE).is_file() else []
+    draft = into.with_name(into.name + ".partial")
+    shutil.rmtree(draft, ignore_errors=True)
+    for name, chosen in (("calibration", kept), ("validation", held)):
+        (draft / name).mkdir(parents=True)
+        for path in chosen + labels:
+            (draft / name / path.name).symlink_to(path.resolve())
+    if into.exists():
+        shutil.rmtree(into)
+    os.replace(draft, into)
+    how = (f"validation on {len(held)} of the {len(files)} files of {source}, held out (every {HOLD_OUT_EVERY}th by "
+           f"name: {into / 'validation'}); calibration and tuning read the other {len(kept)} ({into / 'calibration'})")
+    on_step(how)
+    return into / "calibration", into / "validation", how
+
+
+def _probe(model_path: Path, spec: ModelSpec, source: Path) -> None:
+    """Run the FP32 model on the first sample of `source`: data it cannot read is bad input (named by the
+    file the user gave, not by its link in OUT/data)."""
+    from trtpipe.runtime.onnxrt import OnnxRunner
+
+    size = data.fixed_batch(spec) or 1  # an export for batch N runs on N samples at once
+    with data.model_runs_on(source), OnnxRunner(model_path) as runner:
+        runner(next(data.iter_batches(spec, source, size, limit=size)).arrays)
 
 
 def _runs_here(target: Target) -> bool:
@@ -128,22 +219,31 @@ def _runs_here(target: Target) -> bool:
 
 def _validate(outcome: Outcome, model_path: Path, spec: ModelSpec, reports: Path, on_engine: bool,
               batch_size: int) -> None:
-    """Judge the outcome's engine (or, simulated, its typed ONNX) against FP32 on the validation data; write its report."""
+    """Judge the outcome's engine (or, simulated, its typed ONNX) against FP32 on the validation data; write its report.
+
+    A candidate that cannot run (PP-OCR's recognizer at opset 12: its BF16 graph casts from bfloat16,
+    which Cast takes from opset 13 on, and ONNX Runtime refuses it) is the outcome's note, not bad
+    input: the data was probed before any step.
+    """
     from trtpipe.quality.validate import compare, named_thresholds, thresholds_for, write_report
     from trtpipe.runtime.onnxrt import OnnxRunner
 
-    if on_engine:
-        from trtpipe.runtime.engine import Engine
-
-        runner, candidate = Engine(outcome.engine), outcome.engine
-    else:
-        runner, candidate = OnnxRunner(outcome.typed_onnx), outcome.typed_onnx
     labels = data.labels_path(None, spec.labels, spec.validation)
     labels = data.read_labels(labels) if labels else None
     precision = str(outcome.precision)
-    with runner, OnnxRunner(model_path) as base, data.model_runs_on(spec.validation):
-        outcome.report = compare(runner, base, spec, spec.validation, precision, labels,
-                                 thresholds_for(precision, spec), batch_size, named=named_thresholds(precision, spec))
+    try:
+        if on_engine:
+            from trtpipe.runtime.engine import Engine
+
+            runner, candidate = Engine(outcome.engine), outcome.engine
+        else:
+            runner, candidate = OnnxRunner(outcome.typed_onnx), outcome.typed_onnx
+        with runner, OnnxRunner(model_path) as base, data.model_runs_on(spec.validation):
+            outcome.report = compare(runner, base, spec, spec.validation, precision, labels,
+                                     thresholds_for(precision, spec), batch_size, named=named_thresholds(precision, spec))
+    except TrtpipeError as exc:
+        outcome.report, outcome.note = None, f"not validated (its engine is deleted): {exc}"
+        return
     outcome.report_path = write_report(outcome.report, reports, candidate.name)[0]
 
 
@@ -156,39 +256,70 @@ def _remove(outcome: Outcome) -> None:
     outcome.engine = None
 
 
-def choose(outcomes: list[Outcome]) -> tuple[Outcome | None, str]:
-    """Return the best passing outcome (WIDTH_RANK, then nearest FP32) and the sentence that says why."""
-    passing = sorted((o for o in outcomes if o.passed), key=lambda o: (WIDTH_RANK[o.precision], o.margin()))
+def choose(outcomes: list[Outcome], prefer: str = "size") -> tuple[Outcome | None, str]:
+    """Return the passing outcome `prefer` (PREFERENCES) picks and the sentence that says why."""
+    passing = [o for o in outcomes if o.passed]
     if not passing:
         return None, "no precision passes"
-    best = passing[0]
-    why = f"{best.precision}: the narrowest precision that passes ({best.report.deciding_checks()})"
-    peers = [o for o in passing[1:] if WIDTH_RANK[o.precision] == WIDTH_RANK[best.precision]]
-    if peers:
-        why += f"; nearer FP32 than {', '.join(f'{o.precision} ({o.report.deciding_checks()})' for o in peers)}"
+
+    def narrowest(o: Outcome) -> tuple:
+        return WIDTH_RANK[o.precision], o.margin()
+
+    if prefer == "precision":
+        best = min(passing, key=narrowest)
+        why = f"{best.precision}: the narrowest precision that passes ({best.report.deciding_checks()})"
+        peers = [o for o in passing if o is not best and WIDTH_RANK[o.precision] == WIDTH_RANK[best.precision]]
+        if peers:
+            why += f"; nearer FP32 than {', '.join(f'{o.precision} ({o.report.deciding_checks()})' for o in peers)}"
+        smaller = [o for o in passing if o.megabytes < best.megabytes]
+        if smaller:
+            why += f"; {_sizes(smaller)} smaller (--prefer size)"
+        return best, why
+    smallest = min(passing, key=lambda o: (o.engine.stat().st_size, *narrowest(o)))
+    best = min((o for o in passing if o.megabytes <= smallest.megabytes * (1 + SIZE_TIE)), key=narrowest)
+    why = f"{best.precision}: the smallest engine that passes ({best.megabytes:.1f} MB; {best.report.deciding_checks()})"
+    if best is not smallest:
+        better = "narrower" if WIDTH_RANK[best.precision] < WIDTH_RANK[smallest.precision] else "nearer FP32"
+        why = (f"{best.precision}: within {SIZE_TIE:.0%} of the smallest engine that passes ({smallest.precision}, "
+               f"{smallest.megabytes:.1f} MB), and {better} ({best.megabytes:.1f} MB; {best.report.deciding_checks()})")
+    narrower = [o for o in passing if WIDTH_RANK[o.precision] < WIDTH_RANK[best.precision]]
+    if narrower:
+        why += f"; {_sizes(narrower)} narrower but larger (--prefer precision)"
     return best, why
+
+
+def _sizes(outcomes: list[Outcome]) -> str:
+    listed = ", ".join(f"{o.precision} ({o.megabytes:.1f} MB)" for o in outcomes)
+    return f"{listed} {'passes' if len(outcomes) == 1 else 'pass'} too,"
 
 
 def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: DeployOptions,
            data_dir: str | os.PathLike | None = None, spec_path: str | os.PathLike | None = None,
-           on_step: Callable[[str], None] = lambda text: None) -> DeployResult:
+           on_step: Callable[[str], None] = lambda text: None,
+           validation_dir: str | os.PathLike | None = None) -> DeployResult:
     """Return what deploy left in `output`: engines that pass, their reports, a summary and a Triton repository.
 
     Bad input (model, data, spec, target, a missing backend) is a TrtpipeError that leaves nothing
-    behind. A precision whose engine does not build, or fails validation after tuning, is reported
-    in its Outcome and leaves no engine.
+    behind. A precision whose engine does not build, fails validation after tuning, or was not reached
+    before the deadline (`options.deadline`, else `budget_minutes` from now) is reported in its Outcome
+    and leaves no engine. `validation_dir` (None: the spec's, else files held out of the calibration
+    data): what the engines are judged on.
     """
     from trtpipe import backend as backends
 
+    deadline = options.deadline or Deadline.after(options.budget_minutes * 60)
     model_path, output = Path(model_path), Path(output)
     data_dir = Path(data_dir) if data_dir is not None else None
+    validation_dir = Path(validation_dir) if validation_dir is not None else None
     if output.exists() and not output.is_dir():
         raise TrtpipeError(f"-o {output}: is a file; deploy writes engines, reports and a Triton repository into a directory")
     if options.budget_minutes < 0:
-        raise TrtpipeError(f"--budget-min {options.budget_minutes:g}: give 0 (no tuning) or more minutes")
+        raise TrtpipeError(f"--budget-min {options.budget_minutes:g}: give 0 or more minutes")
     model = onnxio.load(model_path)
     if data_dir is not None:
         data.list_files(data_dir)  # no such directory, or no samples: before anything is written
+    if validation_dir is not None:
+        data.list_files(validation_dir, "--validation")
     backend_spec = backends.choose_spec(options.backend, options.target)
     backends.load(backend_spec, options.target)  # not installed: say so now, not once per precision
     if options.precision is not None:
@@ -198,31 +329,40 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
     ran = "fp32 is the baseline" if Precision.FP32 not in precisions else "as asked"
     on_step(f"{backend_spec.name} on {options.target.sm}: {' '.join(map(str, precisions))} ({ran}; 'trtpipe plan' says why not others)")
     created = not output.exists()
-    spec, spec_path, spec_written = _spec(model, model_path, data_dir, Path(spec_path) if spec_path else None,
-                                          output, on_step)
+    # What this run makes before it can find bad input (data the model cannot read): a rerun must not
+    # take a spec or a split written for data that does not work as the user's.
+    fresh = [p for p in ([output / f"{model_path.stem}.toml"] if spec_path is None else []) + [output / "data"]
+             if not p.exists()]
     try:
-        return _run(model_path, output, options, precisions, spec, spec_path, spec_written, on_step)
+        inputs = _inputs(model, model_path, data_dir, validation_dir, Path(spec_path) if spec_path else None,
+                         output, on_step)
+        return _run(model_path, output, options, precisions, inputs, deadline, on_step)
     except TrtpipeError:
-        # Bad input found after the spec was written (data the model cannot read): a rerun must not
-        # take that spec as the user's.
-        if spec_written:
-            spec_path.unlink(missing_ok=True)
+        for path in fresh:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
         if created and output.is_dir() and not any(output.iterdir()):
             output.rmdir()
         raise
 
 
-def _run(model_path: Path, output: Path, options: DeployOptions, precisions: list[Precision], spec: ModelSpec,
-         spec_path: Path, spec_written: bool, on_step) -> DeployResult:
-    """The deploy after its input checks: calibrate, build, validate, tune, keep what passes."""
+def _run(model_path: Path, output: Path, options: DeployOptions, precisions: list[Precision], inputs: _Inputs,
+         deadline: Deadline, on_step) -> DeployResult:
+    """The deploy after its input checks: calibrate, build, validate, tune, keep what passes; no step starts
+    once `deadline` has passed."""
+    spec = inputs.spec
     build_options = BuildOptions(target=options.target, backend=options.backend, spec=spec,
                                  calibration_data=spec.calibration, exclude=list(spec.exclude),
                                  shapes=decided_inputs(spec)[0], min_weights=spec.min_weights)
-    # Calibration first and unguarded: data the model cannot read is bad input, not a precision that fails.
+    untried: list[str] = []  # the steps the deadline stopped, in order
+    # Each cache is calibrated just before the first precision that needs it: the plan's order puts
+    # FP16 and BF16 first, which need none, so a budget that calibration would spend (picodet-layout's
+    # INT8 took 6 of 5 minutes on the shared cores) still gives the engines that need no data.
     caches, to_calibrate = caches_for(model_path, precisions, build_options, output)
-    for grid, path in to_calibrate.items():
-        on_step(f"calibrating {grid} on {spec.calibration}")
-        calibrate(model_path, spec.calibration, path, CalibrationOptions(DEFAULT_METHOD[grid], grid=grid), spec)
+    grid_of = {path: grid for grid, path in to_calibrate.items()}
+    calibrated, uncalibrated = set(), set()  # the second: caches the deadline left unwritten
     build_options.caches = caches
 
     on_engine = _runs_here(options.target)
@@ -231,21 +371,47 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
     for precision in precisions:
         outcome = Outcome(precision)
         outcomes.append(outcome)
+        cache = caches.get(precision)
+        if cache in grid_of and cache not in calibrated | uncalibrated:
+            if deadline.passed():
+                untried.append(f"{grid_of[cache]} calibration")
+                uncalibrated.add(cache)
+            else:
+                on_step(f"calibrating {grid_of[cache]} on {spec.calibration}")
+                calibrate(model_path, spec.calibration, cache, CalibrationOptions(DEFAULT_METHOD[grid_of[cache]],
+                                                                                  grid=grid_of[cache]), spec)
+                calibrated.add(cache)
+        if cache in uncalibrated or deadline.passed():
+            outcome.note = OUT_OF_TIME.format(step="its build")
+            untried.append(f"{precision} build")
+            continue
         _build(outcome, model_path, output, build_options, on_step)
-        if outcome.engine is not None:
-            _validate(outcome, model_path, spec, reports, on_engine, options.batch_size)
+        if outcome.engine is None:
+            continue
+        if deadline.passed():
+            outcome.note = OUT_OF_TIME.format(step="its validation") + " (its engine is deleted: deploy keeps only engines that pass)"
+            untried.append(f"{precision} validation")
+            continue
+        _validate(outcome, model_path, spec, reports, on_engine, options.batch_size)
+        if outcome.report is not None:
             on_step(f"{precision}: {outcome.report.deciding_checks()} -> {'PASS' if outcome.passed else 'FAIL'}")
 
-    failing = [o for o in outcomes if o.engine is not None and not o.passed and o.precision in TUNABLE]
-    if failing and options.budget_minutes > 0:
-        share = options.budget_minutes * 60 / len(failing)
-        for outcome in failing:
-            _tune(outcome, model_path, spec, options, build_options, output, share, on_engine, on_step)
+    failing = [o for o in outcomes if o.report is not None and not o.passed and o.precision in TUNABLE]
+    for number, outcome in enumerate(failing):
+        if deadline.passed():
+            outcome.note = "fails; " + OUT_OF_TIME.format(step="tuning")
+            untried.append(f"{outcome.precision} tuning")
+            continue
+        # What is left, shared by the precisions still to tune; a rebuild and its validation follow each.
+        search = deadline.within(deadline.left() / (len(failing) - number))
+        cut = _tune(outcome, model_path, spec, options, build_options, output, search, deadline, on_engine, on_step)
+        if cut:
+            untried.append(f"{outcome.precision} {cut}")
     for outcome in outcomes:
         if outcome.engine is not None and not outcome.passed:
             _remove(outcome)
 
-    chosen, why = choose(outcomes)
+    chosen, why = choose(outcomes, options.prefer)
     wanted = options.precision or "a precision beyond fp32"
     report_paths = [o.report_path for o in outcomes if o.report_path is not None]
     summary, summary_path = "", None
@@ -258,12 +424,17 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
     repository = _repository(chosen, output) if chosen is not None else None
     if chosen is None and (output / "triton").is_dir():
         shutil.rmtree(output / "triton")  # an earlier run's: it would serve an engine this run did not pass
-    result = DeployResult(spec_path, spec_written, outcomes, chosen, why, summary, summary_path, repository,
-                          simulated=not on_engine, wanted=wanted, passed=chosen is not None)
-    if spec_written:
-        result.notes.append(f"validation ran on the calibration data ({spec.calibration}): give the spec's "
-                            "data.validation other samples of the same kind to judge on data calibration did not see")
+    result = DeployResult(inputs.path, inputs.written, outcomes, chosen, why, summary, summary_path, repository,
+                          simulated=not on_engine, wanted=wanted, validation=inputs.validation,
+                          passed=chosen is not None)
+    if untried:
+        result.notes.append(f"the budget ({options.budget_minutes:g} min) ran out before: {', '.join(untried)}; "
+                            "a larger --budget-min tries them (a rerun calibrates again)")
     return result
+
+
+# An outcome's note for a step the deadline stopped.
+OUT_OF_TIME = "not tried: the budget ran out before {step}"
 
 
 def _build(outcome: Outcome, model_path: Path, output: Path, options: BuildOptions, on_step) -> None:
@@ -283,37 +454,53 @@ def _build(outcome: Outcome, model_path: Path, output: Path, options: BuildOptio
 
 
 def _tune(outcome: Outcome, model_path: Path, spec: ModelSpec, options: DeployOptions, build_options: BuildOptions,
-          output: Path, budget_seconds: float, on_engine: bool, on_step) -> None:
-    """Tune a failing INT8/FP8 precision within `budget_seconds`, rebuild it with what tuning wrote, and judge it again."""
+          output: Path, search: Deadline, deadline: Deadline, on_engine: bool, on_step) -> str:
+    """Tune a failing INT8/FP8 precision by `search` (its search and its confirmation), then, while `deadline`
+    allows, rebuild it with what tuning wrote and judge it again; return what a deadline stopped ("": nothing)."""
     from dataclasses import replace
 
     from trtpipe.quality.tune import tune
-    from trtpipe.quality.tune_report import write_report, write_tuned
+    from trtpipe.quality.tune_report import exclusions_path, write_report, write_tuned
 
     precision = outcome.precision
-    on_step(f"{precision} fails: tuning it for up to {budget_seconds / 60:.1f} min")
-    labels = data.read_labels(spec.labels) if spec.labels else None
+    on_step(f"{precision} fails: tuning it for up to {search.left() / 60:.1f} min")
+    labels = data.labels_path(None, spec.labels, spec.validation)
+    labels = data.read_labels(labels) if labels else None
     try:
         with data.model_runs_on(spec.calibration):
             result = tune(model_path, spec, precision, options.target, spec.calibration, spec.validation, labels=labels,
-                          budget_seconds=budget_seconds, batch_size=options.batch_size, on_phase=lambda t: on_step(f"  {t}"))
+                          budget_seconds=search.left(), batch_size=options.batch_size,
+                          on_phase=lambda t: on_step(f"  {t}"), deadline=search)
     except TrtpipeError as exc:
         outcome.note = f"not tuned: {exc}"
         on_step(f"{precision}: {outcome.note}")
-        return
+        return ""
     cache = output / f"{model_path.stem}.{precision}.tuned.cache"
     write_tuned(result, cache, str(precision))
     write_report(result, spec, str(precision), output / "reports")
     config = result.written[0]
-    tuned = replace(build_options, caches={**build_options.caches, precision: cache}, exclude=list(config.exclude))
+    kept = f"{len(config.exclude)} layer{'s' * (len(config.exclude) != 1)} kept in FP16, method {config.method}"
+    stopped = f"; cut short: {result.stopped}" if result.stopped else ""
     outcome.tuned = True
+    _remove(outcome)  # the untuned engine fails: it must not stay, whether or not the tuned one is built
+    if deadline.passed():
+        outcome.note = (f"tuned ({kept}{stopped}), " + OUT_OF_TIME.format(step="its rebuild")
+                        + f": build it with --cache {cache} --exclude @{exclusions_path(cache)}")
+        return "rebuild after tuning"
+    tuned = replace(build_options, caches={**build_options.caches, precision: cache}, exclude=list(config.exclude))
+    outcome.report = None
     _build(outcome, model_path, output, tuned, on_step)
     if outcome.engine is None:
-        return
+        return "tuning (cut short)" if result.stopped else ""
+    if deadline.passed():
+        outcome.note = f"tuned ({kept}{stopped}), " + OUT_OF_TIME.format(step="its validation")
+        return "validation after tuning"
     _validate(outcome, model_path, spec, output / "reports", on_engine, options.batch_size)
-    kept = f"{len(config.exclude)} layer{'s' * (len(config.exclude) != 1)} kept in FP16, method {config.method}"
-    outcome.note = f"tuned ({kept}): {'passes' if outcome.passed else 'still fails'}"
+    if outcome.report is None:  # it could not run: _validate's note says why
+        return "tuning (cut short)" if result.stopped else ""
+    outcome.note = f"tuned ({kept}{stopped}): {'passes' if outcome.passed else 'still fails'}"
     on_step(f"{precision} tuned: {outcome.report.deciding_checks()} -> {'PASS' if outcome.passed else 'FAIL'}")
+    return "tuning (cut short)" if result.stopped else ""
 
 
 def _repository(chosen: Outcome, output: Path) -> Path:

@@ -214,11 +214,12 @@ def _comment(text: str) -> str:
 
 
 def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathLike | None = None,
-                  spec_path: str | os.PathLike | None = None) -> str:
+                  spec_path: str | os.PathLike | None = None, validation_dir: str | os.PathLike | None = None) -> str:
     """Return the text of a model.toml for `model`: inputs, build shapes, a guessed task, and data paths.
 
     `spec_path`: where the text will be written; data paths are relative to its folder, as the
-    loader reads them (None: the model's folder).
+    loader reads them (None: the model's folder). `validation_dir`: other samples to validate on
+    (None: `data_dir`, marked for the user to change).
     """
     inputs, outputs = tensor_facts(model)
     guess = guess_task(inputs, outputs)
@@ -278,8 +279,13 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     if data_dir is not None:
         folder = Path(spec_path).resolve().parent if spec_path is not None else Path(model_path).resolve().parent
         relative = toml_string(os.path.relpath(data_dir.resolve(), folder))
-        lines.append(f"calibration = {relative}  # CHECK: a different directory of the same kind for validation")
-        lines.append(f"validation = {relative}")
+        if validation_dir is None:
+            lines.append(f"calibration = {relative}  # CHECK: a different directory of the same kind for validation")
+            lines.append(f"validation = {relative}")
+        else:
+            lines.append(f"calibration = {relative}")
+            lines.append(f"validation = {toml_string(os.path.relpath(Path(validation_dir).resolve(), folder))}"
+                         "  # samples calibration does not read")
     else:
         lines += ['# calibration = "data/calib"  # .npy, .npz or images: see docs/data.md',
                   '# validation = "data/val"']

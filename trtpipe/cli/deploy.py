@@ -9,12 +9,18 @@ import click
 
 from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, PRECISION_CHOICES, main
 
+# trtpipe.deploy.PREFERENCES, spelled out: importing trtpipe.deploy loads the builder, and every
+# command would pay for it at start-up (DeployOptions refuses any other).
+PREFERENCES = ("size", "precision")
+
 
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path),
-              help="samples to calibrate on (and to validate on when the spec names no validation data); "
-                   "default: the spec's calibration directory")
+              help="samples to calibrate on; default: the spec's calibration directory")
+@click.option("--validation", "validation_dir", type=click.Path(path_type=Path),
+              help="other samples to validate on; default: the spec's validation directory, else every 4th file "
+                   "of the calibration data by name, held out (linked in OUT/data/): calibration never reads them")
 @click.option("--target", "target_text", default="auto", show_default=True,
               help="the GPU to deploy on: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
 @click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto",
@@ -25,17 +31,24 @@ from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, PRECISION_CHOICES, ma
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path),
               help="model.toml; default: OUT/<model>.toml, written as 'trtpipe init' writes it when missing")
 @click.option("--budget-min", type=AT_LEAST_ZERO_FLOAT, default=10.0, show_default=True,
-              help="minutes of 'trtpipe tune' in all, shared by the INT8/FP8 engines that fail; 0: no tuning")
+              help="minutes the whole deploy may take: no calibration, build, validation or tuning step starts "
+                   "after them (one that has started finishes), and what they left untried is said")
+@click.option("--prefer", type=click.Choice(PREFERENCES), default="size", show_default=True,
+              help="which passing engine to serve: size, the smallest engine file (engines within 5% of it are "
+                   "equals, and the narrowest precision among them, then the one nearer FP32, wins); precision, the "
+                   "narrowest precision (then the one nearer FP32)")
 @click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
 @click.option("-o", "--output", type=click.Path(path_type=Path),
               help="directory for the engines, reports/, summary.md and triton/; default: deploy/<model>")
-def deploy(model, data_dir, target_text, backend_name, precision, spec_path, budget_min, batch_size, output):
+def deploy(model, data_dir, validation_dir, target_text, backend_name, precision, spec_path, budget_min, prefer,
+           batch_size, output):
     """Calibrate, build, validate and tune every precision the target runs; keep the engines that pass.
 
-    Leaves in OUT only engines that pass validation against FP32, their reports, summary.md (the
-    table 'trtpipe summary' prints) and triton/, a Triton model repository of the best engine that
-    passes (the narrowest precision; nearer FP32 among equals). Exit 0 when the precision asked for
-    (by default any beyond fp32) passes, 1 when none does, 2 on bad input.
+    Leaves in OUT only engines that pass validation against FP32 on data calibration did not read,
+    their reports, summary.md (the table 'trtpipe summary' prints) and triton/, a Triton model
+    repository of the engine --prefer picks among those that pass; it says why in one line. Exit 0
+    when the precision asked for (by default any beyond fp32) passes, 1 when none does (or the budget
+    ran out first), 2 on bad input.
 
     \b
     Examples:
@@ -47,15 +60,17 @@ def deploy(model, data_dir, target_text, backend_name, precision, spec_path, bud
     from trtpipe.targets import Target
 
     options = DeployOptions(target=Target.parse(target_text), backend=backend_name, precision=precision,
-                            budget_minutes=budget_min, batch_size=batch_size)
+                            budget_minutes=budget_min, batch_size=batch_size, prefer=prefer)
     output = output or Path("deploy") / model.stem
-    result = run(model, output, options, data_dir, spec_path, on_step=lambda text: click.echo(f"-- {text}", err=True))
+    result = run(model, output, options, data_dir, spec_path, on_step=lambda text: click.echo(f"-- {text}", err=True),
+                 validation_dir=validation_dir)
     if result.summary:
         click.echo(result.summary)
     for outcome in result.outcomes:
         if outcome.note:
             click.echo(f"{outcome.precision}: {outcome.note}")
     how = "simulated: the typed ONNX in ONNX Runtime, no such GPU here" if result.simulated else "measured on this GPU"
+    click.echo(result.validation)
     if result.chosen is None:
         click.echo(f"no precision passes ({how}); no engine is left and no Triton repository written")
     else:

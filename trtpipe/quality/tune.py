@@ -19,7 +19,7 @@ ladder of more layers kept in FP16 (fixed by the search's ranking) is walked (co
 
 from __future__ import annotations
 
-import time
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,7 @@ import numpy as np
 
 from calibrators.amax import METHODS
 from trtpipe.config import ModelSpec
+from trtpipe.deadline import Deadline
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.cost import LAUNCH_SECONDS
 from trtpipe.quality.tune_config import Config, Rung, Trial, TuneResult, amax_by_method
@@ -52,6 +53,7 @@ class Search:
     wanted: list[dict[str, np.ndarray]]
     thresholds: dict[str, float]
     budget_seconds: float = 600.0
+    deadline: Deadline | None = None  # a caller's (deploy's) sooner end than `budget_seconds` from run()
     sensitivity_samples: int = 16
     ranking_share: float = 0.4  # of the time left, measured sensitivity may take; the rest of the layers go by `proxy`
     proxy: dict[str, float] = field(default_factory=dict)  # layer -> local quantization noise (higher: worse)
@@ -76,7 +78,7 @@ class Search:
     trials: list[Trial] = field(default_factory=list)
     ranking: list[str] = field(default_factory=list)  # layer names, the most sensitive first, once ranked
     _seen: dict[Config, Trial] = field(default_factory=dict)
-    _deadline: float = 0.0
+    _deadline: Deadline = field(default_factory=lambda: Deadline(0.0))
 
     def quantized(self, config: Config) -> list[str]:
         excluded = set(config.exclude)
@@ -121,7 +123,7 @@ class Search:
         return fastest + max(self.slack * max(self.price([]) - fastest, 0.0), self.tie)
 
     def out_of_time(self) -> bool:
-        return time.monotonic() > self._deadline
+        return self._deadline.passed()
 
     def _phase(self, text: str) -> None:
         if self.on_phase is not None:
@@ -129,16 +131,20 @@ class Search:
 
     def run(self, default: Config | None = None) -> Trial:
         """Search within the budget; return the chosen trial (`self.trials` holds them all)."""
-        self._deadline = time.monotonic() + self.budget_seconds
+        self._deadline = (self.deadline or Deadline(math.inf)).within(self.budget_seconds)
         if not self.layers:
             raise TrtpipeError("the model has no Conv, MatMul or Gemm with scales to quantize; build it in fp16")
         if default is not None:
             self.evaluate(default, "default")
         self._phase("one method for every tensor")
-        uniform = [self.evaluate(Config(method), f"all {method}") for method in self.amax]
-        current = max(uniform, key=lambda t: t.margins)
-        if self.out_of_time():
+        uniform = []
+        for method in self.amax:
+            if self.trials and self.out_of_time():  # each trial runs the model on every tuning sample
+                break
+            uniform.append(self.evaluate(Config(method), f"all {method}"))
+        if self.out_of_time() or not uniform:
             return self.best()
+        current = max(uniform, key=lambda t: t.margins)
         self._phase(f"ranking layers by sensitivity ({current.config.method})")
         ranking = self.rank_layers(current.config)
         if default is not None and default.exclude:
@@ -221,10 +227,10 @@ class Search:
             seen += len(next(iter(batch.values())))
         table = config.table(self.amax)
         suspects = sorted(self.layers, key=lambda layer: -self.proxy.get(layer[0], 0.0))
-        stop = time.monotonic() + self.ranking_share * max(self._deadline - time.monotonic(), 0.0)
+        stop = self._deadline.within(self.ranking_share * self._deadline.left())
         rows = []
         for start in range(0, len(suspects), chunk):
-            if time.monotonic() > stop or self.out_of_time():
+            if stop.passed():
                 break
             group = suspects[start:start + chunk]
             # A table holding only these layers' scales makes sensitivity quantize only them.
@@ -274,18 +280,21 @@ class Search:
         return current
 
 
-def fewest_passing(most: int, passes: Callable[[int], bool]) -> int | None:
+def fewest_passing(most: int, passes: Callable[[int], bool], stop: Callable[[], bool] = lambda: False) -> int | None:
     """Return the smallest count in 1..`most` for which `passes` holds, assuming it holds from some
-    count on: 1, 2, 4... until one passes, then bisection below it; None when `most` fails too."""
+    count on: 1, 2, 4... until one passes, then bisection below it; None when `most` fails too, or
+    when `stop` ends the search before any count passed (after one has, the best so far)."""
     low, count = 0, 1
     while True:
+        if stop():
+            return None
         count = min(count, most)
         if passes(count):
             break
         if count >= most:
             return None
         low, count = count, count * 2
-    return bisect_fewest(low, count, passes)
+    return bisect_fewest(low, count, passes, stop)
 
 
 def bisect_fewest(low: int, high: int, passes: Callable[[int], bool], stop: Callable[[], bool] = lambda: False) -> int:
@@ -331,7 +340,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
          tuning_samples: int | None = None, batch_size: int = 16, slack: float = 0.1, search_unquantized: str = "fp32",
          confidence: float = 0.9, ladder: bool = True,
          on_trial: Callable[[Trial, Trial | None], None] | None = None,
-         on_phase: Callable[[str], None] | None = None) -> TuneResult:
+         on_phase: Callable[[str], None] | None = None, deadline: Deadline | None = None) -> TuneResult:
     """Return the fastest configuration of `model_path` in `precision` that meets the spec on the
     calibration data, confirmed on `validation_dir` when given.
 
@@ -340,6 +349,8 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     `baseline_path`: the FP32 ONNX the outputs are compared with (default: the model itself; a
     SmoothQuant model is compared with the original it came from). `ladder`: when the search's choice
     fails on validation, find the fewest more layers kept in FP16 that pass there (`confirm_ladder`).
+    `deadline` (None: none): the search ends by it too, and no confirmation on the validation set
+    starts after it; `result.stopped` then says what it cut short.
     """
     from calibrators.choose import CHOICE_SAMPLES, choose_amax
     from calibrators.collect import collect_histograms
@@ -394,7 +405,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(str(precision), quantized),
                     tuning, wanted, thresholds, budget_seconds, slack=slack, confidence=confidence,
                     unquantized=search_unquantized, proxy=proxy, on_trial=on_trial, on_phase=on_phase,
-                    named=named if validation_dir is None else {})
+                    named=named if validation_dir is None else {}, deadline=deadline)
     default = Config(DEFAULT_METHOD[str(precision)],
                      exclude=tuple(sorted(label(n) for n in nodes if node_matches(n, spec.exclude))))
     chosen = search.run(default)
@@ -409,20 +420,25 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
             return confirm(model, baseline, config, amax, spec, precision, validation_dir, labels, thresholds,
                            batch_size, name, named)
 
+        if deadline is not None and deadline.passed():
+            result.stopped = "the confirmation on the validation set: the budget ran out before it"
+            return result
         result.validation = check(chosen.config, "tuned")
-        result.default_validation = check(default, "default")
+        if deadline is None or not deadline.passed():  # the report's comparison; the tuned one matters more
+            result.default_validation = check(default, "default")
         if ladder and not result.validation.passed:
-            confirm_ladder(result, search, check, on_phase)
+            confirm_ladder(result, search, check, on_phase, deadline)
     return result
 
 
-def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None) -> None:
+def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None, deadline: Deadline | None = None) -> None:
     """Find the fewest more of the most sensitive layers kept in FP16 (the search's ranking, fixed
     before the validation set was read) with which the search's choice meets the spec on the
     validation set; record every rung tried in `result.rungs` and the one found in `result.confirmed`.
 
     The validation set chooses here, among configurations the search ordered: its figures for the
-    confirmed rung are the best of several looks, not an unseen test, and the report says so."""
+    confirmed rung are the best of several looks, not an unseen test, and the report says so. No rung
+    starts once `deadline` has passed (each is a validation run); `result.stopped` then says so."""
     order = search.keep_order(result.chosen.config)
     if len(order) < 2:
         return
@@ -442,7 +458,18 @@ def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None) -> 
                      f"{rung.report.deciding_checks()} {'PASS' if rung.report.passed else 'FAIL'}")
         return rung.report.passed
 
-    found = fewest_passing(len(order) - 1, passes)  # keep at least one layer quantized
+    cut = []
+
+    def out_of_time() -> bool:
+        if deadline is not None and deadline.passed():
+            cut.append(True)
+            return True
+        return False
+
+    found = fewest_passing(len(order) - 1, passes, out_of_time)  # keep at least one layer quantized
+    if cut:
+        result.stopped = (f"the validation ladder, after {len(tried)} rung{'s' * (len(tried) != 1)}: the budget ran out"
+                          + (f" (the fewest found so far, {found} more kept, is written)" if found is not None else ""))
     if found is not None:
         result.confirmed = tried[found]
         result.table = result.confirmed.config.table(search.amax)

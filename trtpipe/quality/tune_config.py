@@ -109,6 +109,7 @@ class TuneResult:
     default_validation: object = None
     rungs: list[Rung] = field(default_factory=list)  # what the confirmation tried, in order
     confirmed: Rung | None = None  # the most quantized rung that meets the spec on validation
+    stopped: str = ""  # what a deadline cut short in the confirmation (tune's `deadline`), else empty
 
     @property
     def written(self) -> tuple[Config, float, int]:

@@ -124,6 +124,7 @@ def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory:
             "default_validation": result.default_validation.to_json() if result.default_validation is not None else None,
             "rungs": [r.to_json() for r in result.rungs],
             "confirmed": result.confirmed.to_json() if result.confirmed is not None else None,
+            "stopped": result.stopped or None,
             "trials": [t.to_json() for t in result.trials]}
     paths = report_paths(spec, precision, directory)
     with staged_outputs(outputs) as staged:
@@ -160,6 +161,8 @@ def _write_report_files(result: TuneResult, spec: ModelSpec, precision: str, bod
                          "one are the best of several looks, not an unseen test."
                          if result.confirmed is not None else "No rung met the spec; the search's choice is written.")]
         lines.append("")
+    if result.stopped:
+        lines += [f"Not finished: {result.stopped}.", ""]
     lines += [f"Chosen by the search: {len(chosen.config.exclude)} layers kept in FP16 ({', '.join(chosen.config.exclude) or 'none'}), "
               f"method {chosen.config.method}"
               + (f" with {len(chosen.config.overrides)} tensors otherwise ({', '.join(f'{t}: {m}' for t, m in chosen.config.overrides)})"
