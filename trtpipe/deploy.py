@@ -136,6 +136,8 @@ def _inputs(model, model_path: Path, data_dir: Path | None, validation_dir: Path
             if data_dir is None:
                 raise TrtpipeError("--data DIR is needed (or a --spec with data.calibration)")
             check_output(spec_path, [model_path, data_dir])
+            # init refuses data it cannot use, naming the file: the user's, before any split links to it
+            starting_spec(model, model_path, data_dir, spec_path=spec_path)
             calibration, validation = data_dir, validation_dir
             if validation is None:
                 source = data_dir
