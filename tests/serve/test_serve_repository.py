@@ -2,6 +2,7 @@
 parses; real TensorRT-RTX engines for two GPUs in one model; and an ONNX model's Python-backend
 repository served by the real Triton server on this CPU, answering right through trtpipe's runner."""
 
+import contextlib
 import json
 import os
 import signal
@@ -104,40 +105,15 @@ def test_onnx_repository_runs_in_the_real_triton_server(cli, tmp_path):
     assert code == 0, err
     config = parse(tmp_path / "repo" / "conv" / "config.pbtxt")
     assert config.instance_group[0].kind == 2 and config.max_batch_size == 8  # KIND_CPU
-    process, port, _grpc, metrics = bundled_triton(tmp_path, tmp_path / "repo", tmp_path / "triton.log")
-    try:
-        import concurrent.futures
-
-        import tritonclient.http as httpclient
-
-        samples = [np.random.default_rng(i).random((1 + i % 3, 3, 16, 16), dtype=np.float32) for i in range(6)]
-
-        def infer(sample):
-            client = httpclient.InferenceServerClient(f"127.0.0.1:{port}", network_timeout=120.0)
-            try:
-                tensor = httpclient.InferInput("input", list(sample.shape), "FP32")
-                tensor.set_data_from_numpy(sample)
-                return client.infer("conv", [tensor]).as_numpy("logits")
-            finally:
-                client.close()
-
-        with concurrent.futures.ThreadPoolExecutor(len(samples)) as pool:  # held together by the batcher
-            got = list(pool.map(infer, samples))
+    samples = [np.random.default_rng(i).random((1 + i % 3, 3, 16, 16), dtype=np.float32) for i in range(6)]
+    with triton_of(tmp_path) as (port, metrics):
+        got = infer_together(port, "conv", "input", "logits", samples)
         with OnnxRunner(tmp_path / "conv.onnx") as runner:
             for sample, answer in zip(samples, got):
                 np.testing.assert_allclose(answer, runner({"input": sample})["logits"], rtol=1e-4, atol=1e-5)
         # model.py ran requests the batcher handed over together as one batch: fewer executions than requests.
-        from test_serve_server import metric_counts
-
-        counts = metric_counts(metrics, "conv")
-        assert counts["nv_inference_request_success"] == len(samples) and counts["nv_inference_exec_count"] < len(samples), counts
-    finally:
-        os.killpg(process.pid, signal.SIGINT)  # Triton and its stubs: the group this test started
-        try:
-            process.wait(timeout=60)
-        finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
+        counts = batched_counts(metrics, "conv", len(samples))
+        assert counts["nv_inference_exec_count"] < len(samples), counts
 
 
 def test_a_model_whose_only_axis_is_the_batch_is_reshaped_and_served_batched(cli, tmp_path):
@@ -150,44 +126,61 @@ def test_a_model_whose_only_axis_is_the_batch_is_reshaped_and_served_batched(cli
     assert config.max_batch_size == 8
     for tensor in (config.input[0], config.output[0]):
         assert list(tensor.dims) == [1] and tensor.HasField("reshape") and list(tensor.reshape.shape) == []
-    process, port, _grpc, metrics = bundled_triton(tmp_path, tmp_path / "repo", tmp_path / "triton.log")
-    try:
-        import concurrent.futures
-
-        import tritonclient.http as httpclient
-
-        samples = [np.random.default_rng(i).normal(size=(1 + i % 3, 1)).astype(np.float32) for i in range(4)]
-
-        def infer(sample):
-            client = httpclient.InferenceServerClient(f"127.0.0.1:{port}", network_timeout=120.0)
-            try:
-                tensor = httpclient.InferInput("x", list(sample.shape), "FP32")
-                tensor.set_data_from_numpy(sample)
-                return client.infer("score", [tensor]).as_numpy("score")
-            finally:
-                client.close()
-
-        with concurrent.futures.ThreadPoolExecutor(len(samples)) as pool:  # held together by the batcher
-            got = list(pool.map(infer, samples))
+    samples = [np.random.default_rng(i).normal(size=(1 + i % 3, 1)).astype(np.float32) for i in range(4)]
+    with triton_of(tmp_path) as (port, metrics):
+        got = infer_together(port, "score", "x", "score", samples)
         for sample, answer in zip(samples, got):
             assert answer.shape == sample.shape
             np.testing.assert_allclose(answer, 1 / (1 + np.exp(-(2 * sample + 1))), rtol=1e-5)
-        import time
+        counts = batched_counts(metrics, "score", len(samples))
+        assert counts["nv_inference_exec_count"] < len(samples), counts
 
-        from test_serve_server import metric_counts
 
-        deadline = time.monotonic() + 30  # Triton updates its counters every 2 s
-        while (counts := metric_counts(metrics, "score"))["nv_inference_request_success"] < len(samples):
-            assert time.monotonic() < deadline, counts
-            time.sleep(0.5)
-        assert counts["nv_inference_request_success"] == len(samples) and counts["nv_inference_exec_count"] < len(samples), counts
+@contextlib.contextmanager
+def triton_of(tmp_path):
+    """Yield (HTTP port, metrics port) of the bundled tritonserver on tmp_path/repo, stopped after."""
+    process, port, _grpc, metrics = bundled_triton(tmp_path, tmp_path / "repo", tmp_path / "triton.log")
+    try:
+        yield port, metrics
     finally:
-        os.killpg(process.pid, signal.SIGINT)
+        os.killpg(process.pid, signal.SIGINT)  # Triton and its stubs: the group this test started
         try:
             process.wait(timeout=60)
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
+
+
+def infer_together(port: int, model: str, input_name: str, output_name: str, samples: list) -> list:
+    """Return the answers to `samples` sent at once over HTTP, one client each, so the batcher can merge them."""
+    import concurrent.futures
+
+    import tritonclient.http as httpclient
+
+    def infer(sample):
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{port}", network_timeout=120.0)
+        try:
+            tensor = httpclient.InferInput(input_name, list(sample.shape), "FP32")
+            tensor.set_data_from_numpy(sample)
+            return client.infer(model, [tensor]).as_numpy(output_name)
+        finally:
+            client.close()
+
+    with concurrent.futures.ThreadPoolExecutor(len(samples)) as pool:
+        return list(pool.map(infer, samples))
+
+
+def batched_counts(metrics: int, model: str, requests: int) -> dict:
+    """Return Triton's counters for `model` once all `requests` are counted (it updates them every 2 s)."""
+    import time
+
+    from test_serve_server import metric_counts
+
+    deadline = time.monotonic() + 30
+    while (counts := metric_counts(metrics, model))["nv_inference_request_success"] < requests:
+        assert time.monotonic() < deadline, counts
+        time.sleep(0.5)
+    return counts
 
 
 def test_names_and_types_the_repository_cannot_hold_write_nothing(cli, tmp_path):
