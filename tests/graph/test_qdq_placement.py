@@ -19,6 +19,7 @@ from trtpipe.graph import onnxio
 from trtpipe.graph.half import convert
 from trtpipe.graph.qdq import depthwise, float_constants, insert_qdq, weight_elements
 from trtpipe.graph.typed import typed_graph, unquantized_layers
+from trtpipe.quality.sensitivity import quantizable_layers
 from trtpipe.targets import Precision
 
 rng = np.random.default_rng(3)
@@ -98,6 +99,18 @@ def test_fp8_leaves_convs_of_few_channels_or_large_kernels_unquantized():
         ("c2", "fp8: 16 input and 17 output channels per group, at most 16 on one side"),
         ("c4", "fp8: a kernel of 49 elements, over 32")]
     assert insert_qdq(model, table, Precision.INT8)[1] == [f"c{i}" for i in range(6)]
+
+
+def test_fp8_quantizes_a_model_of_small_convs_alone_whole():
+    """Basic Pitch's case: every Conv is small, so the rule would leave nothing to quantize and the FP8
+    build nothing to build; the rule steps aside and each Conv is quantized, as in INT8."""
+    model, feeds = conv_chain([(3, 8, 3), (8, 16, 3), (16, 4, 7)])
+    table = table_for(model, feeds)
+    typed, quantized = insert_qdq(model, table, Precision.FP8)
+    assert quantized == ["c0", "c1", "c2"] and dequantized_weights(typed) == {"c0", "c1", "c2"}
+    assert [n.name for n in quantizable_layers(model, table, precision=Precision.FP8)] == ["c0", "c1", "c2"]
+    wide, wide_feeds = conv_chain([(3, 32, 3), (32, 32, 3)])  # one wide Conv stays: the stem is left out
+    assert insert_qdq(wide, table_for(wide, wide_feeds), Precision.FP8)[1] == ["c1"]
 
 
 def test_leaving_the_depthwise_conv_out_keeps_the_typed_graph_close(tmp_path):

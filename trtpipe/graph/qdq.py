@@ -143,10 +143,11 @@ def weight_elements(node, constants: set[str], values: dict[str, np.ndarray]) ->
 
 def why_left_out(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
                  quantize_depthwise: bool = False, min_weights: int = 0,
-                 precision: Precision | None = None) -> str | None:
+                 precision: Precision | None = None, fp8_small: bool = True) -> str | None:
     """Return why Q/DQ insertion leaves the Conv/MatMul/Gemm `node` unquantized, None if it quantizes it:
     an activation without a scale, a depthwise Conv unless `quantize_depthwise`, fewer than
-    `min_weights` weight elements, in FP8 a Conv of few channels or a large kernel (see the module's doc)."""
+    `min_weights` weight elements, in FP8 (when `fp8_small`) a Conv of few channels or a large kernel
+    (see the module's doc)."""
     missing = [name for name in activation_inputs(node, constants) if name not in table.amax]
     if missing:
         return f"no scale for '{missing[0]}' in the cache"
@@ -154,17 +155,32 @@ def why_left_out(node, constants: set[str], table: CalibrationTable, values: dic
         return f"depthwise convolution: TensorRT-RTX pads a quantized one's groups to {MIN_GROUP_CHANNELS} channels"
     if min_weights and (count := weight_elements(node, constants, values)) < min_weights:
         return f"{count} weight elements, under min_weights {min_weights}"
-    if precision is Precision.FP8:
+    if precision is Precision.FP8 and fp8_small:
         return small_for_fp8(node, values)
     return None
 
 
+def fp8_small_rule(nodes, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
+                   quantize_depthwise: bool = False, min_weights: int = 0, precision: Precision | None = None,
+                   exclude=()) -> bool:
+    """Return True when FP8 leaves its small Convs out (small_for_fp8): only while some layer stays quantized.
+
+    A model made of small Convs alone (Basic Pitch: every Conv has at most 16 channels on a side or a
+    kernel over 32 elements) would have nothing quantized, and its FP8 build nothing to build."""
+    if precision is not Precision.FP8:
+        return False
+    return any(activation_inputs(node, constants) and not node_matches(node, exclude)
+               and why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision) is None
+               for node in nodes)
+
+
 def quantizable(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
-                quantize_depthwise: bool = False, min_weights: int = 0, precision: Precision | None = None) -> bool:
+                quantize_depthwise: bool = False, min_weights: int = 0, precision: Precision | None = None,
+                fp8_small: bool = True) -> bool:
     """Return True if Q/DQ insertion for `precision` quantizes `node`: a Conv/MatMul/Gemm with an
     activation input that nothing leaves out (why_left_out)."""
     return (bool(activation_inputs(node, constants))
-            and why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision) is None)
+            and why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision, fp8_small) is None)
 
 
 def _zero_point(precision: Precision, size: int):
@@ -225,6 +241,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
         new_initializers.append(numpy_helper.from_array(zp.reshape(()) if scalar else zp, name))
         return name
 
+    small = fp8_small_rule(graph.node, constants, table, values, quantize_depthwise, min_weights, precision, exclude)
     for node in graph.node:
         activations = activation_inputs(node, constants)
         slot = weight_slot(node, constants)
@@ -233,7 +250,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
             new_nodes.append(node)
             continue
         reason = ("excluded (--exclude or the spec's [quantize] exclude)" if node_matches(node, exclude) else
-                  why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision))
+                  why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision, small))
         if reason is not None:
             left_out.append(KeptNode(toolkit.label(node), node.op_type, reason))
             new_nodes.append(node)

@@ -16,7 +16,7 @@ import numpy as np
 from calibrators.cache import CalibrationTable
 from calibrators.graph import constant_names
 from trtpipe.config import ModelSpec
-from trtpipe.graph.qdq import float_constants, quantizable
+from trtpipe.graph.qdq import float_constants, fp8_small_rule, quantizable
 from trtpipe.graph.toolkit import label
 from trtpipe.targets import Precision
 
@@ -26,8 +26,9 @@ def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0, pre
     in `table`, not depthwise, with at least `min_weights` weight elements (the spec's), in FP8 not
     a Conv of few channels (graph.qdq)."""
     constants, values = constant_names(model), float_constants(model)
+    small = fp8_small_rule(model.graph.node, constants, table, values, min_weights=min_weights, precision=precision)
     return [node for node in model.graph.node
-            if quantizable(node, constants, table, values, min_weights=min_weights, precision=precision)]
+            if quantizable(node, constants, table, values, min_weights=min_weights, precision=precision, fp8_small=small)]
 
 
 def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Mapping[str, np.ndarray]],
