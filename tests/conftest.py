@@ -1,5 +1,6 @@
 import importlib.util
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -7,6 +8,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("TRTPIPE_NO_PROGRESS", "1")
+# A shell starts a command it runs in the background (`make test &`, nohup) with SIGINT ignored, and
+# every command the tests start would inherit that: the Ctrl-C tests need it delivered. A handler of
+# Python's own is reset to the default in the commands the tests start.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 HAS_RTX = importlib.util.find_spec("tensorrt_rtx") is not None
 needs_rtx = pytest.mark.skipif(not HAS_RTX, reason="tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")

@@ -39,6 +39,7 @@ ROLES = {
     ("calibrate", "model"): "model", ("calibrate", "--data"): "data", ("calibrate", "--spec"): "spec",
     ("calibrate", "-o"): "output",
     ("deploy", "model"): "model", ("deploy", "--data"): "data", ("deploy", "--spec"): "spec", ("deploy", "-o"): "outdir",
+    ("deploy", "--validation"): "data",
     ("init", "model"): "model", ("init", "--data"): "data", ("init", "-o"): "output",
     ("inspect", "path"): "model",
     ("loadtest", "--data"): "data", ("loadtest", "--spec"): "spec", ("loadtest", "--check"): "model",
