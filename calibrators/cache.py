@@ -118,11 +118,13 @@ def parse(text: str, source: str = "<cache>") -> CalibrationTable:
 
 def read_cache(path: str | os.PathLike) -> CalibrationTable:
     """Return the table in the cache file at `path`."""
-    path = Path(path)
+    from trtpipe.errors import TrtpipeError
+    from trtpipe.files import read_text_input  # the one text reader: no FIFO, no endless file, UTF-8
+
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CacheError(f"{path}: cannot read the calibration cache ({exc.__class__.__name__})") from None
+        text = read_text_input(path, str(path), "recalibrate with 'trtpipe calibrate'")
+    except TrtpipeError as exc:
+        raise CacheError(str(exc)) from None
     return parse(text, str(path))
 
 
