@@ -188,7 +188,7 @@ def fp4_for_cpu(model):
     used = {name for node in nodes for name in node.input}
     keep = [init for init in graph.initializer if init.name in used and init.data_type != TensorProto.FLOAT4E2M1]
     folded = [numpy_helper.from_array(constants[name].astype(np.float32), name)
-              for name in exact if name in constants and name in used]
+              for name in sorted(exact) if name in constants and name in used]  # sorted: the same file every run
     del graph.initializer[:]
     graph.initializer.extend(keep + folded + new_inits)
     del graph.node[:]
