@@ -5,12 +5,14 @@ import json
 import numpy as np
 import pytest
 from conftest import needs_rtx
+from onnx import TensorProto, helper
 
 import models
 from calibrators.amax import compute_amax
 from calibrators.cache import CalibrationTable, render
 from calibrators.collect import collect_histograms
 from calibrators.graph import quantized_activations
+from models import _model, dynamic_mlp, mlp, save
 from trtpipe.build import BuildOptions, build
 from trtpipe.config import parse_shapes
 from trtpipe.errors import TrtpipeError
@@ -139,3 +141,79 @@ def test_an_int8_cache_and_no_data_fails_on_fp8_before_writing_anything(workdir,
                           "--backend", "tensorrt-rtx", "--cache", given, "-o", out)
     assert code == 2 and "calibrated for int8, not fp8" in err
     assert not out.exists()
+
+
+@needs_rtx
+def test_a_shape_tensor_input_is_refused_with_the_fix(tmp_path):
+    from trtpipe.build import BuildOptions, build
+
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    graph = helper.make_graph(nodes, "reshape", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6]),
+                                                 helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, -1])])
+    save(_model(graph), tmp_path / "reshape.onnx")
+    with pytest.raises(TrtpipeError, match="input 'shape' is a shape tensor.*make it a constant"):
+        build(tmp_path / "reshape.onnx", tmp_path, ["fp32"], BuildOptions(target=Target(8, 9), backend="tensorrt-rtx"))
+    assert not list(tmp_path.glob("*.engine"))
+
+
+class StandInConfig:
+    """TensorRT 10's IBuilderConfig timing-cache contract (TensorRT-RTX's are no-ops, so it cannot show it):
+    set_timing_cache returns False for a cache from another GPU or version; get_timing_cache is then None."""
+
+    def __init__(self, accepts: bool):
+        self.accepts, self.attached = accepts, None
+
+    def create_timing_cache(self, data: bytes):
+        return ("cache", data)
+
+    def set_timing_cache(self, cache, ignore_mismatch: bool) -> bool:
+        if self.accepts or ignore_mismatch:
+            self.attached = cache
+        return self.accepts or ignore_mismatch
+
+
+def test_a_timing_cache_tensorrt_refuses_stops_the_build_before_it_starts(tmp_path):
+    from trtpipe.build import _attach_timing_cache
+
+    stale = tmp_path / "other-gpu.cache"
+    stale.write_bytes(b"timing cache of another GPU")
+    with pytest.raises(TrtpipeError, match=r"--timing-cache .*other-gpu\.cache: TensorRT will not use it.*delete it"):
+        _attach_timing_cache(StandInConfig(accepts=False), stale)
+    config = StandInConfig(accepts=True)
+    assert _attach_timing_cache(config, tmp_path / "new.cache") == ("cache", b"") == config.attached
+
+
+@needs_rtx
+def test_a_static_network_calibrates_at_its_own_batch_not_eight(tmp_path):
+    import tensorrt_rtx as trt
+
+    from trtpipe.build import _io_tensors, calibration_shapes
+
+    save(mlp(batch=4), tmp_path / "mlp.onnx")
+    builder = trt.Builder(trt.Logger(trt.Logger.ERROR))
+    network = builder.create_network(0)
+    assert trt.OnnxParser(network, trt.Logger(trt.Logger.ERROR)).parse_from_file(str(tmp_path / "mlp.onnx"))
+    tensors, _ = _io_tensors(network, builder, {}, tmp_path / "mlp.onnx")
+    assert calibration_shapes(tensors) == {"x": (4, 16)}
+
+
+def test_unquantized_layers_get_the_builder_flag_of_their_type():
+    from trtpipe.build import implicit_flags
+
+    assert implicit_flags("fp32") == ("INT8",)
+    assert implicit_flags("fp16") == ("INT8", "FP16")
+    assert implicit_flags("bf16") == ("INT8", "BF16")
+
+
+@needs_rtx
+def test_exclude_finds_the_tensorrt_layers_named_after_onnx_nodes(tmp_path):
+    import tensorrt_rtx as trt
+
+    from trtpipe.build import excluded_layers
+
+    save(dynamic_mlp(), tmp_path / "mlp.onnx")
+    network = trt.Builder(trt.Logger(trt.Logger.ERROR)).create_network(0)
+    assert trt.OnnxParser(network, trt.Logger(trt.Logger.ERROR)).parse_from_file(str(tmp_path / "mlp.onnx"))
+    assert [layer.name for layer in excluded_layers(network, tmp_path / "mlp.onnx", ["fc1"])] == ["fc1"]
+    assert excluded_layers(network, tmp_path / "mlp.onnx", []) == []

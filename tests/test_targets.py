@@ -1,4 +1,6 @@
 import json
+import os
+import stat
 
 import pytest
 from conftest import needs_rtx
@@ -91,3 +93,26 @@ def test_a_target_the_installed_backend_cannot_build_says_so(cli, tmp_path):
     code, _, err = cli("build", tmp_path / "m.onnx", "--precision", "fp16", "--target", "sm_90", "-o", tmp_path / "e")
     assert code == 2 and "tensorrt-rtx does not build for compute capability 9.0" in err and "8.9" in err
     assert not (tmp_path / "e").exists()
+
+
+@pytest.fixture
+def two_gpu_smi(tmp_path, monkeypatch):
+    """nvidia-smi as on a host with an L4 (index 0) and an A100 (index 1): it answers --id=N as the real one does."""
+    script = tmp_path / "nvidia-smi"
+    script.write_text('#!/bin/sh\ncase "$1" in\n  --id=1) echo "NVIDIA A100-SXM4-80GB, 8.0";;\n'
+                      '  --id=0) echo "NVIDIA L4, 8.9";;\n  *) echo "NVIDIA L4, 8.9"; echo "NVIDIA A100-SXM4-80GB, 8.0";;\nesac\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr("trtpipe.targets._cuda_device0", lambda: None)  # as on a machine without pycuda
+
+
+def test_local_target_follows_cuda_visible_devices(two_gpu_smi, monkeypatch):
+    from trtpipe.targets import local_target
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert local_target().capability == (8, 9)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    assert local_target().capability == (8, 0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(TrtpipeError, match="hides every GPU"):
+        local_target()

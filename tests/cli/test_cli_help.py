@@ -9,7 +9,7 @@ import pytest
 
 from trtpipe.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.append(str(ROOT / "scripts"))  # after tests/: both hold a zoo.py, and the tests mean their own
 import command_docs
 
