@@ -1,6 +1,6 @@
 """Proof of `trtpipe bench` and of the runtime's per-call overhead on a real GPU (run on the H200).
 
-TensorRT cannot run there, so the engine's execution context is the stand-in of tests/gpu/standin.py
+TensorRT cannot run there, so the engine's execution context is the stand-in of scripts/gpu_standin.py
 (a real kernel on the engine's stream); everything else is the runtime's and bench's own code.
 
 1. GPU compute: a kernel that spins a known 2.000 ms of GPU time (globaltimer) must be reported
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "gpu")]
+sys.path.insert(0, str(ROOT))
 
 
 def torch_copy_ms(torch, nbytes: int, repeats: int) -> float:
@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--duration-s", type=float, default=2.0)
     args = parser.parse_args()
     import torch
-    from standin import compile_kernel, make_session, standin_engine
+    from gpu_standin import compile_kernel, make_session, standin_engine
 
     from trtpipe.runtime.bench import BenchSettings, bench_session, summarize
     from trtpipe.runtime.cuda import CudaContext

@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+# scripts/ after tests/: the tests import the scripts they test and the GPU stand-in, and both folders hold
+# a zoo.py: the tests mean their own.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "scripts"))
 os.environ.setdefault("TRTPIPE_NO_PROGRESS", "1")
 # A shell starts a command it runs in the background (`make test &`, nohup) with SIGINT ignored, and
 # every command the tests start would inherit that: the Ctrl-C tests need it delivered. A handler of

@@ -14,7 +14,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-sys.path.append(str(SCRIPTS))  # after tests/: both hold a zoo.py, and the tests mean their own
 
 pytest.importorskip("onnxruntime.quantization", reason="onnxruntime's quantization tools are not installed")
 

@@ -10,7 +10,6 @@ import pytest
 from trtpipe.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.append(str(ROOT / "scripts"))  # after tests/: both hold a zoo.py, and the tests mean their own
 import command_docs
 
 

@@ -20,7 +20,7 @@ except pycuda.Error:
     HAS_GPU = False
 pytestmark = pytest.mark.skipif(not HAS_GPU, reason="no CUDA GPU on this machine")
 
-from standin import compile_kernel, make_session
+from gpu_standin import compile_kernel, make_session
 
 
 @pytest.fixture

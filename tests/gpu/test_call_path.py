@@ -1,4 +1,4 @@
-"""The runtime's per-call path on a real GPU, with the stand-in execution context (standin.py): what is
+"""The runtime's per-call path on a real GPU, with the stand-in execution context (scripts/gpu_standin.py): what is
 set on the context only when it changes, and CUDA-graph replay of the enqueue, with its fall-back.
 
 The stand-in counts the calls the session makes on it, and its kernel reads and writes the addresses
@@ -18,7 +18,7 @@ except pycuda.Error:
     HAS_GPU = False
 pytestmark = pytest.mark.skipif(not HAS_GPU, reason="no CUDA GPU (with torch's CUDA) on this machine")
 
-from standin import compile_kernel, make_session
+from gpu_standin import compile_kernel, make_session
 
 from trtpipe.errors import TrtpipeError
 

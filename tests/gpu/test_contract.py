@@ -1,5 +1,5 @@
 """The review's defects that need a GPU, on a real one with the stand-in execution context
-(standin.py), which holds TensorRT's contract: it refuses null and unaligned addresses and shapes
+(scripts/gpu_standin.py), which holds TensorRT's contract: it refuses null and unaligned addresses and shapes
 outside the profile by returning False, as TensorRT does. Each test failed on the code before the
 fixes (docs/logs/h200-tests-before.log) and passes after (docs/logs/h200-tests.log)."""
 
@@ -25,7 +25,7 @@ except pycuda.Error:
     HAS_GPU = False
 pytestmark = pytest.mark.skipif(not HAS_GPU, reason="no CUDA GPU (with torch's CUDA) on this machine")
 
-from standin import compile_kernel, make_session
+from gpu_standin import compile_kernel, make_session
 
 from trtpipe.errors import TrtpipeError
 

@@ -1,4 +1,4 @@
-"""The runtime under load on a real GPU, with the stand-in execution context (standin.py): many
+"""The runtime under load on a real GPU, with the stand-in execution context (scripts/gpu_standin.py): many
 threads on one Engine and on one Engine each, and 10,000 open/close cycles that must leave device
 memory, the context stack and the primary context's retains where they were."""
 
@@ -21,7 +21,7 @@ except pycuda.Error:
     HAS_GPU = False
 pytestmark = pytest.mark.skipif(not HAS_GPU, reason="no CUDA GPU on this machine")
 
-from standin import compile_kernel, standin_engine
+from gpu_standin import compile_kernel, standin_engine
 
 HERE = Path(__file__).resolve().parent
 THREADS, CALLS = 16, 1000
