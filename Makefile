@@ -72,7 +72,7 @@ test: lint
 	$(PY) -m pytest -q
 
 lint: $(VENV)/.test
-	$(VENV)/bin/ruff check trtpipe calibrators models tests scripts
+	$(VENV)/bin/ruff check trtpipe models tests scripts
 	$(VENV)/bin/mypy  # what it checks: [tool.mypy] in pyproject.toml (trtpipe/graph, trtpipe/runtime)
 
 # ---- the pipeline, per model and precision -------------------------------------------------

@@ -45,9 +45,9 @@ def batches(samples: int):
 
 
 def run_trtpipe(samples: int) -> int:
-    from calibrators.amax import compute_amax
-    from calibrators.collect import collect_histograms
-    from calibrators.graph import quantized_activations
+    from trtpipe.calibrators.amax import compute_amax
+    from trtpipe.calibrators.collect import collect_histograms
+    from trtpipe.calibrators.graph import quantized_activations
     from trtpipe.graph import onnxio
 
     model = onnxio.load(MODEL)
@@ -60,7 +60,7 @@ def run_trtpipe(samples: int) -> int:
 def run_onnxruntime(samples: int) -> int:
     from onnxruntime.quantization.calibrate import CalibrationDataReader, CalibrationMethod, create_calibrator
 
-    from calibrators.graph import quantized_activations
+    from trtpipe.calibrators.graph import quantized_activations
     from trtpipe.graph import onnxio
 
     class Reader(CalibrationDataReader):

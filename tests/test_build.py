@@ -8,12 +8,12 @@ from conftest import needs_rtx
 from onnx import TensorProto, helper
 
 import models
-from calibrators.amax import compute_amax
-from calibrators.cache import CalibrationTable, render
-from calibrators.collect import collect_histograms
-from calibrators.graph import quantized_activations
 from models import _model, dynamic_mlp, mlp, save
 from trtpipe.build import BuildOptions, build
+from trtpipe.calibrators.amax import compute_amax
+from trtpipe.calibrators.cache import CalibrationTable, render
+from trtpipe.calibrators.collect import collect_histograms
+from trtpipe.calibrators.graph import quantized_activations
 from trtpipe.config import parse_shapes
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import sha256

@@ -266,7 +266,7 @@ def _configure_implicit_int8(config, network, profile, backend: backends.Backend
     """
     if options.cache is None and options.calibration_data is None:
         raise TrtpipeError("--calibration implicit needs --cache CACHE or --data DIR for TensorRT to calibrate from")
-    from calibrators.tensorrt import CalibrationFeed, make_calibrator, tensorrt_version_number
+    from trtpipe.calibrators.tensorrt import CalibrationFeed, make_calibrator, tensorrt_version_number
 
     trt = backend.trt
     shapes = calibration_shapes(tensors)

@@ -8,18 +8,18 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from calibrators.amax import DEFAULT_PERCENTILE, METHODS, compute_amax
-from calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, parse, read_cache, render
-from calibrators.graph import quantized_activations
-from calibrators.histogram import DEFAULT_BINS
 from trtpipe import data
+from trtpipe.calibrators.amax import DEFAULT_PERCENTILE, METHODS, compute_amax
+from trtpipe.calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, parse, read_cache, render
+from trtpipe.calibrators.graph import quantized_activations
+from trtpipe.calibrators.histogram import DEFAULT_BINS
 from trtpipe.config import ModelSpec, decided_inputs, resolve_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import check_output, read_text_input, sha256, sidecar_path, write_json, write_text
 from trtpipe.graph import onnxio
 from trtpipe.progress import progress_bar
 
-# `auto` chooses per tensor among the fixed methods (calibrators.choose); TensorRT's own implicit
+# `auto` chooses per tensor among the fixed methods (trtpipe.calibrators.choose); TensorRT's own implicit
 # calibrator is entropy, which stays available by name.
 METHOD_CHOICES = (*METHODS, "auto")
 DEFAULT_METHOD = {"int8": "auto", "fp8": "auto"}
@@ -73,7 +73,7 @@ def provenance(model_path, data_dir, options: CalibrationOptions, spec: ModelSpe
 
     `tensors` are the names the scales are keyed by (those of the cleaned graph): a change in how the
     graph is cleaned renames them, and a cache keyed by the old names would quantize nothing.
-    An `auto` cache also records the rule that chose (calibrators.choose.RULE), so a cache chosen by
+    An `auto` cache also records the rule that chose (trtpipe.calibrators.choose.RULE), so a cache chosen by
     an earlier rule is remade.
     """
     made_from = {"onnx_sha256": sha256(model_path), "data_sha256": data_fingerprint(data_dir), "options": asdict(options),
@@ -81,7 +81,7 @@ def provenance(model_path, data_dir, options: CalibrationOptions, spec: ModelSpe
                  "versions": versions(),
                  "tensors_sha256": hashlib.sha256("\n".join(tensors or []).encode()).hexdigest()}
     if options.method == "auto":
-        from calibrators.choose import RULE
+        from trtpipe.calibrators.choose import RULE
 
         made_from["auto_rule"] = RULE
     return made_from
@@ -122,7 +122,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     The cache at `output` is reused only when its sidecar records the same model, data and options.
     A reused cache is touched, so make and other timestamp-driven tools see it as made now.
     """
-    from calibrators.collect import collect_histograms
+    from trtpipe.calibrators.collect import collect_histograms
 
     if options.method not in METHOD_CHOICES:
         raise TrtpipeError(f"--method {options.method}: unknown method; use one of {', '.join(METHOD_CHOICES)}")
@@ -166,8 +166,8 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
 def choose_per_tensor(model, spec: ModelSpec, data_dir, histograms, options: CalibrationOptions,
                       show_progress: bool = True) -> tuple[dict[str, float], dict[str, str]]:
     """Return ({tensor: amax}, {tensor: candidate}) of the `auto` method, judged on the first
-    CHOICE_SAMPLES calibration samples (calibrators.choose)."""
-    from calibrators.choose import CHOICE_BATCH, CHOICE_SAMPLES, choose_amax
+    CHOICE_SAMPLES calibration samples (trtpipe.calibrators.choose)."""
+    from trtpipe.calibrators.choose import CHOICE_BATCH, CHOICE_SAMPLES, choose_amax
 
     limit = min(options.limit or CHOICE_SAMPLES, CHOICE_SAMPLES)
     batches = data.iter_batches(spec, data_dir, min(options.batch_size, CHOICE_BATCH), limit, options.shuffle, options.seed)
@@ -181,7 +181,7 @@ def method_summary(path: str | os.PathLike) -> str | None:
     cache's sidecar, or None when it records no per-tensor choice."""
     from collections import Counter
 
-    from calibrators.choose import method_of
+    from trtpipe.calibrators.choose import method_of
 
     try:
         chosen = json.loads(sidecar_path(path).read_text()).get("methods")

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from calibrators.lowbit import INT4_BLOCK_SIZES
+from trtpipe.calibrators.lowbit import INT4_BLOCK_SIZES
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import read_text_input
 

@@ -43,7 +43,7 @@ def _is_engine_sidecar(side: Path) -> bool:
 
 def describe_cache(path: Path) -> dict:
     """Return a cache's header and amax, and what its sidecar (if calibrate wrote one) says it was made from."""
-    from calibrators.cache import CacheError, read_cache
+    from trtpipe.calibrators.cache import CacheError, read_cache
 
     try:
         table = read_cache(path)

@@ -2,7 +2,7 @@ import struct
 
 import pytest
 
-from calibrators.cache import CacheError, CalibrationTable, parse, render
+from trtpipe.calibrators.cache import CacheError, CalibrationTable, parse, render
 
 # As TensorRT 8.6 and 10 write them: names with spaces, brackets, colons; a bare 0.
 TRT8_CACHE = """TRT-8601-EntropyCalibration2

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from calibrators.choose import CANDIDATES, CLIP_FLOOR, choose, distinct, floored, layer_errors, method_of, quantize_signed
+from trtpipe.calibrators.choose import CANDIDATES, CLIP_FLOOR, choose, distinct, floored, layer_errors, method_of, quantize_signed
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from calibrators.amax import compute_amax, percentile_amax
-from calibrators.entropy import entropy_amax
-from calibrators.histogram import StreamingHistogram
+from trtpipe.calibrators.amax import compute_amax, percentile_amax
+from trtpipe.calibrators.entropy import entropy_amax
+from trtpipe.calibrators.histogram import StreamingHistogram
 
 
 def reference_entropy_amax(counts, width, levels=128, start_bin=128):

@@ -1,4 +1,4 @@
-"""GPTQ's error compensation for INT4 (calibrators/gptq.py) and its use in the AWQ pass."""
+"""GPTQ's error compensation for INT4 (trtpipe/calibrators/gptq.py) and its use in the AWQ pass."""
 
 import numpy as np
 import onnx
@@ -6,9 +6,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import models
-from calibrators.awq import output_error
-from calibrators.gptq import gptq_int4, gram, inverse_hessian_factor
-from calibrators.lowbit import int4_block_amax, quantize_int4
+from trtpipe.calibrators.awq import output_error
+from trtpipe.calibrators.gptq import gptq_int4, gram, inverse_hessian_factor
+from trtpipe.calibrators.lowbit import int4_block_amax, quantize_int4
 from trtpipe.graph.awq import awq
 from trtpipe.graph.lowbit import int4_model
 from trtpipe.runtime.onnxrt import OnnxRunner

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from calibrators.cache import parse, render
-from calibrators.tensorrt import tensorrt_version_number
+from trtpipe.calibrators.cache import parse, render
+from trtpipe.calibrators.tensorrt import tensorrt_version_number
 from trtpipe.errors import TrtpipeError
 
 
@@ -20,7 +20,7 @@ def test_header_is_rewritten_for_tensorrt_not_the_scales():
 
 
 def _feed(batches, tmp_path, reuse_cache=True):
-    from calibrators.tensorrt import CalibrationFeed
+    from trtpipe.calibrators.tensorrt import CalibrationFeed
 
     return CalibrationFeed(iter(batches), {"x": (4, 16)}, tmp_path / "x.cache", "TRT-101300-EntropyCalibration2", reuse_cache)
 
@@ -48,7 +48,7 @@ def test_any_exception_in_a_callback_is_kept_not_swallowed(tmp_path):
 
 
 def test_data_given_means_tensorrt_calibrates_from_it_not_from_the_old_cache(tmp_path):
-    from calibrators.cache import CalibrationTable, write_cache
+    from trtpipe.calibrators.cache import CalibrationTable, write_cache
 
     write_cache(CalibrationTable({"x": 1.0}), tmp_path / "x.cache")
     assert b"x:" in _feed([], tmp_path, reuse_cache=True).read_cache()

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import onnx
 
-from calibrators.cache import read_cache
-from calibrators.choose import RULE, method_of
 from models import mlp, save, save_batches
+from trtpipe.calibrators.cache import read_cache
+from trtpipe.calibrators.choose import RULE, method_of
 
 
 def _data(directory, seed=0, samples=48):

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calibrators.cache import INT8_MAX, CacheError, CalibrationTable, parse, render
+from trtpipe.calibrators.cache import INT8_MAX, CacheError, CalibrationTable, parse, render
 from trtpipe.config import DTYPES, InputSpec, ModelSpec, load_spec, parse_shapes
 from trtpipe.data import iter_batches
 from trtpipe.errors import TrtpipeError

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 import models
-from calibrators.amax import compute_amax
-from calibrators.cache import CalibrationTable, render
-from calibrators.collect import collect_histograms
-from calibrators.graph import quantized_activations
+from trtpipe.calibrators.amax import compute_amax
+from trtpipe.calibrators.cache import CalibrationTable, render
+from trtpipe.calibrators.collect import collect_histograms
+from trtpipe.calibrators.graph import quantized_activations
 from trtpipe.graph import onnxio
 from trtpipe.runtime.onnxrt import OnnxRunner
 

@@ -8,9 +8,9 @@ from conftest import HAS_RTX, needs_rtx
 from onnx import TensorProto, helper, numpy_helper
 
 import models
-from calibrators.awq import output_error, search_layer
-from calibrators.cache import CalibrationTable
-from calibrators.lowbit import (
+from trtpipe.calibrators.awq import output_error, search_layer
+from trtpipe.calibrators.cache import CalibrationTable
+from trtpipe.calibrators.lowbit import (
     E4M3_MAX,
     e2m1_round,
     e4m3_round,

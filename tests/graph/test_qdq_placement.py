@@ -12,8 +12,8 @@ from conftest import needs_rtx
 from helpers import cosine, run, table_for
 from onnx import TensorProto, helper, numpy_helper
 
-from calibrators.cache import render
-from calibrators.graph import constant_names
+from trtpipe.calibrators.cache import render
+from trtpipe.calibrators.graph import constant_names
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
 from trtpipe.graph.half import convert

@@ -25,7 +25,7 @@ def _matmul_reading_a_name_qdq_would_make(tmp_path):
 def test_qdq_names_its_tensors_around_a_name_the_model_already_has(tmp_path):
     from helpers import run
 
-    from calibrators.cache import CalibrationTable
+    from trtpipe.calibrators.cache import CalibrationTable
     from trtpipe.graph.qdq import insert_qdq
     from trtpipe.targets import Precision
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 import models
-from calibrators.amax import compute_amax
-from calibrators.cache import CalibrationTable
-from calibrators.collect import collect_histograms
-from calibrators.graph import quantized_activations
+from trtpipe.calibrators.amax import compute_amax
+from trtpipe.calibrators.cache import CalibrationTable
+from trtpipe.calibrators.collect import collect_histograms
+from trtpipe.calibrators.graph import quantized_activations
 from trtpipe.graph import onnxio
 from trtpipe.graph.half import to_half
 from trtpipe.graph.qdq import insert_qdq

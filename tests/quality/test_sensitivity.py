@@ -4,11 +4,11 @@ import json
 
 import numpy as np
 
-from calibrators.amax import compute_amax
-from calibrators.cache import CalibrationTable, render
-from calibrators.collect import collect_histograms
-from calibrators.graph import quantized_activations
 from models import conv_net, save
+from trtpipe.calibrators.amax import compute_amax
+from trtpipe.calibrators.cache import CalibrationTable, render
+from trtpipe.calibrators.collect import collect_histograms
+from trtpipe.calibrators.graph import quantized_activations
 
 
 def test_a_badly_scaled_layer_ranks_first(tmp_path, cli):

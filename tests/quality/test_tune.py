@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from conftest import needs_rtx
 
-from calibrators.cache import read_cache
 from models import conv_net, save, save_batches, yolo_like
+from trtpipe.calibrators.cache import read_cache
 from trtpipe.config import ModelSpec, load_exclusions
 from trtpipe.quality.tune import Config, margins, task_metrics
 
@@ -212,7 +212,7 @@ def test_exclude_file_that_is_missing_is_named(workdir, cli, tmp_path):
 
 
 def test_local_noise_is_zero_on_the_grid_and_counts_clipping():
-    from calibrators.histogram import StreamingHistogram
+    from trtpipe.calibrators.histogram import StreamingHistogram
     from trtpipe.quality.noise import local_noise
 
     hist = StreamingHistogram(bins=4)
@@ -224,8 +224,8 @@ def test_local_noise_is_zero_on_the_grid_and_counts_clipping():
 
 
 def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_halves():
-    from calibrators.collect import collect_histograms
-    from calibrators.graph import quantized_activations
+    from trtpipe.calibrators.collect import collect_histograms
+    from trtpipe.calibrators.graph import quantized_activations
     from trtpipe.config import ModelSpec
     from trtpipe.deadline import Deadline
     from trtpipe.quality.sensitivity import layer_sensitivity
@@ -353,7 +353,7 @@ def test_a_choice_that_fails_on_validation_without_a_ladder_says_so(workdir, cli
 
 def test_the_exclusions_file_is_valid_toml_for_any_layer_and_tensor_name(tmp_path):
     """Names as exporters write them (a '/', a quote, a backslash, a tab, an emoji) come back as written."""
-    from calibrators.cache import CalibrationTable
+    from trtpipe.calibrators.cache import CalibrationTable
     from trtpipe.quality.tune_config import Trial, TuneResult
     from trtpipe.quality.tune_report import exclusions_toml
 

@@ -35,8 +35,8 @@ def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit,
       trtpipe awq model.onnx --spec model.toml --block-size 32 -o awq/model.onnx
       trtpipe build awq/model.onnx --precision int4 --target sm_89 --spec model.toml -o engines/
     """
-    from calibrators.lowbit import DEFAULT_INT4_BLOCK
     from trtpipe import data
+    from trtpipe.calibrators.lowbit import DEFAULT_INT4_BLOCK
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
     from trtpipe.graph.awq import awq as run

@@ -6,7 +6,7 @@ the activation by the scales before the layers that read it (TensorRT builds it 
 pattern). The block size it was searched for is recorded in the model, so `--precision int4`
 quantizes with the same blocks. In FP32 the model differs from the original only by the clipping.
 
-With `gptq`, the scaled weights are rounded by GPTQ's error compensation (calibrators.gptq) with
+With `gptq`, the scaled weights are rounded by GPTQ's error compensation (trtpipe.calibrators.gptq) with
 AWQ's block scales and folded as INT4 values times scales: `--precision int4` rounds them back to
 the same values, so its round-to-nearest is then the AWQ+GPTQ quantization. Embedding tables are
 clipped to their least INT4 rounding error (clip_tables).
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from calibrators.awq import ALPHA_GRID, AwqLayerResult, clipped, output_error, search_clip_mse, search_layer
-from calibrators.collect import exposed_activations
-from calibrators.gptq import gptq_int4, gram
-from calibrators.lowbit import DEFAULT_INT4_BLOCK, INT4_BLOCK_SIZES
+from trtpipe.calibrators.awq import ALPHA_GRID, AwqLayerResult, clipped, output_error, search_clip_mse, search_layer
+from trtpipe.calibrators.collect import exposed_activations
+from trtpipe.calibrators.gptq import gptq_int4, gram
+from trtpipe.calibrators.lowbit import DEFAULT_INT4_BLOCK, INT4_BLOCK_SIZES
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import toolkit
 from trtpipe.graph.lowbit import BLOCK_SIZE_KEY, MIN_TABLE_ROWS
@@ -113,7 +113,7 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
 
     `mask_input`: a model input of shape [batch, tokens] whose zeros mark padding; activation rows
     of padding tokens are left out of the statistics when the activation has one row per token.
-    `gptq`: round the scaled weights by GPTQ (calibrators.gptq, on X^T X of every calibration row)
+    `gptq`: round the scaled weights by GPTQ (trtpipe.calibrators.gptq, on X^T X of every calibration row)
     instead of to nearest, with AWQ's block scales; the folded weights are then the INT4 values
     times their scales, which `--precision int4` rounds back to exactly those values.
     """

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibrators.graph import QUANTIZED_OPS  # the layers Q/DQ quantizes, and where their weight may sit
+from trtpipe.calibrators.graph import QUANTIZED_OPS  # the layers Q/DQ quantizes, and where their weight may sit
 from trtpipe.graph import toolkit
 
 # Ops a constant passes through on its way into a layer without becoming an activation.

@@ -221,7 +221,7 @@ def observe_ranges(model, batches: Iterable[Mapping[str, np.ndarray]]) -> dict[s
     """Return what `batches` show of every float tensor `model` computes (ONNX Runtime, CPU)."""
     from onnx import TensorProto
 
-    from calibrators.collect import exposed_activations
+    from trtpipe.calibrators.collect import exposed_activations
 
     types = onnxio.tensor_types(model)
     initializers = {init.name for init in model.graph.initializer}

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibrators.cache import CalibrationTable
-from calibrators.lowbit import (
+from trtpipe.calibrators.cache import CalibrationTable
+from trtpipe.calibrators.lowbit import (
     DEFAULT_INT4_BLOCK,
     FP4_BLOCK,
     INT4_BLOCK_SIZES,

@@ -31,8 +31,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from calibrators.cache import CalibrationTable
-from calibrators.graph import activation_inputs, constant_names, weight_slot
+from trtpipe.calibrators.cache import CalibrationTable
+from trtpipe.calibrators.graph import activation_inputs, constant_names, weight_slot
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio, toolkit
 from trtpipe.graph.keep import KeptNode, node_matches

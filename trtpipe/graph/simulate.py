@@ -76,7 +76,7 @@ def has_fp4(model) -> bool:
 def fp4_qdq_nodes(x: str, global_scale: str, out: str, prefix: str) -> tuple[list, list]:
     """Return (nodes, initializers) taking float32 `x` through NVFP4 along its last axis into `out`.
 
-    `global_scale` is a float32 scalar. The numbers equal calibrators.lowbit.fp4_quantize_dequantize.
+    `global_scale` is a float32 scalar. The numbers equal trtpipe.calibrators.lowbit.fp4_quantize_dequantize.
     """
     from onnx import TensorProto, helper, numpy_helper
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from calibrators.collect import exposed_activations
-from calibrators.graph import constant_names
+from trtpipe.calibrators.collect import exposed_activations
+from trtpipe.calibrators.graph import constant_names
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import toolkit
 

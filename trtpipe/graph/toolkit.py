@@ -8,7 +8,7 @@ is, what counts as a subgraph read) is decided once. Where a graph is walked:
 - control.py: If conditions walked back to constants and shapes, decided Ifs replaced by a branch;
 - keep.py: each node's reason to stay FP32 (shape computations walked back from their readers);
 - half.py: every float tensor retyped to its maker's precision, subgraphs read their outer values in FP32;
-- qdq.py: Q/DQ on the inputs of Conv/MatMul/Gemm (which inputs: calibrators/graph.py);
+- qdq.py: Q/DQ on the inputs of Conv/MatMul/Gemm (which inputs: trtpipe/calibrators/graph.py);
 - lowbit.py, awq.py, smooth.py: MatMul weights and Gather tables rewritten;
 - simulate.py: BF16 and NVFP4 graphs rewritten for the CPU provider;
 - coverage.py: weights traced back through DequantizeLinear;

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from calibrators.cache import CalibrationTable
+from trtpipe.calibrators.cache import CalibrationTable
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
 from trtpipe.graph.cleanup import CleanupReport, cleanup

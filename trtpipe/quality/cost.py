@@ -125,7 +125,7 @@ def _numel(shape) -> float:
 
 def layers_of(model, shapes: Mapping[str, tuple[int, ...]]) -> list[Layer]:
     """Return the kernels of `model` given every tensor's shape (from `tensor_shapes`)."""
-    from calibrators.graph import constant_names
+    from trtpipe.calibrators.graph import constant_names
 
     consumers = toolkit.readers(model.graph)
     constants = constant_names(model)
@@ -177,7 +177,7 @@ def _compute_layer(node, shapes, constants, name) -> Layer:
 def tensor_shapes(model, feeds: Mapping[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
     """Return the shape of every tensor of `model` on `feeds`: one ONNX Runtime run with every
     node output exposed (exact through Reshape and dynamic dimensions, unlike shape inference)."""
-    from calibrators.collect import exposing_session
+    from trtpipe.calibrators.collect import exposing_session
 
     shapes = {init.name: tuple(init.dims) for init in model.graph.initializer}
     shapes.update({name: tuple(np.shape(value)) for name, value in feeds.items()})

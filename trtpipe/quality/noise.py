@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrators.histogram import StreamingHistogram
+from trtpipe.calibrators.histogram import StreamingHistogram
 from trtpipe.targets import Precision
 
 
 def local_noise(hist: StreamingHistogram, amax: float, grid: str) -> float:
     """Return the noise-to-signal ratio of quantizing the histogram's values with `amax` (clipping included)."""
-    from calibrators.amax import fake_quantize
+    from trtpipe.calibrators.amax import fake_quantize
 
     if hist.empty or amax <= 0:
         return 0.0
@@ -29,7 +29,7 @@ def weight_noise(model, node, constants: set[str], precision: Precision) -> floa
     """Return the noise-to-signal ratio of the layer's weight quantized per output channel."""
     from onnx import numpy_helper
 
-    from calibrators.graph import weight_input
+    from trtpipe.calibrators.graph import weight_input
     from trtpipe.graph.qdq import quantize_weight, weight_axis
 
     name = weight_input(node, constants)

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from calibrators.cache import CalibrationTable
-from calibrators.graph import constant_names
+from trtpipe.calibrators.cache import CalibrationTable
+from trtpipe.calibrators.graph import constant_names
 from trtpipe.config import ModelSpec
 from trtpipe.graph.qdq import float_constants, fp8_small_rule, quantizable
 from trtpipe.graph.toolkit import label

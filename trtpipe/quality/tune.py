@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrators.amax import METHODS
+from trtpipe.calibrators.amax import METHODS
 from trtpipe.config import ModelSpec
 from trtpipe.deadline import Deadline
 from trtpipe.errors import TrtpipeError
@@ -352,10 +352,10 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     `deadline` (None: none): the search ends by it too, and no confirmation on the validation set
     starts after it; `result.stopped` then says what it cut short.
     """
-    from calibrators.choose import CHOICE_SAMPLES, choose_amax
-    from calibrators.collect import collect_histograms
-    from calibrators.graph import activation_inputs, constant_names, quantized_activations
     from trtpipe.calibrate import DEFAULT_METHOD, calibrated_graph
+    from trtpipe.calibrators.choose import CHOICE_SAMPLES, choose_amax
+    from trtpipe.calibrators.collect import collect_histograms
+    from trtpipe.calibrators.graph import activation_inputs, constant_names, quantized_activations
     from trtpipe.config import parse_shapes
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import node_matches

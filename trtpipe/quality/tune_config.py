@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from calibrators.amax import METHODS, compute_amax
-from calibrators.cache import CalibrationTable
-from calibrators.histogram import StreamingHistogram
+from trtpipe.calibrators.amax import METHODS, compute_amax
+from trtpipe.calibrators.cache import CalibrationTable
+from trtpipe.calibrators.histogram import StreamingHistogram
 from trtpipe.targets import Precision
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrators.entropy import START_BIN, entropy_amax
-from calibrators.histogram import StreamingHistogram
+from trtpipe.calibrators.entropy import START_BIN, entropy_amax
+from trtpipe.calibrators.histogram import StreamingHistogram
 
 METHODS = ("entropy", "max", "percentile", "mse")
 DEFAULT_PERCENTILE = 99.99

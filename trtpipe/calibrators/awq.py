@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibrators.lowbit import int4_block_amax, quantize_int4
+from trtpipe.calibrators.lowbit import int4_block_amax, quantize_int4
 
 ALPHA_GRID = 20  # alphas 0, 0.05, ..., 1 as AWQ searches them
 CLIP_RATIOS = tuple(np.round(np.arange(1.0, 0.49, -0.05), 2))  # fractions of each block's max |w| tried

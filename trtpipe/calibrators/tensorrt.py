@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from calibrators.cache import CacheError, parse, render, write_cache
+from trtpipe.calibrators.cache import CacheError, parse, render, write_cache
 from trtpipe.errors import TrtpipeError
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibrators.lowbit import INT4_MAX, Int4Weight, fp16_scale_up, int4_block_amax
+from trtpipe.calibrators.lowbit import INT4_MAX, Int4Weight, fp16_scale_up, int4_block_amax
 
 DEFAULT_DAMP = 0.01  # of H's mean diagonal, added to it: GPTQ's default; keeps H invertible
 LAZY_ROWS = 128  # rows whose updates are applied together to the rest (GPTQ's lazy batch)

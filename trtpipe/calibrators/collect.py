@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from calibrators.histogram import DEFAULT_BINS, StreamingHistogram
+from trtpipe.calibrators.histogram import DEFAULT_BINS, StreamingHistogram
 
 
 def exposing_session(model, tensors: list[str], threads: int | None = None):

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from calibrators.amax import FP8_E4M3_MAX, compute_amax, percentile_amax
-from calibrators.histogram import StreamingHistogram
+from trtpipe.calibrators.amax import FP8_E4M3_MAX, compute_amax, percentile_amax
+from trtpipe.calibrators.histogram import StreamingHistogram
 
 # In this order ties go to the first (candidates of equal amax are one candidate).
 CANDIDATES = ("entropy", "max", "percentile 99.99", "percentile 99.999", "mse")
@@ -99,7 +99,7 @@ def layer_model(model, node, values: Mapping[str, np.ndarray], grid: str):
     import onnx
     from onnx import helper, numpy_helper
 
-    from calibrators.graph import constant_names, weight_slot
+    from trtpipe.calibrators.graph import constant_names, weight_slot
     from trtpipe.graph import toolkit
     from trtpipe.graph.qdq import quantize_weight, weight_axis
     from trtpipe.targets import Precision
@@ -141,8 +141,8 @@ def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: 
     `y_q` is the layer alone with the tensor quantized, its weight quantized per channel and any
     other input as FP32 computed it.
     """
-    from calibrators.collect import exposed_activations
-    from calibrators.graph import QUANTIZED_OPS, activation_inputs, constant_names
+    from trtpipe.calibrators.collect import exposed_activations
+    from trtpipe.calibrators.graph import QUANTIZED_OPS, activation_inputs, constant_names
     from trtpipe.graph import sessions
     from trtpipe.graph.qdq import float_constants
 
