@@ -149,7 +149,7 @@ def trtpipe_default(model_name: str, spec, precision: str):
 
 def trtpipe_tuned(model_name: str, spec, precision: str):
     """Return the typed ONNX of `trtpipe tune`'s choice, or None when it has not run."""
-    from trtpipe.config import load_exclusions
+    from trtpipe.spec import load_exclusions
 
     cache = ROOT / "build" / model_name / f"{model_name}.{precision}.tuned.cache"
     if not cache.is_file():
@@ -209,9 +209,9 @@ def main() -> None:
     parser.add_argument("-o", "--output", default=str(ROOT / "build" / "bench-quality"))
     args = parser.parse_args()
 
-    from trtpipe.config import load_spec, parse_shapes
     from trtpipe.graph import onnxio
     from trtpipe.quality.cost import cost_model, gpu_for, synthetic_feeds
+    from trtpipe.spec import load_spec, parse_shapes
     from trtpipe.targets import Target
 
     out = Path(args.output)

@@ -18,10 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trtpipe import backend as backends
 from trtpipe.build import BuildOptions, build_engine
-from trtpipe.config import load_spec, parse_shapes
 from trtpipe.graph import onnxio
 from trtpipe.graph.half import to_half
 from trtpipe.graph.lowbit import int4_model
+from trtpipe.spec import load_spec, parse_shapes
 from trtpipe.targets import Precision, Target
 
 

@@ -12,9 +12,9 @@ from calibrators.cache import CalibrationTable, render
 from calibrators.collect import collect_histograms
 from calibrators.graph import quantized_activations
 from trtpipe.build import BuildOptions, build
-from trtpipe.config import parse_shapes
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import sha256
+from trtpipe.spec import parse_shapes
 from trtpipe.targets import Target
 
 pytestmark = needs_rtx

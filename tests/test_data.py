@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from trtpipe.config import InputSpec, ModelSpec, Preprocess
 from trtpipe.data import iter_batches, load_image
 from trtpipe.errors import TrtpipeError
+from trtpipe.spec import InputSpec, ModelSpec, Preprocess
 
 SPEC = ModelSpec("m", root=".", inputs=[InputSpec("x", [-1, 4], "float32")])
 TWO = ModelSpec("m", root=".", inputs=[InputSpec("ids", [-1, 8], "int64"), InputSpec("mask", [-1, 8], "int64")])

@@ -9,7 +9,7 @@ from conftest import needs_rtx
 from onnx import TensorProto, helper
 
 import models
-from trtpipe.config import load_spec
+from trtpipe.spec import load_spec
 from trtpipe.starting_spec import TensorFacts, guess_task, profile_shapes
 
 RTX_SM89 = ("--target", "sm_89", "--backend", "tensorrt-rtx")
@@ -47,7 +47,7 @@ def test_rank3_outputs_tell_detectors_from_recognizers_by_their_shapes():
 
 
 def test_init_writes_the_keys_a_time_first_sequence_needs(tmp_path):
-    from trtpipe.config import load_spec
+    from trtpipe.spec import load_spec
     from trtpipe.starting_spec import _output_lines
 
     lines = _output_lines(facts(("logits", [20, -1, 37], "float32")), [], {"batch_axis": 1, "step_axis": 0})

@@ -10,8 +10,8 @@ from conftest import needs_rtx
 
 from calibrators.cache import read_cache
 from models import conv_net, save, save_batches, yolo_like
-from trtpipe.config import ModelSpec, load_exclusions
 from trtpipe.quality.tune import Config, margins, task_metrics
+from trtpipe.spec import ModelSpec, load_exclusions
 
 SPEC = """name = "conv"
 task = "classification"
@@ -91,8 +91,8 @@ def test_margins_compare_the_worst_check_first_then_the_next():
 
 
 def test_estimates_within_one_kernel_launch_are_won_by_accuracy():
-    from trtpipe.config import ModelSpec
     from trtpipe.quality.tune import LAUNCH_SECONDS, Search, Trial
+    from trtpipe.spec import ModelSpec
     from trtpipe.targets import Precision
 
     def search(slack):
@@ -226,10 +226,10 @@ def test_local_noise_is_zero_on_the_grid_and_counts_clipping():
 def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_halves():
     from calibrators.collect import collect_histograms
     from calibrators.graph import quantized_activations
-    from trtpipe.config import ModelSpec
     from trtpipe.deadline import Deadline
     from trtpipe.quality.sensitivity import layer_sensitivity
     from trtpipe.quality.tune import Search, amax_by_method
+    from trtpipe.spec import ModelSpec
     from trtpipe.targets import Precision
 
     model = conv_net(batch="N")
@@ -314,9 +314,9 @@ def test_a_choice_that_fails_on_validation_walks_the_ladder(workdir, cli):
 
 
 def test_the_ladder_starts_no_rung_once_the_deadline_has_passed(workdir):
-    from trtpipe.config import load_spec
     from trtpipe.deadline import Deadline
     from trtpipe.quality.tune import tune
+    from trtpipe.spec import load_spec
     from trtpipe.targets import Precision, Target
 
     rng = np.random.default_rng(1)  # brighter validation data than calibration, as above: the ladder is walked
@@ -363,7 +363,7 @@ def test_the_exclusions_file_is_valid_toml_for_any_layer_and_tensor_name(tmp_pat
     result = TuneResult([trial], trial, CalibrationTable({}), "NVIDIA L4 \"sm89\"", {}, {}, 32, 32)
     (tmp_path / "x.toml").write_text(exclusions_toml(result, "int8"), encoding="utf-8")
     assert load_exclusions(tmp_path / "x.toml") == sorted(names)
-    from trtpipe.config import tomllib
+    from trtpipe.spec import tomllib
 
     parsed = tomllib.loads((tmp_path / "x.toml").read_text(encoding="utf-8"))
     assert parsed["tune"]["gpu"] == 'NVIDIA L4 "sm89"' and parsed["tune"]["methods"] == {"input \U0001F600": "max"}

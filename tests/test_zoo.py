@@ -11,8 +11,8 @@ import pytest
 from conftest import needs_rtx
 from onnx import TensorProto, helper, numpy_helper
 
-from trtpipe.config import load_spec, parse_shapes
 from trtpipe.graph.coverage import weight_coverage
+from trtpipe.spec import load_spec, parse_shapes
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted((ROOT / "models" / "zoo").glob("*/model.toml"))

@@ -13,11 +13,11 @@ from calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, parse, r
 from calibrators.graph import quantized_activations
 from calibrators.histogram import DEFAULT_BINS
 from trtpipe import data
-from trtpipe.config import ModelSpec, decided_inputs, resolve_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import check_output, read_text_input, sha256, sidecar_path, write_json, write_text
 from trtpipe.graph import onnxio
 from trtpipe.progress import progress_bar
+from trtpipe.spec import ModelSpec, decided_inputs, resolve_inputs, spec_from_onnx
 
 # `auto` chooses per tensor among the fixed methods (calibrators.choose); TensorRT's own implicit
 # calibrator is entropy, which stays available by name.

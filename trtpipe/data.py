@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from trtpipe.config import InputSpec, ModelSpec, Preprocess
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import read_text_input
+from trtpipe.spec import InputSpec, ModelSpec, Preprocess
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 DATA_SUFFIXES = (".npy", ".npz") + IMAGE_SUFFIXES

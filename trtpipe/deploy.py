@@ -21,12 +21,12 @@ from pathlib import Path
 from trtpipe import data
 from trtpipe.build import BuildOptions, build, caches_for
 from trtpipe.calibrate import DEFAULT_METHOD, CalibrationOptions, calibrate
-from trtpipe.config import ModelSpec, decided_inputs, load_spec, resolve_inputs
 from trtpipe.deadline import Deadline
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import check_output, ensure_dir, sidecar_path, write_text
 from trtpipe.graph import onnxio
 from trtpipe.graph.lowbit import NothingToQuantize
+from trtpipe.spec import ModelSpec, decided_inputs, load_spec, resolve_inputs
 from trtpipe.targets import Precision, Target
 
 # How narrow a precision is: the fewest bits a value is computed in first (weight-only INT4 keeps FP16

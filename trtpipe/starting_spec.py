@@ -10,9 +10,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtpipe.config import DTYPES, toml_string
 from trtpipe.data import IMAGE_SUFFIXES, list_files, load_arrays
 from trtpipe.errors import TrtpipeError
+from trtpipe.spec import DTYPES, toml_string
 
 # Batch sizes of the guessed build profile: MIN/OPT/MAX as trtexec writes them.
 PROFILE_BATCHES = (1, 8, 32)

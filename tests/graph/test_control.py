@@ -227,8 +227,8 @@ validation = "val"
 def test_sensitivity_and_tune_fold_the_if_the_specs_fixed_input_decides(tmp_path, cli):
     """calibrate and build fold `if sr == 16000` with the spec's `value`; sensitivity and tune must
     see the same graph, or the layers inside the If are invisible to them (silero-vad's LSTM)."""
-    from trtpipe.config import load_spec
     from trtpipe.quality.tune import tune
+    from trtpipe.spec import load_spec
     from trtpipe.targets import Target
 
     onnxio.save(rate_if_only(), tmp_path / "rate.onnx")

@@ -83,12 +83,12 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
       trtpipe quantize model.onnx --precision int8 --cache model.int8.cache --spec model.toml -o model.int8.onnx
     """
     from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges
-    from trtpipe.config import decided_inputs
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import check_exclude
     from trtpipe.graph.lowbit import int4_block
     from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
+    from trtpipe.spec import decided_inputs
     from trtpipe.targets import Precision
 
     check_output(output, [model, cache, spec_path, data_dir, *_exclusion_files(exclude)])
@@ -230,7 +230,7 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     """
     from trtpipe.build import BuildOptions
     from trtpipe.build import build as run
-    from trtpipe.config import parse_shapes
+    from trtpipe.spec import parse_shapes
     from trtpipe.targets import Target
 
     spec = _spec(spec_path)
@@ -284,9 +284,9 @@ def init(model, data_dir, force, output):
     Examples:
       trtpipe init model.onnx --data data/calib -o started.toml
     """
-    from trtpipe.config import load_spec
     from trtpipe.files import check_output, write_text
     from trtpipe.graph import onnxio
+    from trtpipe.spec import load_spec
     from trtpipe.starting_spec import starting_spec
 
     check_output(output, [model, data_dir])

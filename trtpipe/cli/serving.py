@@ -72,7 +72,7 @@ def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_b
 
 def _spec_max_batch(spec_path: Path, candidates) -> int | None:
     """Return the smallest [shapes] maximum of dimension 0 in the spec, for ONNX candidates (engines have their own)."""
-    from trtpipe.config import load_spec, parse_shapes
+    from trtpipe.spec import load_spec, parse_shapes
 
     if all(Path(c).suffix == ".engine" for c in candidates):
         return None

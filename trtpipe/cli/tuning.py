@@ -71,10 +71,10 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
       trtpipe build model.onnx --precision int8 --target sm_89 --cache model.int8.tuned.cache --exclude @model.int8.tuned.toml --spec model.toml -o engines/
     """
     from trtpipe import data
-    from trtpipe.config import load_spec
     from trtpipe.files import check_output, staged_outputs
     from trtpipe.quality.tune import tune as run
     from trtpipe.quality.tune_report import exclusions_path, report_paths, write_report, write_tuned
+    from trtpipe.spec import load_spec
     from trtpipe.targets import Precision, Target
 
     if output.suffix != ".cache":

@@ -15,9 +15,9 @@ import numpy as np
 
 from calibrators.cache import CalibrationTable
 from calibrators.graph import constant_names
-from trtpipe.config import ModelSpec
 from trtpipe.graph.qdq import float_constants, fp8_small_rule, quantizable
 from trtpipe.graph.toolkit import label
+from trtpipe.spec import ModelSpec
 from trtpipe.targets import Precision
 
 
@@ -41,10 +41,10 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
     else None). `spec` picks the outputs and tasks (its [[outputs]] or task); without one every float
     output is judged generically (a classifier when `classifier`). No rows when the cache holds none
     of the model's scales (the CLI says so, naming the cache)."""
-    from trtpipe.config import OutputSpec
     from trtpipe.graph.typed import typed_model
     from trtpipe.quality.tasks import check_inputs, judge_model, make_task, make_tasks
     from trtpipe.runtime.onnxrt import OnnxRunner
+    from trtpipe.spec import OutputSpec
 
     layers = quantizable_layers(model, table, spec.min_weights if spec else 0, precision)
     if not layers:

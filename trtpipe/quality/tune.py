@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from calibrators.amax import METHODS
-from trtpipe.config import ModelSpec
 from trtpipe.deadline import Deadline
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.cost import LAUNCH_SECONDS
 from trtpipe.quality.tune_config import Config, Rung, Trial, TuneResult, amax_by_method
 from trtpipe.quality.tune_judge import SHARES, Batch, lower_bound, margins, supported_confidence, task_metrics
+from trtpipe.spec import ModelSpec
 from trtpipe.targets import Precision
 
 __all__ = ["SHARES", "Config", "Rung", "Search", "Trial", "TuneResult", "amax_by_method", "confirm", "confirm_ladder",
@@ -356,7 +356,6 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     from calibrators.collect import collect_histograms
     from calibrators.graph import activation_inputs, constant_names, quantized_activations
     from trtpipe.calibrate import DEFAULT_METHOD, calibrated_graph
-    from trtpipe.config import parse_shapes
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import node_matches
     from trtpipe.graph.toolkit import label
@@ -364,6 +363,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     from trtpipe.quality.noise import local_noise, weight_noise
     from trtpipe.quality.sensitivity import quantizable_layers
     from trtpipe.quality.validate import thresholds_for
+    from trtpipe.spec import parse_shapes
 
     if precision not in (Precision.INT8, Precision.FP8):
         raise TrtpipeError(f"--precision {precision}: tune searches int8 or fp8")

@@ -10,8 +10,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-from trtpipe.config import ModelSpec
 from trtpipe.quality.validate import SHARES
+from trtpipe.spec import ModelSpec
 
 Batch = Mapping[str, np.ndarray]
 

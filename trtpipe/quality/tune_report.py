@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from calibrators.cache import render
-from trtpipe.config import ModelSpec, toml_string
 from trtpipe.files import Outputs, ensure_dir, json_text, staged_outputs
 from trtpipe.quality.tune import Trial, TuneResult
+from trtpipe.spec import ModelSpec, toml_string
 
 
 def exclusions_path(cache: str | os.PathLike) -> Path:

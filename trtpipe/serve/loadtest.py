@@ -167,7 +167,7 @@ def _ready(client: Client) -> bool:
 def load_samples(options: LoadOptions, data_dir, spec_path, limit: int) -> list[dict[str, np.ndarray]]:
     """Return request payloads of `options.batch` samples each, read from `data_dir` with the server's inputs."""
     from trtpipe import data
-    from trtpipe.config import InputSpec, ModelSpec, load_spec
+    from trtpipe.spec import InputSpec, ModelSpec, load_spec
 
     data.list_files(data_dir)  # the files are told before the server is asked
     if spec_path:

@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from trtpipe.config import ModelSpec, OutputSpec
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.metrics import OutputMetrics
+from trtpipe.spec import ModelSpec, OutputSpec
 
 
 class Degenerate(TrtpipeError):
