@@ -234,8 +234,7 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     from trtpipe.targets import Target
 
     spec = _spec(spec_path)
-    all_shapes = parse_shapes([f"{k}:{v}" for k, v in (spec.shapes if spec else {}).items()], "--spec shapes")
-    all_shapes.update(parse_shapes(shapes))
+    all_shapes = {**(spec.shapes if spec else {}), **parse_shapes(shapes)}
     options = BuildOptions(target=Target.parse(target_text), backend=backend_name, cache=cache, shapes=all_shapes,
                            timing_cache=timing_cache, calibration=calibration,
                            exclude=_exclude(exclude, spec), unquantized=unquantized,

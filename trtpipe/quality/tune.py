@@ -363,7 +363,6 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     from trtpipe.quality.noise import local_noise, weight_noise
     from trtpipe.quality.sensitivity import quantizable_layers
     from trtpipe.quality.validate import thresholds_for
-    from trtpipe.spec import parse_shapes
 
     if precision not in (Precision.INT8, Precision.FP8):
         raise TrtpipeError(f"--precision {precision}: tune searches int8 or fp8")
@@ -392,7 +391,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     seen = sum(len(next(iter(b.values()))) for b in tuning)
     wanted = baseline_outputs(baseline, tuning)
 
-    opt = {name: triple[1] for name, triple in parse_shapes([f"{k}:{v}" for k, v in spec.shapes.items()], "--spec shapes").items()}
+    opt = {name: shapes.opt for name, shapes in spec.shapes.items()}
     feeds = synthetic_feeds(spec.inputs, opt, batch_size)
     costs = cost_model(model, gpu, feeds)
     constants = constant_names(model)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import read_text_input
-from trtpipe.spec.model import InputSpec, ModelSpec, OutputSpec, Preprocess, Shape
+from trtpipe.spec.model import InputSpec, ModelSpec, OutputSpec, Preprocess, ShapeRange
 from trtpipe.spec.schema import validate_raw
 from trtpipe.spec.shapes import parse_shapes
 from trtpipe.spec.toml_text import tomllib
@@ -30,7 +30,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
         raw = validate_raw(raw)
     except Invalid as exc:
         raise TrtpipeError(f"--spec {path}: {exc}") from None
-    parse_shapes([f"{k}:{v}" for k, v in raw.get("shapes", {}).items()], f"--spec {path}: [shapes]")
+    shapes = parse_shapes([f"{k}:{v}" for k, v in raw.get("shapes", {}).items()], f"--spec {path}: [shapes]")
     root = path.parent
     inputs = [InputSpec(i["name"], list(i["shape"]), i.get("dtype", "float32"),
                         batch_axis=i.get("batch_axis", 0) if i.get("batched", True) else None, value=i.get("value"))
@@ -59,7 +59,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
 
     spec = ModelSpec(
         name=raw.get("name", root.name), root=root, task=raw.get("task"), inputs=inputs,
-        preprocess=preprocess, shapes=raw.get("shapes", {}), calibration=rel("calibration"),
+        preprocess=preprocess, shapes=shapes, calibration=rel("calibration"),
         validation=rel("validation"), labels=rel("labels"), thresholds=raw.get("thresholds", {}),
         smooth=quantize.get("smooth"), exclude=quantize.get("exclude", []), block_size=quantize.get("block_size"),
         min_weights=quantize.get("min_weights", 0),
@@ -144,13 +144,13 @@ def spec_from_onnx(model, path: str | os.PathLike) -> ModelSpec:
     return ModelSpec(name=Path(path).stem, root=Path(path).parent, inputs=inputs)
 
 
-def decided_inputs(spec: ModelSpec | None) -> tuple[dict[str, tuple[Shape, Shape, Shape]], dict]:
-    """Return what a spec fixes of the inputs: ({input: (min, opt, max)} from [shapes], {input: array} from values)."""
+def decided_inputs(spec: ModelSpec | None) -> tuple[dict[str, ShapeRange], dict]:
+    """Return what a spec fixes of the inputs: ({input: ShapeRange} from [shapes], {input: array} from values)."""
     import numpy as np
 
     if spec is None:
         return {}, {}
-    shapes = parse_shapes([f"{k}:{v}" for k, v in spec.shapes.items()], "--spec shapes")
+    shapes = dict(spec.shapes)
     fixed = {i.name: np.full([max(d, 1) for d in i.shape], i.value, i.dtype) for i in spec.inputs if i.value is not None}
     return shapes, fixed
 

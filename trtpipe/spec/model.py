@@ -7,8 +7,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 Shape = tuple[int, ...]
+
+
+class ShapeRange(NamedTuple):
+    """One input's build profile: the smallest, the tuned-for and the largest shape (TensorRT's min/opt/max).
+
+    A tuple, so it unpacks into IOptimizationProfile.set_shape(name, min, opt, max) as it is.
+    """
+
+    min: Shape
+    opt: Shape
+    max: Shape
+
+    def __str__(self) -> str:
+        return "/".join("x".join(map(str, shape)) for shape in self)
 
 
 @dataclass
@@ -88,7 +103,7 @@ class ModelSpec:
     task: str | None = None
     inputs: list[InputSpec] = field(default_factory=list)
     preprocess: Preprocess | None = None
-    shapes: dict[str, str] = field(default_factory=dict)  # name -> "MIN/OPT/MAX" as trtexec writes them
+    shapes: dict[str, ShapeRange] = field(default_factory=dict)  # [shapes], parsed when the spec is loaded
     calibration: Path | None = None
     validation: Path | None = None
     labels: Path | None = None
