@@ -10,6 +10,7 @@ from conftest import needs_rtx
 
 from calibrators.cache import read_cache
 from models import conv_net, save, save_batches, yolo_like
+from trtpipe.data import Batch
 from trtpipe.quality.tune import Config, margins, task_metrics
 from trtpipe.spec import ModelSpec, load_exclusions
 
@@ -233,8 +234,10 @@ def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_hal
     from trtpipe.targets import Precision
 
     model = conv_net(batch="N")
-    batches = [{"input": np.random.default_rng(0).normal(0, 1, (16, 3, 16, 16)).astype(np.float32)}]
-    amax = amax_by_method(collect_histograms(model, quantized_activations(model), batches), Precision.INT8)
+    batches = [Batch([f"sample {i}" for i in range(16)],
+                     {"input": np.random.default_rng(0).normal(0, 1, (16, 3, 16, 16)).astype(np.float32)})]
+    amax = amax_by_method(collect_histograms(model, quantized_activations(model), [b.arrays for b in batches]),
+                          Precision.INT8)
     layers = [("conv0", ["input"]), ("conv1", ["r0"]), ("fc", ["flat"])]
     search = Search(model, ModelSpec("conv", Path("."), task="classification"), Precision.INT8, amax, layers,
                     lambda q: float(len(q)), batches, [], {"cosine": 0.99}, budget_seconds=600,
@@ -392,5 +395,6 @@ def test_the_search_judges_only_the_checks_validate_makes():
     images = np.random.default_rng(3).uniform(0, 1, (16, 3, 64, 64)).astype(np.float32)
     wanted = [dict(zip(["output0"], ort.InferenceSession(model.SerializeToString()).run(None, {"images": images})))]
     thresholds = {"cosine": 0.99, "map50": 0.9, "f1": 0.85, "box_iou": 0.9}
-    metrics, _ = task_metrics(model, ModelSpec("yolo", Path("."), task="detection"), [{"images": images}], wanted, thresholds)
+    metrics, _ = task_metrics(model, ModelSpec("yolo", Path("."), task="detection"), [Batch([f"image {i}" for i in range(16)], {"images": images})], wanted,
+                              thresholds)
     assert set(metrics) == {"map50", "f1", "box_iou"} and metrics["map50"] == 1.0

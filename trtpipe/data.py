@@ -29,8 +29,13 @@ class Batch:
     ids: list[str]
     arrays: dict[str, np.ndarray]
 
-    def __len__(self) -> int:
+    @property
+    def size(self) -> int:
+        """Return how many samples the batch holds: one id each, whichever axis (batch_axis) an input stacks them on."""
         return len(self.ids)
+
+    def __len__(self) -> int:
+        return self.size
 
 
 def list_files(directory: str | os.PathLike, flag: str = "--data") -> list[Path]:

@@ -50,7 +50,7 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     if not layers:
         raise TrtpipeError(f"--cache {cache}: no Conv, MatMul or Gemm of {model} has scales in it; "
                            f"calibrate this model with 'trtpipe calibrate {model}'")
-    batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
+    batches = data.iter_batches(spec, data_dir, batch_size, limit)
     with progress_bar(layers, f"quantizing {Path(model).name} one layer at a time", "layers") as bar, \
             data.model_runs_on(data_dir):
         rows = layer_sensitivity(graph, table, Precision.parse(precision), batches, unquantized=unquantized,

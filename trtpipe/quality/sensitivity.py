@@ -9,12 +9,11 @@ calibration data by default, so the validation set stays a fair judge of the cho
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-
-import numpy as np
+from collections.abc import Callable, Iterable
 
 from calibrators.cache import CalibrationTable
 from calibrators.graph import constant_names
+from trtpipe.data import Batch
 from trtpipe.graph.qdq import float_constants, fp8_small_rule, quantizable
 from trtpipe.graph.toolkit import label
 from trtpipe.spec import ModelSpec
@@ -31,7 +30,7 @@ def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0, pre
             if quantizable(node, constants, table, values, min_weights=min_weights, precision=precision, fp8_small=small)]
 
 
-def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Mapping[str, np.ndarray]],
+def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Batch],
                       classifier: bool = False, unquantized: str = "fp16",
                       on_layer: Callable[[int], None] | None = None, spec: ModelSpec | None = None) -> list[dict]:
     """Return one row per quantizable layer, the most sensitive first.
@@ -56,14 +55,15 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
             tasks = lambda: [make_task(OutputSpec(first.name, "classification"))]
         else:
             tasks = lambda: make_tasks(spec, baseline.outputs)
-        for i, batch in enumerate(batches):
-            check_inputs(batch, [f"batch {i}"] * len(next(iter(batch.values()))))
-        wanted = [baseline(batch) for batch in batches]
+        for batch in batches:
+            check_inputs(batch.arrays, batch.ids)
+        arrays = [batch.arrays for batch in batches]
+        wanted = [baseline(feeds) for feeds in arrays]
     rows = []
     for node in layers:
         name = label(node)
         typed = typed_model(model, precision, table, unquantized=unquantized, only=[name])
-        summaries = judge_model(typed, lambda outputs: tasks(), batches, wanted, name)
+        summaries = judge_model(typed, lambda outputs: tasks(), arrays, wanted, name)
         score_task, score = min(((t, s[t.primary]) for t, s in summaries), key=lambda pair: pair[1])
         top1 = [s["top1_agreement"] for t, s in summaries if "top1_agreement" in s]
         rows.append({"node": name, "op": node.op_type, "score": float(score),

@@ -27,11 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from calibrators.amax import METHODS
+from trtpipe.data import Batch
 from trtpipe.deadline import Deadline
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.cost import LAUNCH_SECONDS
 from trtpipe.quality.tune_config import Config, Rung, Trial, TuneResult, amax_by_method
-from trtpipe.quality.tune_judge import SHARES, Batch, lower_bound, margins, supported_confidence, task_metrics
+from trtpipe.quality.tune_judge import SHARES, lower_bound, margins, supported_confidence, task_metrics
 from trtpipe.spec import ModelSpec
 from trtpipe.targets import Precision
 
@@ -224,7 +225,7 @@ class Search:
             if seen >= self.sensitivity_samples:
                 break
             batches.append(batch)
-            seen += len(next(iter(batch.values())))
+            seen += batch.size
         table = config.table(self.amax)
         suspects = sorted(self.layers, key=lambda layer: -self.proxy.get(layer[0], 0.0))
         stop = self._deadline.within(self.ranking_share * self._deadline.left())
@@ -309,21 +310,21 @@ def bisect_fewest(low: int, high: int, passes: Callable[[int], bool], stop: Call
     return high
 
 
-def load_batches(spec: ModelSpec, directory, batch_size: int, limit: int | None = None) -> list[dict[str, np.ndarray]]:
-    """Return the samples of `directory` as a list of input batches, held in memory for every trial."""
+def load_batches(spec: ModelSpec, directory, batch_size: int, limit: int | None = None) -> list[Batch]:
+    """Return the samples of `directory` as a list of batches, held in memory for every trial."""
     from trtpipe import data
 
-    return [b.arrays for b in data.iter_batches(spec, directory, batch_size, limit)]
+    return list(data.iter_batches(spec, directory, batch_size, limit))
 
 
-def first_samples(batches: Sequence[dict[str, np.ndarray]], samples: int) -> list[dict[str, np.ndarray]]:
+def first_samples(batches: Sequence[Batch], samples: int) -> list[Batch]:
     """Return the leading batches of `batches` that hold at least `samples` samples (all when fewer)."""
     taken, seen = [], 0
     for batch in batches:
         if seen >= samples:
             break
         taken.append(batch)
-        seen += len(next(iter(batch.values())))
+        seen += batch.size
     return taken
 
 
@@ -332,7 +333,7 @@ def baseline_outputs(model, batches: Sequence[Batch]) -> list[dict[str, np.ndarr
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     with OnnxRunner("baseline", model=model) as runner:
-        return [runner(batch) for batch in batches]
+        return [runner(batch.arrays) for batch in batches]
 
 
 def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_dir, validation_dir=None,
@@ -382,13 +383,14 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     batches = load_batches(spec, calibration_dir, batch_size)
     if validation_dir is not None:
         load_batches(spec, validation_dir, batch_size)  # read now: a file it cannot use is told before the search, not after
-    histograms = collect_histograms(model, tensors, batches)
+    histograms = collect_histograms(model, tensors, [b.arrays for b in batches])
     amax = amax_by_method(histograms, precision)
     if on_phase:
         on_phase("choosing each tensor's method (auto: the least error at its layer's output)")
-    amax["auto"] = choose_amax(model, histograms, first_samples(batches, CHOICE_SAMPLES), str(precision))[0]
+    amax["auto"] = choose_amax(model, histograms, [b.arrays for b in first_samples(batches, CHOICE_SAMPLES)],
+                               str(precision))[0]
     tuning = first_samples(batches, tuning_samples) if tuning_samples is not None else batches
-    seen = sum(len(next(iter(b.values()))) for b in tuning)
+    seen = sum(b.size for b in tuning)
     wanted = baseline_outputs(baseline, tuning)
 
     opt = {name: shapes.opt for name, shapes in spec.shapes.items()}
@@ -410,7 +412,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     chosen = search.run(default)
     result = TuneResult(search.trials, chosen, chosen.config.table(amax), gpu.name,
                         {k: tuple(v.shape) for k, v in feeds.items()}, thresholds, seen,
-                        sum(len(next(iter(b.values()))) for b in batches), search_unquantized, confidence)
+                        sum(b.size for b in batches), search_unquantized, confidence)
     if validation_dir is not None:
         if on_phase:
             on_phase("confirming on the validation set (never seen by the search)")

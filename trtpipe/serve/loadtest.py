@@ -180,8 +180,9 @@ def load_samples(options: LoadOptions, data_dir, spec_path, limit: int) -> list[
         inputs = [InputSpec(i["name"], [int(d) for d in i["shape"]], np.dtype(triton_to_np_dtype(i["datatype"])).name)
                   for i in meta["inputs"]]
         spec = ModelSpec(name=options.model, root=Path(data_dir), inputs=inputs)
-    payloads = [batch.arrays for batch in data.iter_batches(spec, data_dir, options.batch, limit)]
-    return [p for p in payloads if len(next(iter(p.values()))) == options.batch] or payloads
+    batches = list(data.iter_batches(spec, data_dir, options.batch, limit))
+    full = [b for b in batches if b.size == options.batch] or batches  # a short last batch only when it is all there is
+    return [b.arrays for b in full]
 
 
 def _expected(check_path, payloads, client: Client, options: LoadOptions) -> tuple[list[dict] | None, str | None]:
