@@ -246,7 +246,7 @@ def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_hal
     search.ranking_share = 0.0  # no time to measure: the proxy decides
     assert search.rank_layers(Config("max")) == ["conv0", "fc", "conv1"]
     search.ranking_share = 1.0
-    expected = [row["node"] for row in layer_sensitivity(model, Config("max").table(amax), Precision.INT8, batches,
+    expected = [row.node for row in layer_sensitivity(model, Config("max").table(amax), Precision.INT8, batches,
                                                           classifier=True, unquantized="fp32")]
     assert search.rank_layers(Config("max"), chunk=1) == expected  # all measured: by their cosine
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -56,14 +57,14 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
         rows = layer_sensitivity(graph, table, Precision.parse(precision), batches, unquantized=unquantized,
                                  on_layer=bar.update, spec=spec)
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
         return
-    metrics = sorted({row["metric"] for row in rows})
+    metrics = sorted({row.metric for row in rows})
     click.echo(f"{precision} one layer at a time, against FP32, most sensitive first; score: the lowest of "
                f"{', '.join(metrics)} (ties by the lowest raw cosine of the judged outputs):")
     click.echo(f"{'score':>9} {'cosine':>9}  node")
     for row in rows[:top]:
-        click.echo(f"{row['score']:9.5f} {row['cosine']:9.5f}  {row['node']} ({row['op']})")
+        click.echo(f"{row.score:9.5f} {row.cosine:9.5f}  {row.node} ({row.op})")
 
 
 @main.command()

@@ -239,8 +239,8 @@ class Search:
             rows += [row for row in layer_sensitivity(self.model, subset, self.precision, batches,
                                                       classifier=self.spec.task == "classification",
                                                       unquantized=self.unquantized)
-                     if row["node"] in {name for name, _ in group}]
-        measured = [row["node"] for row in sorted(rows, key=lambda row: row["cosine"])]
+                     if row.node in {name for name, _ in group}]
+        measured = [row.node for row in sorted(rows, key=lambda row: row.cosine)]
         unmeasured = [name for name, _ in suspects if name not in set(measured)]
         if unmeasured:
             self._phase(f"measured {len(measured)} of {len(self.layers)} layers; the rest ranked by local quantization noise")
