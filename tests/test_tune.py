@@ -318,7 +318,7 @@ def test_a_choice_that_fails_on_validation_walks_the_ladder(workdir, cli):
 
 def test_the_ladder_starts_no_rung_once_the_deadline_has_passed(workdir):
     from trtpipe.deadline import Deadline
-    from trtpipe.quality.tune import tune
+    from trtpipe.quality.tune import TuneOptions, tune
     from trtpipe.spec import load_spec
     from trtpipe.targets import Precision, Target
 
@@ -333,15 +333,16 @@ def test_the_ladder_starts_no_rung_once_the_deadline_has_passed(workdir):
             rungs_seen.append(text)
             now[0] = 2.0
 
+    options = TuneOptions(validation_dir=workdir / "bright", budget_seconds=120, slack=0, deadline=Deadline(1.0, lambda: now[0]))
     result = tune(workdir / "conv.onnx", load_spec(workdir / "spec.toml"), Precision.INT8, Target.parse("sm_89"),
-                  workdir / "calib", workdir / "bright", budget_seconds=120, slack=0, on_phase=on_phase,
-                  deadline=Deadline(1.0, lambda: now[0]))
+                  workdir / "calib", options, on_phase=on_phase)
     assert result.chosen.passed and not result.validation.passed  # the search finished: its clock never moved
     assert len(result.rungs) == len(rungs_seen) == 1 and not result.rungs[0].report.passed
     assert result.confirmed is None and "validation ladder, after 1 rung: the budget ran out" in result.stopped
     # Already passed: the search judges the default alone (something must be written), validation is never read.
     result = tune(workdir / "conv.onnx", load_spec(workdir / "spec.toml"), Precision.INT8, Target.parse("sm_89"),
-                  workdir / "calib", workdir / "bright", budget_seconds=120, deadline=Deadline(0.0, lambda: 1.0))
+                  workdir / "calib", TuneOptions(validation_dir=workdir / "bright", budget_seconds=120,
+                                                 deadline=Deadline(0.0, lambda: 1.0)))
     assert result.validation is None and not result.rungs and "before it" in result.stopped
     assert [t.step for t in result.trials] == ["default"]
 

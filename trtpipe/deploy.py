@@ -461,7 +461,7 @@ def _tune(outcome: Outcome, model_path: Path, spec: ModelSpec, options: DeployOp
     allows, rebuild it with what tuning wrote and judge it again; return what a deadline stopped ("": nothing)."""
     from dataclasses import replace
 
-    from trtpipe.quality.tune import tune
+    from trtpipe.quality.tune import TuneOptions, tune
     from trtpipe.quality.tune_report import exclusions_path, write_report, write_tuned
 
     precision = outcome.precision
@@ -470,9 +470,10 @@ def _tune(outcome: Outcome, model_path: Path, spec: ModelSpec, options: DeployOp
     labels = data.read_labels(labels) if labels else None
     try:
         with data.model_runs_on(spec.calibration):
-            result = tune(model_path, spec, precision, options.target, spec.calibration, spec.validation, labels=labels,
-                          budget_seconds=search.left(), batch_size=options.batch_size,
-                          on_phase=lambda t: on_step(f"  {t}"), deadline=search)
+            result = tune(model_path, spec, precision, options.target, spec.calibration,
+                          TuneOptions(validation_dir=spec.validation, labels=labels, budget_seconds=search.left(),
+                                      batch_size=options.batch_size, deadline=search),
+                          on_phase=lambda t: on_step(f"  {t}"))
     except TrtpipeError as exc:
         outcome.note = f"not tuned: {exc}"
         on_step(f"{precision}: {outcome.note}")
