@@ -360,12 +360,13 @@ def test_the_exclusions_file_is_valid_toml_for_any_layer_and_tensor_name(tmp_pat
     from calibrators.cache import CalibrationTable
     from trtpipe.quality.tune_config import Trial, TuneResult
     from trtpipe.quality.tune_report import exclusions_toml
+    from trtpipe.targets import Precision
 
     names = ("/model/conv_1/Conv", 'say "hi"', "back\\slash", "tab\there", "emoji \U0001F600")
     config = Config("entropy", (("input \U0001F600", "max"),), tuple(sorted(names)))
     trial = Trial(0, "start", config, {"cosine": 0.99}, (0.1,), 0.001, 3)
     result = TuneResult([trial], trial, CalibrationTable({}), "NVIDIA L4 \"sm89\"", {}, {}, 32, 32)
-    (tmp_path / "x.toml").write_text(exclusions_toml(result, "int8"), encoding="utf-8")
+    (tmp_path / "x.toml").write_text(exclusions_toml(result, Precision.INT8), encoding="utf-8")
     assert load_exclusions(tmp_path / "x.toml") == sorted(names)
     from trtpipe.spec import tomllib
 

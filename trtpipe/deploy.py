@@ -479,8 +479,8 @@ def _tune(outcome: Outcome, model_path: Path, spec: ModelSpec, options: DeployOp
         on_step(f"{precision}: {outcome.note}")
         return ""
     cache = output / f"{model_path.stem}.{precision}.tuned.cache"
-    write_tuned(result, cache, str(precision))
-    write_report(result, spec, str(precision), output / "reports")
+    write_tuned(result, cache, precision)
+    write_report(result, spec, precision, output / "reports")
     config = result.written[0]
     kept = f"{len(config.exclude)} layer{'s' * (len(config.exclude) != 1)} kept in FP16, method {config.method}"
     stopped = f"; cut short: {result.stopped}" if result.stopped else ""

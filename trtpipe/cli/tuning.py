@@ -80,6 +80,7 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
 
     if output.suffix != ".cache":
         raise TrtpipeError(f"-o {output}: name the tuned cache <name>.cache (its exclusions go to <name>.toml)")
+    precision = Precision.parse(precision)  # the enum from here on; its text only in files and messages
     spec = load_spec(spec_path)
     target = Target.parse(target_text)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
@@ -104,7 +105,7 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
         options = TuneOptions(validation_dir=validation_dir, baseline_path=baseline, labels=labels,
                               budget_seconds=budget_min * 60, tuning_samples=tuning_samples, batch_size=batch_size,
                               slack=slack, search_unquantized=search_unquantized, confidence=confidence, ladder=ladder)
-        result = run(model, spec, Precision.parse(precision), target, data_dir, options, on_trial=on_trial,
+        result = run(model, spec, precision, target, data_dir, options, on_trial=on_trial,
                      on_phase=on_phase)
     with staged_outputs() as outputs:  # the cache, its exclusions and the report, all or none
         written = write_tuned(result, output, precision, outputs)

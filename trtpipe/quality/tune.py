@@ -383,14 +383,14 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
         raise TrtpipeError(f"--precision {precision}: tune searches int8 or fp8")
     model = calibrated_graph(onnxio.load(model_path), spec)  # the graph whose tensor names the typed passes and caches use
     baseline = onnxio.load(options.baseline_path) if options.baseline_path else model
-    thresholds = thresholds_for(str(precision), spec)
+    thresholds = thresholds_for(precision, spec)
     # Before any data is read: a named metric no output's task judges (inferred or the spec's) is refused, as validate refuses it
-    named = require_named(spec, str(precision), baseline, Path(options.baseline_path or model_path).name)
+    named = require_named(spec, precision, baseline, Path(options.baseline_path or model_path).name)
     tensors = quantized_activations(model)
     if not tensors:
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
     gpu = gpu_for(target)
-    if str(precision) not in gpu.tflops:
+    if precision not in gpu.tflops:
         raise TrtpipeError(f"--precision {precision}: the {gpu.name} has no {precision} tensor cores; pick another --target")
     if on_phase:
         on_phase("reading the calibration data and collecting histograms")
@@ -411,17 +411,17 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     feeds = synthetic_feeds(spec.inputs, opt, options.batch_size)
     costs = cost_model(model, gpu, feeds)
     constants = constant_names(model)
-    nodes = quantizable_layers(model, Config(DEFAULT_METHOD[str(precision)]).table(amax), spec.min_weights, precision)
+    nodes = quantizable_layers(model, Config(DEFAULT_METHOD[precision]).table(amax), spec.min_weights, precision)
     layers = [(label(n), activation_inputs(n, constants)) for n in nodes]
     grid = "fp8" if precision is Precision.FP8 else "int8"
-    default_amax = amax[DEFAULT_METHOD[str(precision)]]
+    default_amax = amax[DEFAULT_METHOD[precision]]
     proxy = {label(n): sum(local_noise(histograms[t], default_amax[t], grid) for t in activation_inputs(n, constants))
              + weight_noise(model, n, constants, precision) for n in nodes}
-    search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(str(precision), quantized),
+    search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(precision, quantized),
                     tuning, wanted, thresholds, options.budget_seconds, slack=options.slack, confidence=options.confidence,
                     unquantized=options.search_unquantized, proxy=proxy, on_trial=on_trial, on_phase=on_phase,
                     named=named if options.validation_dir is None else {}, deadline=options.deadline)
-    default = Config(DEFAULT_METHOD[str(precision)],
+    default = Config(DEFAULT_METHOD[precision],
                      exclude=tuple(sorted(label(n) for n in nodes if node_matches(n, spec.exclude))))
     chosen = search.run(default)
     result = TuneResult(search.trials, chosen, chosen.config.table(amax), gpu.name,
@@ -490,7 +490,7 @@ def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None, dea
         result.table = result.confirmed.config.table(search.amax)
 
 
-def require_named(spec: ModelSpec, precision: str, baseline, name: str) -> dict[str, str]:
+def require_named(spec: ModelSpec, precision: Precision, baseline, name: str) -> dict[str, str]:
     """Return the metrics the spec names for `precision` (validate.named_thresholds), having raised, as
     validate does (validate.require_judged), on any that no task of the `baseline` model's outputs judges:
     the spec's task or the one inferred from the outputs."""
@@ -514,5 +514,5 @@ def confirm(model, baseline, config: Config, amax, spec: ModelSpec, precision: P
     typed = typed_model(model, precision, config.table(amax), exclude=config.exclude, min_weights=spec.min_weights)
     with OnnxRunner(f"{spec.name}.{precision}.{name}.onnx", model=typed) as candidate, \
             OnnxRunner(f"{spec.name}.onnx", model=baseline) as base:
-        return compare(candidate, base, spec, directory, str(precision), labels, thresholds, batch_size,
+        return compare(candidate, base, spec, directory, precision, labels, thresholds, batch_size,
                        show_progress=False, named=named)
