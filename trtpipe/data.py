@@ -8,7 +8,7 @@ import random
 import warnings
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,15 @@ class Batch:
 
     def __len__(self) -> int:
         return self.size
+
+
+def feeds(batches: Iterable[Batch], on_batch: Callable[[int], None] | None = None) -> Iterator[dict[str, np.ndarray]]:
+    """Yield each batch's input arrays, for a pass that runs the model on them; `on_batch` gets the
+    batch's Batch.size once the pass has used it (asks for the next), so progress counts samples."""
+    for batch in batches:
+        yield batch.arrays
+        if on_batch is not None:
+            on_batch(batch.size)
 
 
 def list_files(directory: str | os.PathLike, flag: str = "--data") -> list[Path]:

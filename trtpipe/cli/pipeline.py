@@ -138,10 +138,10 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     check_output(output, [data_dir])  # the spec's
     alpha = alpha if alpha is not None else spec.smooth if spec.smooth is not None else DEFAULT_ALPHA
-    batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
+    batches = data.iter_batches(spec, data_dir, batch_size, limit)
     with progress_bar(data.count_samples(data_dir, limit), f"smoothing {Path(model).name}", "samples") as bar, \
             data.model_runs_on(data_dir):
-        smoothed, activations = run(graph, batches, alpha, on_batch=bar.update)
+        smoothed, activations = run(graph, data.feeds(batches, bar.update), alpha)
     onnxio.save(smoothed, output)
     click.echo(f"wrote {output} ({len(activations)} activations smoothed, alpha {alpha:g})")
 
