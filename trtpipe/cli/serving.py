@@ -71,13 +71,13 @@ def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_b
 
 
 def _spec_max_batch(spec_path: Path, candidates) -> int | None:
-    """Return the smallest [shapes] maximum of dimension 0 in the spec, for ONNX candidates (engines have their own)."""
+    """Return the spec's largest batch (ModelSpec.max_batch), for ONNX candidates (engines have their own)."""
     from trtpipe.spec import load_spec
 
     if all(Path(c).suffix == ".engine" for c in candidates):
         return None
     spec = load_spec(spec_path)
-    return min((shapes.max[0] for shapes in spec.shapes.values()), default=None)
+    return spec.max_batch()
 
 
 @main.command()

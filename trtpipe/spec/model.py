@@ -115,6 +115,13 @@ class ModelSpec:
     outputs: list[OutputSpec] = field(default_factory=list)  # [[outputs]]: empty judges every float output
     path: Path | None = None  # the model.toml this came from, for error messages
 
+    def max_batch(self) -> int | None:
+        """Return the largest batch every [shapes] profile admits, read on each input's batch_axis (a state
+        [layers, batch, hidden] on axis 1); None without [shapes] or when no profiled input is batched."""
+        axes = {spec.name: spec.batch_axis for spec in self.inputs}
+        sizes = [shapes.max[axes.get(name, 0)] for name, shapes in self.shapes.items() if axes.get(name, 0) is not None]
+        return min(sizes, default=None)
+
     def input(self, name: str) -> InputSpec:
         for spec in self.inputs:
             if spec.name == name:
