@@ -1,7 +1,7 @@
 """A starting `model.toml` for a model nobody has described yet: its inputs, shapes and a guessed task.
 
 `trtpipe init` writes it; every guess carries a comment that says what it was guessed from, so the
-user knows which lines to check. The text it returns loads with `config.load_spec`.
+user knows which lines to check. The text it returns loads with `trtpipe.spec.load_spec`.
 """
 
 from __future__ import annotations
