@@ -34,10 +34,11 @@ def _key(outputs: dict) -> str:
 
 
 def compare_providers(model: Path, spec_path: Path, batch_size: int) -> dict:
-    from trtpipe import config, data
+    from trtpipe import data
     from trtpipe.graph import onnxio
     from trtpipe.quality.validate import compare
     from trtpipe.runtime.onnxrt import OnnxRunner
+    from trtpipe.spec import load_spec, resolve_inputs
 
     class DefaultCuda(OnnxRunner):
         """The CUDA provider as it comes, TF32 allowed (trtpipe's runner turns TF32 off)."""
@@ -45,7 +46,7 @@ def compare_providers(model: Path, spec_path: Path, batch_size: int) -> dict:
         tf32 = True
 
     proto = onnxio.load(model)
-    spec = config.resolve_inputs(config.load_spec(spec_path), proto, model)
+    spec = resolve_inputs(load_spec(spec_path), proto, model)
     directory = spec.validation
     batches = list(data.iter_batches(spec, directory, batch_size))
     with OnnxRunner(model, ["CUDAExecutionProvider", "CPUExecutionProvider"], model=proto) as gpu, \

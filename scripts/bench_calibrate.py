@@ -35,7 +35,7 @@ def batches(samples: int):
     import numpy as np
 
     from trtpipe import data
-    from trtpipe.config import load_spec
+    from trtpipe.spec import load_spec
 
     spec = load_spec(SPEC)
     images = np.concatenate([b.arrays["image"] for b in data.iter_batches(spec, spec.calibration, 256)])

@@ -53,7 +53,7 @@ def modelopt_onnx(entry: zoo.Entry, precision: str, python: str, timeout: float)
     on the CPU, as bench_quality runs it on the shipped models."""
     import numpy as np
 
-    from trtpipe.config import load_spec
+    from trtpipe.spec import load_spec
 
     spec = load_spec(entry.spec_path)
     work = OUT / entry.name
@@ -77,7 +77,7 @@ def modelopt_onnx(entry: zoo.Entry, precision: str, python: str, timeout: float)
 
 def ort_onnx(entry: zoo.Entry, python: str, timeout: float) -> Path | None:
     """Return ONNX Runtime quantize_static's INT8 Q/DQ ONNX from the zoo's calibration samples, or None (its log says why)."""
-    from trtpipe.config import load_spec
+    from trtpipe.spec import load_spec
 
     work = OUT / entry.name
     calibration = bench_quality.stack_calibration(load_spec(entry.spec_path), work / "calibration.npz")

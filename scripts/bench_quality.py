@@ -149,7 +149,7 @@ def trtpipe_default(model_name: str, spec, precision: str):
 
 def trtpipe_tuned(model_name: str, spec, precision: str):
     """Return the typed ONNX of `trtpipe tune`'s choice, or None when it has not run."""
-    from trtpipe.config import load_exclusions
+    from trtpipe.spec import load_exclusions
 
     cache = ROOT / "build" / model_name / f"{model_name}.{precision}.tuned.cache"
     if not cache.is_file():
@@ -209,9 +209,9 @@ def main() -> None:
     parser.add_argument("-o", "--output", default=str(ROOT / "build" / "bench-quality"))
     args = parser.parse_args()
 
-    from trtpipe.config import load_spec, parse_shapes
     from trtpipe.graph import onnxio
     from trtpipe.quality.cost import cost_model, gpu_for, synthetic_feeds
+    from trtpipe.spec import load_spec
     from trtpipe.targets import Target
 
     out = Path(args.output)
@@ -225,7 +225,7 @@ def main() -> None:
         spec = load_spec(ROOT / "models" / model_name / "model.toml")
         fp32 = ROOT / "build" / model_name / f"{model_name}.onnx"
         calibration = stack_calibration(spec, out / model_name / "calibration.npz")
-        opt = {k: v[1] for k, v in parse_shapes([f"{k}:{v}" for k, v in spec.shapes.items()]).items()}
+        opt = {name: shapes.opt for name, shapes in spec.shapes.items()}
         fp32_model = onnxio.load(fp32)
         costs = cost_model(fp32_model, gpu, synthetic_feeds(spec.inputs, opt))
         for precision in args.precisions:

@@ -242,11 +242,11 @@ def main() -> None:
     serve_args = args.serve_args.split()
 
     from trtpipe import data
-    from trtpipe.config import load_spec
     from trtpipe.files import write_json
     from trtpipe.runtime import OnnxRunner
     from trtpipe.serve.models import model_name
     from trtpipe.serve.server import default_threads
+    from trtpipe.spec import load_spec
 
     spec = importlib.util.spec_from_file_location("test_models", ROOT / "tests" / "models.py")  # not models/, the zoo
     test_models = importlib.util.module_from_spec(spec)

@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trtpipe import data
 from trtpipe.calibrators.lowbit import quantize_int4
-from trtpipe.config import load_spec
 from trtpipe.graph import onnxio
 from trtpipe.quality.metrics import cosine_per_sample
+from trtpipe.spec import load_spec
 
 
 def run(model, batches):

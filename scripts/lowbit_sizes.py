@@ -18,10 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trtpipe import backend as backends
 from trtpipe.build import BuildOptions, build_engine
-from trtpipe.config import load_spec, parse_shapes
 from trtpipe.graph import onnxio
 from trtpipe.graph.half import to_half
 from trtpipe.graph.lowbit import int4_model
+from trtpipe.spec import load_spec
 from trtpipe.targets import Precision, Target
 
 
@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     spec = load_spec(args.spec)
     options = BuildOptions(target=Target.parse(args.target), backend="tensorrt-rtx",
-                           shapes=parse_shapes([f"{k}:{v}" for k, v in spec.shapes.items()]))
+                           shapes=spec.shapes)
     rtx = backends.load(backends.TENSORRT_RTX)
     model = onnxio.load(args.model)
     matmuls, report = int4_model(model, embeddings=False)

@@ -1,4 +1,4 @@
-"""Write docs/model-toml.md from the schema `load_spec` validates against (trtpipe.config.SCHEMA).
+"""Write docs/model-toml.md from the schema `load_spec` validates against (trtpipe.spec.schema.SCHEMA).
 
     python scripts/spec_docs.py            # rewrite the page
     python scripts/spec_docs.py --check    # exit 1 when it is out of date (make test runs it)
@@ -16,7 +16,7 @@ EXAMPLE = ROOT / "models" / "digits" / "model.toml"
 
 
 def page() -> str:
-    from trtpipe.config import KEY_DOCS, SCHEMA, TABLES
+    from trtpipe.spec.schema import KEY_DOCS, SCHEMA, TABLES
 
     lines = ["# model.toml", "",
              "A model's spec: its inputs, how data becomes them, where the data is, how outputs are judged and",
@@ -46,7 +46,7 @@ def page() -> str:
             lines.append(f"Type: {check.kind}." + (f" Default: {default}." if default else ""))
     lines += ["", "## Example", "", f"The shipped digits model's spec ({EXAMPLE.relative_to(ROOT)}):", "",
               "```toml", EXAMPLE.read_text().rstrip(), "```", "",
-              "Generated from trtpipe.config.SCHEMA by scripts/spec_docs.py."]
+              "Generated from trtpipe.spec.schema.SCHEMA by scripts/spec_docs.py."]
     return "\n".join(lines) + "\n"
 
 

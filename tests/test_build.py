@@ -14,9 +14,9 @@ from trtpipe.calibrators.amax import compute_amax
 from trtpipe.calibrators.cache import CalibrationTable, render
 from trtpipe.calibrators.collect import collect_histograms
 from trtpipe.calibrators.graph import quantized_activations
-from trtpipe.config import parse_shapes
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import sha256
+from trtpipe.spec import parse_shapes
 from trtpipe.targets import Target
 
 pytestmark = needs_rtx

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from trtpipe.config import InputSpec, ModelSpec, Preprocess
 from trtpipe.data import iter_batches, load_image
 from trtpipe.errors import TrtpipeError
+from trtpipe.spec import InputSpec, ModelSpec, Preprocess
 
 SPEC = ModelSpec("m", root=".", inputs=[InputSpec("x", [-1, 4], "float32")])
 TWO = ModelSpec("m", root=".", inputs=[InputSpec("ids", [-1, 8], "int64"), InputSpec("mask", [-1, 8], "int64")])
@@ -130,3 +130,12 @@ def test_labels_come_from_the_flag_the_spec_or_the_data_directory(tmp_path):
     assert labels_path(None, None, tmp_path) == tmp_path / "labels.txt"
     assert labels_path(None, tmp_path / "spec.txt", tmp_path) == tmp_path / "spec.txt"
     assert labels_path(tmp_path / "flag.txt", tmp_path / "spec.txt", tmp_path) == tmp_path / "flag.txt"
+
+
+def test_a_batch_counts_its_samples_on_each_inputs_batch_axis(tmp_path):
+    # The state comes first and stacks on axis 1: its axis 0 is the layers, not the samples.
+    spec = ModelSpec("m", root=".", inputs=[InputSpec("state", [2, -1, 3], batch_axis=1),
+                                            InputSpec("sr", [], "int64", batch_axis=None)])
+    np.savez(tmp_path / "a.npz", state=np.zeros((2, 5, 3), np.float32), sr=np.array(16000))
+    (batch,) = iter_batches(spec, tmp_path, batch_size=8)
+    assert batch.arrays["state"].shape == (2, 5, 3) and batch.size == 5

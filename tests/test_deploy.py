@@ -9,10 +9,10 @@ from conftest import needs_rtx
 
 import models
 from trtpipe.backend import SPECS, plan_precisions
-from trtpipe.config import load_spec
 from trtpipe.data import list_files
 from trtpipe.deadline import Deadline
 from trtpipe.deploy import SIZE_TIE, WIDTH_RANK, DeployOptions, deploy
+from trtpipe.spec import load_spec
 from trtpipe.targets import Precision, Target
 
 pytestmark = needs_rtx

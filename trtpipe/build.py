@@ -25,7 +25,6 @@ from trtpipe.calibrate import (
     load_table,
     observe_data_ranges,
 )
-from trtpipe.config import ModelSpec, Shape, decided_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import Outputs, check_output, ensure_dir, json_text, sha256, sidecar_path, staged_outputs, write_bytes
 from trtpipe.graph import onnxio
@@ -35,6 +34,7 @@ from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
 from trtpipe.runtime.dtypes import numpy_dtype, trt_type_name
 from trtpipe.runtime.logger import held_errors, shared_logger
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, sealed
+from trtpipe.spec import ModelSpec, ShapeRange, decided_inputs, spec_from_onnx
 from trtpipe.targets import Precision, Target, local_target
 
 
@@ -47,7 +47,7 @@ class BuildOptions:
     cache: Path | None = None
     # Caches per precision, before `cache`; what neither gives is calibrated from the data (`caches_for`).
     caches: dict[Precision, Path] = field(default_factory=dict)
-    shapes: dict[str, tuple[Shape, Shape, Shape]] = field(default_factory=dict)
+    shapes: dict[str, ShapeRange] = field(default_factory=dict)
     timing_cache: Path | None = None
     calibration: str = "explicit"  # explicit Q/DQ, or TensorRT 10's implicit INT8 calibrator
     exclude: list[str] = field(default_factory=list)

@@ -13,11 +13,11 @@ from trtpipe.calibrators.amax import DEFAULT_PERCENTILE, METHODS, compute_amax
 from trtpipe.calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, parse, read_cache, render
 from trtpipe.calibrators.graph import quantized_activations
 from trtpipe.calibrators.histogram import DEFAULT_BINS
-from trtpipe.config import ModelSpec, decided_inputs, resolve_inputs, spec_from_onnx
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import check_output, read_text_input, sha256, sidecar_path, write_json, write_text
 from trtpipe.graph import onnxio
 from trtpipe.progress import progress_bar
+from trtpipe.spec import ModelSpec, decided_inputs, resolve_inputs, spec_from_onnx
 
 # `auto` chooses per tensor among the fixed methods (trtpipe.calibrators.choose); TensorRT's own implicit
 # calibrator is entropy, which stays available by name.
@@ -143,7 +143,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     total = data.count_samples(data_dir, options.limit)
     with progress_bar(total, f"calibrating {Path(model_path).name}", "samples", show_progress) as bar, \
             data.model_runs_on(data_dir):
-        histograms = collect_histograms(model, tensors, (b.arrays for b in batches), options.bins, on_batch=bar.update)
+        histograms = collect_histograms(model, tensors, data.feeds(batches, bar.update), options.bins)
     if bar.n == 0:
         raise TrtpipeError(f"--data {data_dir}: no samples were read; add calibration samples or raise --limit")
     table = CalibrationTable(algorithm=ALGORITHMS[options.method])
@@ -173,7 +173,7 @@ def choose_per_tensor(model, spec: ModelSpec, data_dir, histograms, options: Cal
     batches = data.iter_batches(spec, data_dir, min(options.batch_size, CHOICE_BATCH), limit, options.shuffle, options.seed)
     with progress_bar(data.count_samples(data_dir, limit), "choosing each tensor's method", "samples", show_progress) as bar, \
             data.model_runs_on(data_dir):
-        return choose_amax(model, histograms, (b.arrays for b in batches), options.grid, on_batch=bar.update)
+        return choose_amax(model, histograms, data.feeds(batches, bar.update), options.grid)
 
 
 def method_summary(path: str | os.PathLike) -> str | None:

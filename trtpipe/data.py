@@ -8,15 +8,15 @@ import random
 import warnings
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from trtpipe.config import InputSpec, ModelSpec, Preprocess
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import read_text_input
+from trtpipe.spec import InputSpec, ModelSpec, Preprocess
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 DATA_SUFFIXES = (".npy", ".npz") + IMAGE_SUFFIXES
@@ -29,8 +29,22 @@ class Batch:
     ids: list[str]
     arrays: dict[str, np.ndarray]
 
-    def __len__(self) -> int:
+    @property
+    def size(self) -> int:
+        """Return how many samples the batch holds: one id each, whichever axis (batch_axis) an input stacks them on."""
         return len(self.ids)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def feeds(batches: Iterable[Batch], on_batch: Callable[[int], None] | None = None) -> Iterator[dict[str, np.ndarray]]:
+    """Yield each batch's input arrays, for a pass that runs the model on them; `on_batch` gets the
+    batch's Batch.size once the pass has used it (asks for the next), so progress counts samples."""
+    for batch in batches:
+        yield batch.arrays
+        if on_batch is not None:
+            on_batch(batch.size)
 
 
 def list_files(directory: str | os.PathLike, flag: str = "--data") -> list[Path]:

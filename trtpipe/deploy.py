@@ -21,12 +21,12 @@ from pathlib import Path
 from trtpipe import data
 from trtpipe.build import BuildOptions, build, caches_for
 from trtpipe.calibrate import DEFAULT_METHOD, CalibrationOptions, calibrate
-from trtpipe.config import ModelSpec, decided_inputs, load_spec, resolve_inputs
 from trtpipe.deadline import Deadline
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import check_output, ensure_dir, sidecar_path, write_text
 from trtpipe.graph import onnxio
 from trtpipe.graph.lowbit import NothingToQuantize
+from trtpipe.spec import ModelSpec, decided_inputs, load_spec, resolve_inputs
 from trtpipe.targets import Precision, Target
 
 # How narrow a precision is: the fewest bits a value is computed in first (weight-only INT4 keeps FP16
@@ -461,7 +461,7 @@ def _tune(outcome: Outcome, model_path: Path, spec: ModelSpec, options: DeployOp
     allows, rebuild it with what tuning wrote and judge it again; return what a deadline stopped ("": nothing)."""
     from dataclasses import replace
 
-    from trtpipe.quality.tune import tune
+    from trtpipe.quality.tune import TuneOptions, tune
     from trtpipe.quality.tune_report import exclusions_path, write_report, write_tuned
 
     precision = outcome.precision
@@ -470,16 +470,17 @@ def _tune(outcome: Outcome, model_path: Path, spec: ModelSpec, options: DeployOp
     labels = data.read_labels(labels) if labels else None
     try:
         with data.model_runs_on(spec.calibration):
-            result = tune(model_path, spec, precision, options.target, spec.calibration, spec.validation, labels=labels,
-                          budget_seconds=search.left(), batch_size=options.batch_size,
-                          on_phase=lambda t: on_step(f"  {t}"), deadline=search)
+            result = tune(model_path, spec, precision, options.target, spec.calibration,
+                          TuneOptions(validation_dir=spec.validation, labels=labels, budget_seconds=search.left(),
+                                      batch_size=options.batch_size, deadline=search),
+                          on_phase=lambda t: on_step(f"  {t}"))
     except TrtpipeError as exc:
         outcome.note = f"not tuned: {exc}"
         on_step(f"{precision}: {outcome.note}")
         return ""
     cache = output / f"{model_path.stem}.{precision}.tuned.cache"
-    write_tuned(result, cache, str(precision))
-    write_report(result, spec, str(precision), output / "reports")
+    write_tuned(result, cache, precision)
+    write_report(result, spec, precision, output / "reports")
     config = result.written[0]
     kept = f"{len(config.exclude)} layer{'s' * (len(config.exclude) != 1)} kept in FP16, method {config.method}"
     stopped = f"; cut short: {result.stopped}" if result.stopped else ""

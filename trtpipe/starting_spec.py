@@ -1,7 +1,7 @@
 """A starting `model.toml` for a model nobody has described yet: its inputs, shapes and a guessed task.
 
 `trtpipe init` writes it; every guess carries a comment that says what it was guessed from, so the
-user knows which lines to check. The text it returns loads with `config.load_spec`.
+user knows which lines to check. The text it returns loads with `trtpipe.spec.load_spec`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtpipe.config import DTYPES, toml_string
 from trtpipe.data import IMAGE_SUFFIXES, list_files, load_arrays
 from trtpipe.errors import TrtpipeError
+from trtpipe.spec import DTYPES, toml_string
 
 # Batch sizes of the guessed build profile: MIN/OPT/MAX as trtexec writes them.
 PROFILE_BATCHES = (1, 8, 32)

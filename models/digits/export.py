@@ -46,8 +46,8 @@ def write_data() -> None:
 
 def load_split(name: str):
     """Return the split as the spec's preprocessing makes it: (x/255 - 0.5) / 0.5, NCHW."""
-    from trtpipe.config import load_spec
     from trtpipe.data import load_image, read_labels
+    from trtpipe.spec import load_spec
 
     spec = load_spec(HERE / "model.toml")
     labels = read_labels(DATA / name / "labels.txt")

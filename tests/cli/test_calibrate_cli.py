@@ -108,3 +108,25 @@ def test_a_reused_cache_is_touched_for_make(tmp_path, cli):
     os.utime(cache, (1_000_000_000, 1_000_000_000))  # as if made long before its inputs
     assert cli("calibrate", model, "--data", tmp_path / "data", "-o", cache)[1].startswith("up to date")
     assert cache.stat().st_mtime > os.path.getmtime(model)
+
+
+def test_the_sidecar_counts_samples_on_each_inputs_batch_axis(tmp_path, cli):
+    """A state [layers, batch, hidden] listed first: its axis 0 holds the layers, not the samples."""
+    from onnx import TensorProto, helper
+
+    model = mlp(batch="N")
+    model.graph.input.insert(0, helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, "N", 3]))
+    model.graph.node.append(helper.make_node("Neg", ["state"], ["state_out"], name="neg"))
+    model.graph.output.append(helper.make_tensor_value_info("state_out", TensorProto.FLOAT, [2, "N", 3]))
+    onnx.checker.check_model(model)
+    (tmp_path / "data").mkdir()
+    rng = np.random.default_rng(0)
+    for name in ("a", "b"):
+        np.savez(tmp_path / "data" / f"{name}.npz", state=rng.normal(0, 1, (2, 5, 3)).astype(np.float32),
+                 x=rng.normal(0, 1, (5, 16)).astype(np.float32))
+    (tmp_path / "m.toml").write_text('[[inputs]]\nname = "state"\nshape = [2, -1, 3]\nbatch_axis = 1\n\n'
+                                     '[[inputs]]\nname = "x"\nshape = [-1, 16]\n')
+    code, _, err = cli("calibrate", save(model, tmp_path / "m.onnx"), "--data", tmp_path / "data", "--spec",
+                       tmp_path / "m.toml", "--method", "max", "-o", tmp_path / "m.cache")
+    assert code == 0, err
+    assert json.loads((tmp_path / "m.cache.json").read_text())["samples"] == 10

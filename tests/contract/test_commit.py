@@ -111,8 +111,8 @@ def test_an_engine_and_its_sidecar_are_committed_as_one(mlp, tmp_path, monkeypat
     from trtpipe import build as building
     from trtpipe import files
     from trtpipe.build import BuildOptions, build
-    from trtpipe.config import parse_shapes
     from trtpipe.runtime.sidecar import verify_engine
+    from trtpipe.spec import parse_shapes
     from trtpipe.targets import Target
 
     out = tmp_path / "engines"

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trtpipe.calibrators.cache import INT8_MAX, CacheError, CalibrationTable, parse, render
-from trtpipe.config import DTYPES, InputSpec, ModelSpec, load_spec, parse_shapes
 from trtpipe.data import iter_batches
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.tasks import judged_by
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, read_sidecar
+from trtpipe.spec import DTYPES, InputSpec, ModelSpec, load_spec, parse_shapes
 
 # No example database: runs stay independent and nothing is written into the checkout.
 EXAMPLES = settings(max_examples=int(os.environ.get("TRTPIPE_EXAMPLES", "500")), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -50,7 +50,7 @@ def test_int4_builds_without_tensorrt_lines_and_a_failed_parse_is_one_line(tmp_p
     """TensorRT's log is held during parse and build: a failure quotes its first error, nothing else is printed."""
     from trtpipe import backend as backends
     from trtpipe.build import BuildOptions, build_engine
-    from trtpipe.config import parse_shapes
+    from trtpipe.spec import parse_shapes
     from trtpipe.targets import Precision, Target
 
     model = _gemm_model(tmp_path / "gemm.onnx")

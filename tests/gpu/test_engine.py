@@ -40,7 +40,7 @@ pytestmark = pytest.mark.skipif(BACKEND is None, reason=WHY)
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     from trtpipe.build import BuildOptions, build
-    from trtpipe.config import parse_shapes
+    from trtpipe.spec import parse_shapes
 
     spec, target = BACKEND
     root = tmp_path_factory.mktemp("engine")

@@ -33,7 +33,7 @@ def table_for(model, feeds, method="max") -> CalibrationTable:
 def build_engines(model, feeds, tmp_path, precisions, shapes=()):
     """Build real sm_89 engines with TensorRT-RTX through trtpipe.build; return the BuildResults."""
     from trtpipe.build import BuildOptions, build
-    from trtpipe.config import parse_shapes
+    from trtpipe.spec import parse_shapes
     from trtpipe.targets import Target
 
     source = tmp_path / "model.onnx"

@@ -106,7 +106,7 @@ def test_without_names_of_their_own_tensorrt_ties_height_to_width(tmp_path):
     """The reason for name_dims: the exported graph itself does not build for height != width."""
     from trtpipe import backend as backends
     from trtpipe.build import BuildOptions, build_engine
-    from trtpipe.config import parse_shapes
+    from trtpipe.spec import parse_shapes
     from trtpipe.targets import Precision, Target
 
     model, _ = cases.shared_dim_names()

@@ -227,8 +227,8 @@ validation = "val"
 def test_sensitivity_and_tune_fold_the_if_the_specs_fixed_input_decides(tmp_path, cli):
     """calibrate and build fold `if sr == 16000` with the spec's `value`; sensitivity and tune must
     see the same graph, or the layers inside the If are invisible to them (silero-vad's LSTM)."""
-    from trtpipe.config import load_spec
-    from trtpipe.quality.tune import tune
+    from trtpipe.quality.tune import TuneOptions, tune
+    from trtpipe.spec import load_spec
     from trtpipe.targets import Target
 
     onnxio.save(rate_if_only(), tmp_path / "rate.onnx")
@@ -246,7 +246,7 @@ def test_sensitivity_and_tune_fold_the_if_the_specs_fixed_input_decides(tmp_path
 
     # Without the sample rate tune finds no layer to quantize and stops.
     result = tune(tmp_path / "rate.onnx", load_spec(tmp_path / "rate.toml"), Precision.INT8, Target.parse("sm_89"),
-                  tmp_path / "calib", budget_seconds=30, batch_size=16, ladder=False)
+                  tmp_path / "calib", TuneOptions(budget_seconds=30, batch_size=16, ladder=False))
     assert result.chosen.quantized + len(result.chosen.config.exclude) == 2  # fc1 and fc2, fc_other folded away
     assert result.chosen.passed and 0.99 < result.chosen.metrics["cosine"] < 1.0  # something really was quantized
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import models
-from trtpipe.config import load_spec, resolve_inputs
 from trtpipe.graph import onnxio
 from trtpipe.quality.validate import compare, named_thresholds, thresholds_for
 from trtpipe.runtime.onnxrt import OnnxRunner
+from trtpipe.spec import load_spec, resolve_inputs
 
 
 def _rng(seed):

@@ -10,8 +10,9 @@ from conftest import needs_rtx
 
 from models import conv_net, save, save_batches, yolo_like
 from trtpipe.calibrators.cache import read_cache
-from trtpipe.config import ModelSpec, load_exclusions
+from trtpipe.data import Batch
 from trtpipe.quality.tune import Config, margins, task_metrics
+from trtpipe.spec import ModelSpec, load_exclusions
 
 SPEC = """name = "conv"
 task = "classification"
@@ -91,8 +92,8 @@ def test_margins_compare_the_worst_check_first_then_the_next():
 
 
 def test_estimates_within_one_kernel_launch_are_won_by_accuracy():
-    from trtpipe.config import ModelSpec
     from trtpipe.quality.tune import LAUNCH_SECONDS, Search, Trial
+    from trtpipe.spec import ModelSpec
     from trtpipe.targets import Precision
 
     def search(slack):
@@ -226,15 +227,17 @@ def test_local_noise_is_zero_on_the_grid_and_counts_clipping():
 def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_halves():
     from trtpipe.calibrators.collect import collect_histograms
     from trtpipe.calibrators.graph import quantized_activations
-    from trtpipe.config import ModelSpec
     from trtpipe.deadline import Deadline
     from trtpipe.quality.sensitivity import layer_sensitivity
     from trtpipe.quality.tune import Search, amax_by_method
+    from trtpipe.spec import ModelSpec
     from trtpipe.targets import Precision
 
     model = conv_net(batch="N")
-    batches = [{"input": np.random.default_rng(0).normal(0, 1, (16, 3, 16, 16)).astype(np.float32)}]
-    amax = amax_by_method(collect_histograms(model, quantized_activations(model), batches), Precision.INT8)
+    batches = [Batch([f"sample {i}" for i in range(16)],
+                     {"input": np.random.default_rng(0).normal(0, 1, (16, 3, 16, 16)).astype(np.float32)})]
+    amax = amax_by_method(collect_histograms(model, quantized_activations(model), [b.arrays for b in batches]),
+                          Precision.INT8)
     layers = [("conv0", ["input"]), ("conv1", ["r0"]), ("fc", ["flat"])]
     search = Search(model, ModelSpec("conv", Path("."), task="classification"), Precision.INT8, amax, layers,
                     lambda q: float(len(q)), batches, [], {"cosine": 0.99}, budget_seconds=600,
@@ -243,7 +246,7 @@ def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_hal
     search.ranking_share = 0.0  # no time to measure: the proxy decides
     assert search.rank_layers(Config("max")) == ["conv0", "fc", "conv1"]
     search.ranking_share = 1.0
-    expected = [row["node"] for row in layer_sensitivity(model, Config("max").table(amax), Precision.INT8, batches,
+    expected = [row.node for row in layer_sensitivity(model, Config("max").table(amax), Precision.INT8, batches,
                                                           classifier=True, unquantized="fp32")]
     assert search.rank_layers(Config("max"), chunk=1) == expected  # all measured: by their cosine
 
@@ -314,9 +317,9 @@ def test_a_choice_that_fails_on_validation_walks_the_ladder(workdir, cli):
 
 
 def test_the_ladder_starts_no_rung_once_the_deadline_has_passed(workdir):
-    from trtpipe.config import load_spec
     from trtpipe.deadline import Deadline
-    from trtpipe.quality.tune import tune
+    from trtpipe.quality.tune import TuneOptions, tune
+    from trtpipe.spec import load_spec
     from trtpipe.targets import Precision, Target
 
     rng = np.random.default_rng(1)  # brighter validation data than calibration, as above: the ladder is walked
@@ -330,15 +333,16 @@ def test_the_ladder_starts_no_rung_once_the_deadline_has_passed(workdir):
             rungs_seen.append(text)
             now[0] = 2.0
 
+    options = TuneOptions(validation_dir=workdir / "bright", budget_seconds=120, slack=0, deadline=Deadline(1.0, lambda: now[0]))
     result = tune(workdir / "conv.onnx", load_spec(workdir / "spec.toml"), Precision.INT8, Target.parse("sm_89"),
-                  workdir / "calib", workdir / "bright", budget_seconds=120, slack=0, on_phase=on_phase,
-                  deadline=Deadline(1.0, lambda: now[0]))
+                  workdir / "calib", options, on_phase=on_phase)
     assert result.chosen.passed and not result.validation.passed  # the search finished: its clock never moved
     assert len(result.rungs) == len(rungs_seen) == 1 and not result.rungs[0].report.passed
     assert result.confirmed is None and "validation ladder, after 1 rung: the budget ran out" in result.stopped
     # Already passed: the search judges the default alone (something must be written), validation is never read.
     result = tune(workdir / "conv.onnx", load_spec(workdir / "spec.toml"), Precision.INT8, Target.parse("sm_89"),
-                  workdir / "calib", workdir / "bright", budget_seconds=120, deadline=Deadline(0.0, lambda: 1.0))
+                  workdir / "calib", TuneOptions(validation_dir=workdir / "bright", budget_seconds=120,
+                                                 deadline=Deadline(0.0, lambda: 1.0)))
     assert result.validation is None and not result.rungs and "before it" in result.stopped
     assert [t.step for t in result.trials] == ["default"]
 
@@ -356,14 +360,15 @@ def test_the_exclusions_file_is_valid_toml_for_any_layer_and_tensor_name(tmp_pat
     from trtpipe.calibrators.cache import CalibrationTable
     from trtpipe.quality.tune_config import Trial, TuneResult
     from trtpipe.quality.tune_report import exclusions_toml
+    from trtpipe.targets import Precision
 
     names = ("/model/conv_1/Conv", 'say "hi"', "back\\slash", "tab\there", "emoji \U0001F600")
     config = Config("entropy", (("input \U0001F600", "max"),), tuple(sorted(names)))
     trial = Trial(0, "start", config, {"cosine": 0.99}, (0.1,), 0.001, 3)
     result = TuneResult([trial], trial, CalibrationTable({}), "NVIDIA L4 \"sm89\"", {}, {}, 32, 32)
-    (tmp_path / "x.toml").write_text(exclusions_toml(result, "int8"), encoding="utf-8")
+    (tmp_path / "x.toml").write_text(exclusions_toml(result, Precision.INT8), encoding="utf-8")
     assert load_exclusions(tmp_path / "x.toml") == sorted(names)
-    from trtpipe.config import tomllib
+    from trtpipe.spec import tomllib
 
     parsed = tomllib.loads((tmp_path / "x.toml").read_text(encoding="utf-8"))
     assert parsed["tune"]["gpu"] == 'NVIDIA L4 "sm89"' and parsed["tune"]["methods"] == {"input \U0001F600": "max"}
@@ -392,5 +397,6 @@ def test_the_search_judges_only_the_checks_validate_makes():
     images = np.random.default_rng(3).uniform(0, 1, (16, 3, 64, 64)).astype(np.float32)
     wanted = [dict(zip(["output0"], ort.InferenceSession(model.SerializeToString()).run(None, {"images": images})))]
     thresholds = {"cosine": 0.99, "map50": 0.9, "f1": 0.85, "box_iou": 0.9}
-    metrics, _ = task_metrics(model, ModelSpec("yolo", Path("."), task="detection"), [{"images": images}], wanted, thresholds)
+    metrics, _ = task_metrics(model, ModelSpec("yolo", Path("."), task="detection"), [Batch([f"image {i}" for i in range(16)], {"images": images})], wanted,
+                              thresholds)
     assert set(metrics) == {"map50", "f1", "box_iou"} and metrics["map50"] == 1.0

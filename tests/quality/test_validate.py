@@ -8,10 +8,10 @@ import onnxruntime as ort
 import pytest
 
 from models import mlp, save, save_batches
-from trtpipe.config import load_spec
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.validate import DEFAULT_THRESHOLDS, thresholds_for
 from trtpipe.runtime.onnxrt import OnnxRunner
+from trtpipe.spec import load_spec
 
 
 @pytest.fixture

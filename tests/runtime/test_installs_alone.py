@@ -10,7 +10,7 @@ from conftest import needs_rtx
 
 from models import dynamic_mlp, save
 from trtpipe.build import BuildOptions, build
-from trtpipe.config import parse_shapes
+from trtpipe.spec import parse_shapes
 from trtpipe.targets import Target
 
 ROOT = Path(__file__).resolve().parents[2]

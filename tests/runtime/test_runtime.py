@@ -8,10 +8,10 @@ from conftest import needs_rtx
 
 from models import dynamic_mlp, save
 from trtpipe.build import BuildOptions, build
-from trtpipe.config import parse_shapes
 from trtpipe.errors import TrtpipeError
 from trtpipe.runtime.engine import check_capability
 from trtpipe.runtime.sidecar import read_sidecar, verify_engine
+from trtpipe.spec import parse_shapes
 from trtpipe.targets import Target
 
 pytestmark = needs_rtx

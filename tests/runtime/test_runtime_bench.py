@@ -90,7 +90,7 @@ def test_a_missing_candidate_is_named(cli, tmp_path):
 @needs_rtx
 def test_an_engine_without_a_gpu_is_a_one_line_error(tmp_path, cli):
     from trtpipe.build import BuildOptions, build
-    from trtpipe.config import parse_shapes
+    from trtpipe.spec import parse_shapes
 
     save(dynamic_mlp(), tmp_path / "mlp.onnx")
     options = BuildOptions(target=Target(8, 9), backend="tensorrt-rtx", shapes=parse_shapes(["x:1x16/8x16/64x16"]))

@@ -15,12 +15,12 @@ from serve_helpers import bundled_triton, needs_pytriton
 
 import models
 from trtpipe.build import BuildOptions, build
-from trtpipe.config import parse_shapes
 from trtpipe.runtime import OnnxRunner
 from trtpipe.runtime.runner import IOSpec
 from trtpipe.runtime.sidecar import verify_engine
 from trtpipe.serve.models import ServedModel
 from trtpipe.serve.repository import RepositoryOptions, config_text
+from trtpipe.spec import parse_shapes
 from trtpipe.targets import Target
 
 pytestmark = needs_pytriton()

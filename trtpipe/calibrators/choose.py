@@ -20,7 +20,7 @@ failed where max passed; with the floor, 0.922 (docs/zoo.md, "Calibration method
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -132,7 +132,7 @@ def layer_model(model, node, values: Mapping[str, np.ndarray], grid: str):
 
 
 def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: Iterable[Mapping[str, np.ndarray]],
-                 grid: str, on_batch: Callable[[int], None] | None = None) -> dict[str, dict[str, float]]:
+                 grid: str) -> dict[str, dict[str, float]]:
     """Return {tensor: {candidate: error}}: the relative squared error ||y_q - y||^2 / ||y||^2 of each
     layer the tensor feeds, its input quantized at the candidate's amax, summed over those layers.
 
@@ -158,7 +158,7 @@ def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: 
     squared = {(t, i): dict.fromkeys(measured[t], 0.0) for i, node in enumerate(layers)
                for t in activation_inputs(node, constants) if t in measured}
     norm = dict.fromkeys(squared, 0.0)
-    for activations in exposed_activations(model, exposed, batches, on_batch):
+    for activations in exposed_activations(model, exposed, batches):
         for i, (node, session, names) in enumerate(zip(layers, layer_sessions, feeds)):
             reference = activations[node.output[0]].ravel()
             for tensor in dict.fromkeys(t for t in activation_inputs(node, constants) if t in measured):
@@ -177,11 +177,11 @@ def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: 
 
 
 def choose_amax(model, histograms: Mapping[str, StreamingHistogram], batches: Iterable[Mapping[str, np.ndarray]],
-                grid: str, on_batch: Callable[[int], None] | None = None) -> tuple[dict[str, float], dict[str, str]]:
+                grid: str) -> tuple[dict[str, float], dict[str, str]]:
     """Return ({tensor: amax}, {tensor: candidate chosen}) of the `auto` method (see the module's doc)."""
     candidates = {name: candidate_amax(h, grid) for name, h in histograms.items()}
     errors = layer_errors(model, {n: c for n, c in candidates.items() if any(a > 0 for a in c.values())},
-                          batches, grid, on_batch)
+                          batches, grid)
     chosen = {name: choose(errors[name]) if name in errors else "max" for name in candidates}
     if grid == "int8":
         chosen = {name: floored(candidates[name], choice) for name, choice in chosen.items()}

@@ -3,7 +3,7 @@ as outputs, one batch at a time, feeding a streaming histogram per tensor."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -22,25 +22,22 @@ def exposing_session(model, tensors: list[str], threads: int | None = None):
     return sessions.session(model, threads=threads)
 
 
-def exposed_activations(model, tensors: list[str], batches: Iterable[Mapping[str, np.ndarray]],
-                        on_batch: Callable[[int], None] | None = None) -> Iterator[dict[str, np.ndarray]]:
-    """Yield {tensor: value} for each batch; `on_batch` gets each batch's sample count once it is used.
+def exposed_activations(model, tensors: list[str], batches: Iterable[Mapping[str, np.ndarray]]
+                        ) -> Iterator[dict[str, np.ndarray]]:
+    """Yield {tensor: value} for each batch.
 
     The caller drops each dict before asking for the next, so memory is one batch's activations.
     """
     session = exposing_session(model, tensors)
     for batch in batches:
         yield dict(zip(tensors, session.run(tensors, {k: np.asarray(v) for k, v in batch.items()})))  # a shared scalar (sample rate) may come as a numpy scalar
-        if on_batch is not None:
-            on_batch(len(next(iter(batch.values()))))
 
 
 def collect_histograms(model, tensors: list[str], batches: Iterable[Mapping[str, np.ndarray]],
-                       bins: int = DEFAULT_BINS, on_batch: Callable[[int], None] | None = None
-                       ) -> dict[str, StreamingHistogram]:
+                       bins: int = DEFAULT_BINS) -> dict[str, StreamingHistogram]:
     """Return a histogram of |x| for each tensor over every batch; memory is one batch's activations."""
     histograms = {name: StreamingHistogram(bins) for name in tensors}
-    for values in exposed_activations(model, tensors, batches, on_batch):
+    for values in exposed_activations(model, tensors, batches):
         for name, value in values.items():
             try:
                 histograms[name].update(value)

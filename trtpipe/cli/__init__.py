@@ -84,7 +84,7 @@ class Group(click.Group):
 def _exclude(given, spec) -> list[str]:
     """--exclude as given, else the spec's [quantize] exclude. `@FILE` stands for FILE's [quantize]
     exclude (the .toml that 'trtpipe tune' writes beside its cache)."""
-    from trtpipe.config import load_exclusions
+    from trtpipe.spec import load_exclusions
 
     if not given:
         return spec.exclude if spec else []
@@ -111,7 +111,7 @@ def _data_dir(given, from_spec, kind: str):
 
 def _spec(spec_path, model=None, model_path=None):
     """Return the spec at `spec_path`; without one, the inputs of `model` (loaded from `model_path`), else None."""
-    from trtpipe.config import load_spec, resolve_inputs, spec_from_onnx
+    from trtpipe.spec import load_spec, resolve_inputs, spec_from_onnx
 
     if spec_path:
         spec = load_spec(spec_path)

@@ -53,10 +53,10 @@ def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit,
         return
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     check_output(output, [data_dir])  # the spec's
-    batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
+    batches = data.iter_batches(spec, data_dir, batch_size, limit)
     with progress_bar(data.count_samples(data_dir, limit), f"AWQ on {Path(model).name}", "samples") as bar, \
             data.model_runs_on(data_dir):
-        scaled, summary = run(graph, batches, block_size, tokens, clip=clip, on_batch=bar.update, gptq=gptq)
+        scaled, summary = run(graph, data.feeds(batches, bar.update), block_size, tokens, clip=clip, gptq=gptq)
     onnxio.save(scaled, output)
     alphas = sorted(r.alpha for r in summary.layers.values())
     method = "AWQ+GPTQ" if gptq else "AWQ"

@@ -83,12 +83,12 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
       trtpipe quantize model.onnx --precision int8 --cache model.int8.cache --spec model.toml -o model.int8.onnx
     """
     from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges
-    from trtpipe.config import decided_inputs
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import check_exclude
     from trtpipe.graph.lowbit import int4_block
     from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
+    from trtpipe.spec import decided_inputs
     from trtpipe.targets import Precision
 
     check_output(output, [model, cache, spec_path, data_dir, *_exclusion_files(exclude)])
@@ -138,10 +138,10 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
     check_output(output, [data_dir])  # the spec's
     alpha = alpha if alpha is not None else spec.smooth if spec.smooth is not None else DEFAULT_ALPHA
-    batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
+    batches = data.iter_batches(spec, data_dir, batch_size, limit)
     with progress_bar(data.count_samples(data_dir, limit), f"smoothing {Path(model).name}", "samples") as bar, \
             data.model_runs_on(data_dir):
-        smoothed, activations = run(graph, batches, alpha, on_batch=bar.update)
+        smoothed, activations = run(graph, data.feeds(batches, bar.update), alpha)
     onnxio.save(smoothed, output)
     click.echo(f"wrote {output} ({len(activations)} activations smoothed, alpha {alpha:g})")
 
@@ -230,12 +230,11 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     """
     from trtpipe.build import BuildOptions
     from trtpipe.build import build as run
-    from trtpipe.config import parse_shapes
+    from trtpipe.spec import parse_shapes
     from trtpipe.targets import Target
 
     spec = _spec(spec_path)
-    all_shapes = parse_shapes([f"{k}:{v}" for k, v in (spec.shapes if spec else {}).items()], "--spec shapes")
-    all_shapes.update(parse_shapes(shapes))
+    all_shapes = {**(spec.shapes if spec else {}), **parse_shapes(shapes)}
     options = BuildOptions(target=Target.parse(target_text), backend=backend_name, cache=cache, shapes=all_shapes,
                            timing_cache=timing_cache, calibration=calibration,
                            exclude=_exclude(exclude, spec), unquantized=unquantized,
@@ -284,9 +283,9 @@ def init(model, data_dir, force, output):
     Examples:
       trtpipe init model.onnx --data data/calib -o started.toml
     """
-    from trtpipe.config import load_spec
     from trtpipe.files import check_output, write_text
     from trtpipe.graph import onnxio
+    from trtpipe.spec import load_spec
     from trtpipe.starting_spec import starting_spec
 
     check_output(output, [model, data_dir])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -50,20 +51,20 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     if not layers:
         raise TrtpipeError(f"--cache {cache}: no Conv, MatMul or Gemm of {model} has scales in it; "
                            f"calibrate this model with 'trtpipe calibrate {model}'")
-    batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
+    batches = data.iter_batches(spec, data_dir, batch_size, limit)
     with progress_bar(layers, f"quantizing {Path(model).name} one layer at a time", "layers") as bar, \
             data.model_runs_on(data_dir):
         rows = layer_sensitivity(graph, table, Precision.parse(precision), batches, unquantized=unquantized,
                                  on_layer=bar.update, spec=spec)
     if as_json:
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
         return
-    metrics = sorted({row["metric"] for row in rows})
+    metrics = sorted({row.metric for row in rows})
     click.echo(f"{precision} one layer at a time, against FP32, most sensitive first; score: the lowest of "
                f"{', '.join(metrics)} (ties by the lowest raw cosine of the judged outputs):")
     click.echo(f"{'score':>9} {'cosine':>9}  node")
     for row in rows[:top]:
-        click.echo(f"{row['score']:9.5f} {row['cosine']:9.5f}  {row['node']} ({row['op']})")
+        click.echo(f"{row.score:9.5f} {row.cosine:9.5f}  {row.node} ({row.op})")
 
 
 @main.command()

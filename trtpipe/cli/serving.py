@@ -71,14 +71,13 @@ def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_b
 
 
 def _spec_max_batch(spec_path: Path, candidates) -> int | None:
-    """Return the smallest [shapes] maximum of dimension 0 in the spec, for ONNX candidates (engines have their own)."""
-    from trtpipe.config import load_spec, parse_shapes
+    """Return the spec's largest batch (ModelSpec.max_batch), for ONNX candidates (engines have their own)."""
+    from trtpipe.spec import load_spec
 
     if all(Path(c).suffix == ".engine" for c in candidates):
         return None
     spec = load_spec(spec_path)
-    shapes = parse_shapes([f"{name}:{value}" for name, value in spec.shapes.items()], f"--spec {spec_path}: [shapes]")
-    return min((triple[2][0] for triple in shapes.values()), default=None)
+    return spec.max_batch()
 
 
 @main.command()

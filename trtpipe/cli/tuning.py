@@ -71,14 +71,16 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
       trtpipe build model.onnx --precision int8 --target sm_89 --cache model.int8.tuned.cache --exclude @model.int8.tuned.toml --spec model.toml -o engines/
     """
     from trtpipe import data
-    from trtpipe.config import load_spec
     from trtpipe.files import check_output, staged_outputs
+    from trtpipe.quality.tune import TuneOptions
     from trtpipe.quality.tune import tune as run
     from trtpipe.quality.tune_report import exclusions_path, report_paths, write_report, write_tuned
+    from trtpipe.spec import load_spec
     from trtpipe.targets import Precision, Target
 
     if output.suffix != ".cache":
         raise TrtpipeError(f"-o {output}: name the tuned cache <name>.cache (its exclusions go to <name>.toml)")
+    precision = Precision.parse(precision)  # the enum from here on; its text only in files and messages
     spec = load_spec(spec_path)
     target = Target.parse(target_text)
     data_dir = _data_dir(data_dir, spec.calibration, "calibration")
@@ -100,9 +102,11 @@ def tune(model, spec_path, precision, target_text, budget_min, data_dir, validat
                    f"  | best: #{best.index} {_ms(best.seconds)}{'' if best.passed else ' (none passes yet)'}", err=True)
 
     with data.model_runs_on(data_dir):
-        result = run(model, spec, Precision.parse(precision), target, data_dir, validation_dir, baseline, labels,
-                     budget_min * 60, tuning_samples, batch_size, slack, search_unquantized, confidence, ladder,
-                     on_trial=on_trial, on_phase=on_phase)
+        options = TuneOptions(validation_dir=validation_dir, baseline_path=baseline, labels=labels,
+                              budget_seconds=budget_min * 60, tuning_samples=tuning_samples, batch_size=batch_size,
+                              slack=slack, search_unquantized=search_unquantized, confidence=confidence, ladder=ladder)
+        result = run(model, spec, precision, target, data_dir, options, on_trial=on_trial,
+                     on_phase=on_phase)
     with staged_outputs() as outputs:  # the cache, its exclusions and the report, all or none
         written = write_tuned(result, output, precision, outputs)
         written += write_report(result, spec, precision, report_dir, outputs)

@@ -14,7 +14,7 @@ clipped to their least INT4 rounding error (clip_tables).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -107,8 +107,7 @@ def with_block_size(model, block: int):
 
 def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT_INT4_BLOCK,
         tokens: int = DEFAULT_TOKENS, grid: int = ALPHA_GRID, clip: bool = True, seed: int = 0,
-        mask_input: str | None = "attention_mask", on_batch: Callable[[int], None] | None = None,
-        gptq: bool = False):
+        mask_input: str | None = "attention_mask", gptq: bool = False):
     """Return a copy of the FP32 `model` with AWQ's scales and clips folded in, and what was found.
 
     `mask_input`: a model input of shape [batch, tokens] whose zeros mark padding; activation rows
@@ -132,7 +131,7 @@ def awq(model, batches: Iterable[Mapping[str, np.ndarray]], block: int = DEFAULT
             current["mask"] = np.asarray(batch[mask_input]) if mask_input and mask_input in batch else None
             yield batch
 
-    for values in exposed_activations(model, list(layers), remembered(batches), on_batch):
+    for values in exposed_activations(model, list(layers), remembered(batches)):
         for name, value in values.items():
             samples[name].update(value, max(tokens // 4, 64), rng, current.get("mask"), with_gram=gptq)
         del values

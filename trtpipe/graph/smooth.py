@@ -10,7 +10,7 @@ calibration and Q/DQ insertion run on it unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -38,11 +38,10 @@ def smoothable_layers(model) -> dict[str, list]:
     return layers
 
 
-def channel_amax(model, tensors: list[str], batches: Iterable[Mapping[str, np.ndarray]],
-                 on_batch: Callable[[int], None] | None = None) -> dict[str, np.ndarray]:
+def channel_amax(model, tensors: list[str], batches: Iterable[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Return max |x| per last-axis channel of each tensor over every batch."""
     amax: dict[str, np.ndarray] = {}
-    for values in exposed_activations(model, tensors, batches, on_batch):
+    for values in exposed_activations(model, tensors, batches):
         for name, value in values.items():
             per_channel = np.abs(value.reshape(-1, value.shape[-1])).max(axis=0)
             amax[name] = np.maximum(amax[name], per_channel) if name in amax else per_channel
@@ -108,8 +107,7 @@ class ChannelScales:
         return [node.input[0] for node in self.divide_nodes.values()]
 
 
-def smooth(model, batches: Iterable[Mapping[str, np.ndarray]], alpha: float = DEFAULT_ALPHA,
-           on_batch: Callable[[int], None] | None = None):
+def smooth(model, batches: Iterable[Mapping[str, np.ndarray]], alpha: float = DEFAULT_ALPHA):
     """Return a copy of the FP32 `model` with SmoothQuant scales folded in, and the activations smoothed."""
     if not 0.0 <= alpha <= 1.0:
         raise TrtpipeError(f"--alpha {alpha}: SmoothQuant's alpha is between 0 and 1 (0.5 is usual; more moves more into the weights)")
@@ -117,7 +115,7 @@ def smooth(model, batches: Iterable[Mapping[str, np.ndarray]], alpha: float = DE
     layers = smoothable_layers(model)
     if not layers:
         raise TrtpipeError("nothing to smooth: the model has no MatMul with a 2-D float weight; quantize it without smoothing")
-    amax = channel_amax(model, list(layers), batches, on_batch)
+    amax = channel_amax(model, list(layers), batches)
     folder = ChannelScales(model, "__smoothed", "__smooth_inverse", "SmoothQuant")
     for activation, nodes in layers.items():
         arrays = [folder.weight(n) for n in nodes]

@@ -9,16 +9,28 @@ calibration data by default, so the validation set stays a fair judge of the cho
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-
-import numpy as np
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from trtpipe.calibrators.cache import CalibrationTable
 from trtpipe.calibrators.graph import constant_names
-from trtpipe.config import ModelSpec
+from trtpipe.data import Batch
 from trtpipe.graph.qdq import float_constants, fp8_small_rule, quantizable
 from trtpipe.graph.toolkit import label
+from trtpipe.spec import ModelSpec
 from trtpipe.targets import Precision
+
+
+@dataclass(frozen=True)
+class LayerSensitivity:
+    """One layer quantized alone: how far the model's judged outputs moved from FP32's."""
+
+    node: str  # the layer's label (graph.toolkit.label)
+    op: str
+    score: float  # the lowest task metric over the judged outputs (each task's primary one)
+    metric: str  # which: "<output> <metric>"
+    cosine: float  # the lowest mean raw cosine over the judged outputs; breaks ties of score
+    top1_agreement: float | None  # classifiers only
 
 
 def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0, precision: Precision | None = None) -> list:
@@ -31,20 +43,18 @@ def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0, pre
             if quantizable(node, constants, table, values, min_weights=min_weights, precision=precision, fp8_small=small)]
 
 
-def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Mapping[str, np.ndarray]],
+def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Batch],
                       classifier: bool = False, unquantized: str = "fp16",
-                      on_layer: Callable[[int], None] | None = None, spec: ModelSpec | None = None) -> list[dict]:
+                      on_layer: Callable[[int], None] | None = None, spec: ModelSpec | None = None) -> list[LayerSensitivity]:
     """Return one row per quantizable layer, the most sensitive first.
 
-    A row holds "node", "op", "score" (the lowest task metric over the judged outputs, named by
-    "metric"), "cosine" (the lowest mean raw cosine over them) and "top1_agreement" (classifiers,
-    else None). `spec` picks the outputs and tasks (its [[outputs]] or task); without one every float
+    `spec` picks the outputs and tasks (its [[outputs]] or task); without one every float
     output is judged generically (a classifier when `classifier`). No rows when the cache holds none
     of the model's scales (the CLI says so, naming the cache)."""
-    from trtpipe.config import OutputSpec
     from trtpipe.graph.typed import typed_model
     from trtpipe.quality.tasks import check_inputs, judge_model, make_task, make_tasks
     from trtpipe.runtime.onnxrt import OnnxRunner
+    from trtpipe.spec import OutputSpec
 
     layers = quantizable_layers(model, table, spec.min_weights if spec else 0, precision)
     if not layers:
@@ -56,20 +66,19 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
             tasks = lambda: [make_task(OutputSpec(first.name, "classification"))]
         else:
             tasks = lambda: make_tasks(spec, baseline.outputs)
-        for i, batch in enumerate(batches):
-            check_inputs(batch, [f"batch {i}"] * len(next(iter(batch.values()))))
-        wanted = [baseline(batch) for batch in batches]
+        for batch in batches:
+            check_inputs(batch.arrays, batch.ids)
+        arrays = [batch.arrays for batch in batches]
+        wanted = [baseline(feeds) for feeds in arrays]
     rows = []
     for node in layers:
         name = label(node)
         typed = typed_model(model, precision, table, unquantized=unquantized, only=[name])
-        summaries = judge_model(typed, lambda outputs: tasks(), batches, wanted, name)
+        summaries = judge_model(typed, lambda outputs: tasks(), arrays, wanted, name)
         score_task, score = min(((t, s[t.primary]) for t, s in summaries), key=lambda pair: pair[1])
         top1 = [s["top1_agreement"] for t, s in summaries if "top1_agreement" in s]
-        rows.append({"node": name, "op": node.op_type, "score": float(score),
-                     "metric": f"{score_task.output} {score_task.primary}",
-                     "cosine": float(min(s["cosine"] for _, s in summaries)),
-                     "top1_agreement": min(top1) if top1 else None})
+        rows.append(LayerSensitivity(name, node.op_type, float(score), f"{score_task.output} {score_task.primary}",
+                                     float(min(s["cosine"] for _, s in summaries)), min(top1) if top1 else None))
         if on_layer is not None:
             on_layer(1)
-    return sorted(rows, key=lambda row: (row["score"], row["cosine"]))
+    return sorted(rows, key=lambda row: (row.score, row.cosine))

@@ -27,16 +27,17 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe.calibrators.amax import METHODS
-from trtpipe.config import ModelSpec
+from trtpipe.data import Batch
 from trtpipe.deadline import Deadline
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.cost import LAUNCH_SECONDS
 from trtpipe.quality.tune_config import Config, Rung, Trial, TuneResult, amax_by_method
-from trtpipe.quality.tune_judge import SHARES, Batch, lower_bound, margins, supported_confidence, task_metrics
+from trtpipe.quality.tune_judge import SHARES, lower_bound, margins, supported_confidence, task_metrics
+from trtpipe.spec import ModelSpec
 from trtpipe.targets import Precision
 
-__all__ = ["SHARES", "Config", "Rung", "Search", "Trial", "TuneResult", "amax_by_method", "confirm", "confirm_ladder",
-           "fewest_passing", "lower_bound", "margins", "supported_confidence", "task_metrics", "tune"]
+__all__ = ["SHARES", "Config", "Rung", "Search", "Trial", "TuneOptions", "TuneResult", "amax_by_method", "confirm",
+           "confirm_ladder", "fewest_passing", "lower_bound", "margins", "supported_confidence", "task_metrics", "tune"]
 
 
 @dataclass
@@ -224,7 +225,7 @@ class Search:
             if seen >= self.sensitivity_samples:
                 break
             batches.append(batch)
-            seen += len(next(iter(batch.values())))
+            seen += batch.size
         table = config.table(self.amax)
         suspects = sorted(self.layers, key=lambda layer: -self.proxy.get(layer[0], 0.0))
         stop = self._deadline.within(self.ranking_share * self._deadline.left())
@@ -238,8 +239,8 @@ class Search:
             rows += [row for row in layer_sensitivity(self.model, subset, self.precision, batches,
                                                       classifier=self.spec.task == "classification",
                                                       unquantized=self.unquantized)
-                     if row["node"] in {name for name, _ in group}]
-        measured = [row["node"] for row in sorted(rows, key=lambda row: row["cosine"])]
+                     if row.node in {name for name, _ in group}]
+        measured = [row.node for row in sorted(rows, key=lambda row: row.cosine)]
         unmeasured = [name for name, _ in suspects if name not in set(measured)]
         if unmeasured:
             self._phase(f"measured {len(measured)} of {len(self.layers)} layers; the rest ranked by local quantization noise")
@@ -309,21 +310,21 @@ def bisect_fewest(low: int, high: int, passes: Callable[[int], bool], stop: Call
     return high
 
 
-def load_batches(spec: ModelSpec, directory, batch_size: int, limit: int | None = None) -> list[dict[str, np.ndarray]]:
-    """Return the samples of `directory` as a list of input batches, held in memory for every trial."""
+def load_batches(spec: ModelSpec, directory, batch_size: int, limit: int | None = None) -> list[Batch]:
+    """Return the samples of `directory` as a list of batches, held in memory for every trial."""
     from trtpipe import data
 
-    return [b.arrays for b in data.iter_batches(spec, directory, batch_size, limit)]
+    return list(data.iter_batches(spec, directory, batch_size, limit))
 
 
-def first_samples(batches: Sequence[dict[str, np.ndarray]], samples: int) -> list[dict[str, np.ndarray]]:
+def first_samples(batches: Sequence[Batch], samples: int) -> list[Batch]:
     """Return the leading batches of `batches` that hold at least `samples` samples (all when fewer)."""
     taken, seen = [], 0
     for batch in batches:
         if seen >= samples:
             break
         taken.append(batch)
-        seen += len(next(iter(batch.values())))
+        seen += batch.size
     return taken
 
 
@@ -332,31 +333,44 @@ def baseline_outputs(model, batches: Sequence[Batch]) -> list[dict[str, np.ndarr
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     with OnnxRunner("baseline", model=model) as runner:
-        return [runner(batch) for batch in batches]
+        return [runner(batch.arrays) for batch in batches]
 
 
-def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_dir, validation_dir=None,
-         baseline_path=None, labels: dict[str, int] | None = None, budget_seconds: float = 600.0,
-         tuning_samples: int | None = None, batch_size: int = 16, slack: float = 0.1, search_unquantized: str = "fp32",
-         confidence: float = 0.9, ladder: bool = True,
-         on_trial: Callable[[Trial, Trial | None], None] | None = None,
-         on_phase: Callable[[str], None] | None = None, deadline: Deadline | None = None) -> TuneResult:
+@dataclass(frozen=True, kw_only=True)
+class TuneOptions:
+    """How `tune` searches and confirms; each default is the CLI's."""
+
+    validation_dir: Path | None = None  # confirms the choice on samples the search never saw; None: not confirmed
+    baseline_path: Path | None = None  # the FP32 ONNX outputs are compared with; None: the model itself (a
+    # SmoothQuant model is compared with the original it came from)
+    labels: dict[str, int] | None = None  # sample id -> class, for accuracy on the validation set
+    budget_seconds: float = 600.0
+    tuning_samples: int | None = None  # the first calibration samples that judge each trial; None: all
+    batch_size: int = 16
+    slack: float = 0.1  # Search.slack
+    search_unquantized: str = "fp32"  # Search.unquantized
+    confidence: float = 0.9  # share metrics pass when their lower bound at this confidence does
+    ladder: bool = True  # a choice that fails on validation: find the fewest more layers in FP16 that pass (confirm_ladder)
+    # None: none; the search ends by it too, and no confirmation on the validation set starts after it
+    # (result.stopped then says what it cut short)
+    deadline: Deadline | None = None
+
+
+def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_dir, options: TuneOptions | None = None,
+         *, on_trial: Callable[[Trial, Trial | None], None] | None = None,
+         on_phase: Callable[[str], None] | None = None) -> TuneResult:
     """Return the fastest configuration of `model_path` in `precision` that meets the spec on the
-    calibration data, confirmed on `validation_dir` when given.
+    calibration data, confirmed on `options.validation_dir` when given.
 
-    Histograms are collected once over every calibration sample; the first `tuning_samples` of them
-    (default: all) judge each trial, share metrics by their lower bound at `confidence`.
-    `baseline_path`: the FP32 ONNX the outputs are compared with (default: the model itself; a
-    SmoothQuant model is compared with the original it came from). `ladder`: when the search's choice
-    fails on validation, find the fewest more layers kept in FP16 that pass there (`confirm_ladder`).
-    `deadline` (None: none): the search ends by it too, and no confirmation on the validation set
-    starts after it; `result.stopped` then says what it cut short.
+    Histograms are collected once over every calibration sample; `options` (None: TuneOptions()'s
+    defaults) says which judge each trial and how. `on_trial` and `on_phase` hear of each trial and
+    step as it happens.
     """
+    options = options or TuneOptions()
     from trtpipe.calibrate import DEFAULT_METHOD, calibrated_graph
     from trtpipe.calibrators.choose import CHOICE_SAMPLES, choose_amax
     from trtpipe.calibrators.collect import collect_histograms
     from trtpipe.calibrators.graph import activation_inputs, constant_names, quantized_activations
-    from trtpipe.config import parse_shapes
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import node_matches
     from trtpipe.graph.toolkit import label
@@ -368,66 +382,67 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     if precision not in (Precision.INT8, Precision.FP8):
         raise TrtpipeError(f"--precision {precision}: tune searches int8 or fp8")
     model = calibrated_graph(onnxio.load(model_path), spec)  # the graph whose tensor names the typed passes and caches use
-    baseline = onnxio.load(baseline_path) if baseline_path else model
-    thresholds = thresholds_for(str(precision), spec)
+    baseline = onnxio.load(options.baseline_path) if options.baseline_path else model
+    thresholds = thresholds_for(precision, spec)
     # Before any data is read: a named metric no output's task judges (inferred or the spec's) is refused, as validate refuses it
-    named = require_named(spec, str(precision), baseline, Path(baseline_path or model_path).name)
+    named = require_named(spec, precision, baseline, Path(options.baseline_path or model_path).name)
     tensors = quantized_activations(model)
     if not tensors:
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
     gpu = gpu_for(target)
-    if str(precision) not in gpu.tflops:
+    if precision not in gpu.tflops:
         raise TrtpipeError(f"--precision {precision}: the {gpu.name} has no {precision} tensor cores; pick another --target")
     if on_phase:
         on_phase("reading the calibration data and collecting histograms")
-    batches = load_batches(spec, calibration_dir, batch_size)
-    if validation_dir is not None:
-        load_batches(spec, validation_dir, batch_size)  # read now: a file it cannot use is told before the search, not after
-    histograms = collect_histograms(model, tensors, batches)
+    batches = load_batches(spec, calibration_dir, options.batch_size)
+    if options.validation_dir is not None:
+        load_batches(spec, options.validation_dir, options.batch_size)  # read now: a file it cannot use is told before the search, not after
+    histograms = collect_histograms(model, tensors, [b.arrays for b in batches])
     amax = amax_by_method(histograms, precision)
     if on_phase:
         on_phase("choosing each tensor's method (auto: the least error at its layer's output)")
-    amax["auto"] = choose_amax(model, histograms, first_samples(batches, CHOICE_SAMPLES), str(precision))[0]
-    tuning = first_samples(batches, tuning_samples) if tuning_samples is not None else batches
-    seen = sum(len(next(iter(b.values()))) for b in tuning)
+    amax["auto"] = choose_amax(model, histograms, [b.arrays for b in first_samples(batches, CHOICE_SAMPLES)],
+                               str(precision))[0]
+    tuning = first_samples(batches, options.tuning_samples) if options.tuning_samples is not None else batches
+    seen = sum(b.size for b in tuning)
     wanted = baseline_outputs(baseline, tuning)
 
-    opt = {name: triple[1] for name, triple in parse_shapes([f"{k}:{v}" for k, v in spec.shapes.items()], "--spec shapes").items()}
-    feeds = synthetic_feeds(spec.inputs, opt, batch_size)
+    opt = {name: shapes.opt for name, shapes in spec.shapes.items()}
+    feeds = synthetic_feeds(spec.inputs, opt, options.batch_size)
     costs = cost_model(model, gpu, feeds)
     constants = constant_names(model)
-    nodes = quantizable_layers(model, Config(DEFAULT_METHOD[str(precision)]).table(amax), spec.min_weights, precision)
+    nodes = quantizable_layers(model, Config(DEFAULT_METHOD[precision]).table(amax), spec.min_weights, precision)
     layers = [(label(n), activation_inputs(n, constants)) for n in nodes]
     grid = "fp8" if precision is Precision.FP8 else "int8"
-    default_amax = amax[DEFAULT_METHOD[str(precision)]]
+    default_amax = amax[DEFAULT_METHOD[precision]]
     proxy = {label(n): sum(local_noise(histograms[t], default_amax[t], grid) for t in activation_inputs(n, constants))
              + weight_noise(model, n, constants, precision) for n in nodes}
-    search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(str(precision), quantized),
-                    tuning, wanted, thresholds, budget_seconds, slack=slack, confidence=confidence,
-                    unquantized=search_unquantized, proxy=proxy, on_trial=on_trial, on_phase=on_phase,
-                    named=named if validation_dir is None else {}, deadline=deadline)
-    default = Config(DEFAULT_METHOD[str(precision)],
+    search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(precision, quantized),
+                    tuning, wanted, thresholds, options.budget_seconds, slack=options.slack, confidence=options.confidence,
+                    unquantized=options.search_unquantized, proxy=proxy, on_trial=on_trial, on_phase=on_phase,
+                    named=named if options.validation_dir is None else {}, deadline=options.deadline)
+    default = Config(DEFAULT_METHOD[precision],
                      exclude=tuple(sorted(label(n) for n in nodes if node_matches(n, spec.exclude))))
     chosen = search.run(default)
     result = TuneResult(search.trials, chosen, chosen.config.table(amax), gpu.name,
                         {k: tuple(v.shape) for k, v in feeds.items()}, thresholds, seen,
-                        sum(len(next(iter(b.values()))) for b in batches), search_unquantized, confidence)
-    if validation_dir is not None:
+                        sum(b.size for b in batches), options.search_unquantized, options.confidence)
+    if options.validation_dir is not None:
         if on_phase:
             on_phase("confirming on the validation set (never seen by the search)")
 
         def check(config: Config, name: str):
-            return confirm(model, baseline, config, amax, spec, precision, validation_dir, labels, thresholds,
-                           batch_size, name, named)
+            return confirm(model, baseline, config, amax, spec, precision, options.validation_dir, options.labels,
+                           thresholds, options.batch_size, name, named)
 
-        if deadline is not None and deadline.passed():
+        if options.deadline is not None and options.deadline.passed():
             result.stopped = "the confirmation on the validation set: the budget ran out before it"
             return result
         result.validation = check(chosen.config, "tuned")
-        if deadline is None or not deadline.passed():  # the report's comparison; the tuned one matters more
+        if options.deadline is None or not options.deadline.passed():  # the report's comparison; the tuned one matters more
             result.default_validation = check(default, "default")
-        if ladder and not result.validation.passed:
-            confirm_ladder(result, search, check, on_phase, deadline)
+        if options.ladder and not result.validation.passed:
+            confirm_ladder(result, search, check, on_phase, options.deadline)
     return result
 
 
@@ -475,7 +490,7 @@ def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None, dea
         result.table = result.confirmed.config.table(search.amax)
 
 
-def require_named(spec: ModelSpec, precision: str, baseline, name: str) -> dict[str, str]:
+def require_named(spec: ModelSpec, precision: Precision, baseline, name: str) -> dict[str, str]:
     """Return the metrics the spec names for `precision` (validate.named_thresholds), having raised, as
     validate does (validate.require_judged), on any that no task of the `baseline` model's outputs judges:
     the spec's task or the one inferred from the outputs."""
@@ -499,5 +514,5 @@ def confirm(model, baseline, config: Config, amax, spec: ModelSpec, precision: P
     typed = typed_model(model, precision, config.table(amax), exclude=config.exclude, min_weights=spec.min_weights)
     with OnnxRunner(f"{spec.name}.{precision}.{name}.onnx", model=typed) as candidate, \
             OnnxRunner(f"{spec.name}.onnx", model=baseline) as base:
-        return compare(candidate, base, spec, directory, str(precision), labels, thresholds, batch_size,
+        return compare(candidate, base, spec, directory, precision, labels, thresholds, batch_size,
                        show_progress=False, named=named)

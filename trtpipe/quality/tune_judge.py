@@ -10,11 +10,9 @@ from statistics import NormalDist
 
 import numpy as np
 
-from trtpipe.config import ModelSpec
+from trtpipe.data import Batch
 from trtpipe.quality.validate import SHARES
-
-Batch = Mapping[str, np.ndarray]
-
+from trtpipe.spec import ModelSpec
 
 # A share metric (SHARES: a sample agrees or not) on a tuning split of n samples is an estimate that
 # moves by about sqrt(p(1-p)/n), and a search that keeps the fastest configuration that passes picks
@@ -85,7 +83,7 @@ def task_metrics(typed, spec: ModelSpec, batches: Sequence[Batch], wanted: Seque
     from trtpipe.quality.tasks import judge_model, make_tasks
     from trtpipe.quality.validate import judge
 
-    judged = judge_model(typed, lambda outputs: make_tasks(spec, outputs), batches, wanted, "tuning")
+    judged = judge_model(typed, lambda outputs: make_tasks(spec, outputs), [b.arrays for b in batches], wanted, "tuning")
     summaries, checks = judge([task for task, _ in judged], "", dict(thresholds), dict(named or {}))
     result: dict[str, float] = {}
     counts: dict[str, int] = {}

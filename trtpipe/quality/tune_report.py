@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe.calibrators.cache import render
-from trtpipe.config import ModelSpec, toml_string
 from trtpipe.files import Outputs, ensure_dir, json_text, staged_outputs
 from trtpipe.quality.tune import Trial, TuneResult
+from trtpipe.spec import ModelSpec, toml_string
+from trtpipe.targets import Precision
 
 
 def exclusions_path(cache: str | os.PathLike) -> Path:
@@ -22,13 +23,13 @@ def exclusions_path(cache: str | os.PathLike) -> Path:
     return cache.with_name((cache.name.removesuffix(".cache")) + ".toml")
 
 
-def exclusions_toml(result: TuneResult, precision: str) -> str:
+def exclusions_toml(result: TuneResult, precision: Precision) -> str:
     """Return the TOML `build --exclude @FILE` reads: [quantize] exclude, then what the search found."""
     chosen = result.chosen
     config, seconds, _ = result.written
     lines = ["# Written by 'trtpipe tune'; build reads [quantize] exclude with --exclude @this-file.",
              "[quantize]", "exclude = [" + ", ".join(toml_string(n) for n in config.exclude) + "]", "",
-             "[tune]", f"precision = {toml_string(precision)}", f"gpu = {toml_string(result.gpu)}",
+             "[tune]", f"precision = {toml_string(str(precision))}", f"gpu = {toml_string(result.gpu)}",
              f"estimated_ms = {seconds * 1e3:.6g}  # estimated: trtpipe.quality.cost, not measured",
              f"method = {toml_string(config.method)}", f"passed_on_tuning_split = {str(chosen.passed).lower()}",
              f"tuning_samples = {result.tuning_samples}", f"confidence = {result.confidence:g}",
@@ -46,7 +47,7 @@ def exclusions_toml(result: TuneResult, precision: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_tuned(result: TuneResult, cache: str | os.PathLike, precision: str, outputs: Outputs | None = None) -> list[Path]:
+def write_tuned(result: TuneResult, cache: str | os.PathLike, precision: Precision, outputs: Outputs | None = None) -> list[Path]:
     """Write the tuned cache and its exclusions file (with `outputs`: staged there); return their paths.
     The cache is renamed last: it is what make waits for, so it only appears once both are whole."""
     cache = Path(cache)
@@ -102,20 +103,20 @@ def _row(trial: Trial, chosen: Trial) -> str:
             f"{trial.seconds * 1e3:.4f} | {metrics} | {'pass' if trial.passed else 'fail'} |")
 
 
-def report_paths(spec: ModelSpec, precision: str, directory: str | os.PathLike) -> list[Path]:
+def report_paths(spec: ModelSpec, precision: Precision, directory: str | os.PathLike) -> list[Path]:
     """Return the report files tune writes: `<model>.<precision>.tune.json`, `.md` and `.png`."""
     stem = f"{spec.name}.{precision}.tune"
     return [Path(directory) / f"{stem}.{suffix}" for suffix in ("json", "md", "png")]
 
 
-def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory: str | os.PathLike,
+def write_report(result: TuneResult, spec: ModelSpec, precision: Precision, directory: str | os.PathLike,
                  outputs: Outputs | None = None) -> list[Path]:
     """Write `<model>.<precision>.tune.json`, `.md` and `.png` (accuracy against estimated latency);
     with `outputs`: staged there, committed with the tuned cache."""
     directory = ensure_dir(directory, "--report")
     chosen = result.chosen
     default = next((t for t in result.trials if t.step == "default"), None)
-    body = {"model": spec.name, "precision": precision, "gpu": result.gpu, "estimated": True,
+    body = {"model": spec.name, "precision": str(precision), "gpu": result.gpu, "estimated": True,
             "batch": {k: list(v) for k, v in result.batch.items()}, "thresholds": result.thresholds,
             "tuning_samples": result.tuning_samples, "calibration_samples": result.calibration_samples,
             "search_unquantized": result.search_unquantized, "confidence": result.confidence,
@@ -132,7 +133,7 @@ def write_report(result: TuneResult, spec: ModelSpec, precision: str, directory:
     return paths
 
 
-def _write_report_files(result: TuneResult, spec: ModelSpec, precision: str, body: dict, paths: list[Path],
+def _write_report_files(result: TuneResult, spec: ModelSpec, precision: Precision, body: dict, paths: list[Path],
                         staged: Outputs) -> None:
     chosen = result.chosen
     staged.write(paths[0], json_text(body), "--report")

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe import data
-from trtpipe.config import ModelSpec
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import ensure_dir, json_text, read_text_input, staged_outputs
 from trtpipe.progress import progress_bar
 from trtpipe.quality.tasks import Task, check_inputs, make_tasks
 from trtpipe.runtime.runner import Runner
+from trtpipe.spec import ModelSpec
 
 # Minimums per precision. A metric applies to an output only when its task judges it (top-1
 # agreement to a classifier, mAP to a detector...). The cosine and top-1 figures were chosen from

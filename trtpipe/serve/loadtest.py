@@ -167,7 +167,7 @@ def _ready(client: Client) -> bool:
 def load_samples(options: LoadOptions, data_dir, spec_path, limit: int) -> list[dict[str, np.ndarray]]:
     """Return request payloads of `options.batch` samples each, read from `data_dir` with the server's inputs."""
     from trtpipe import data
-    from trtpipe.config import InputSpec, ModelSpec, load_spec
+    from trtpipe.spec import InputSpec, ModelSpec, load_spec
 
     data.list_files(data_dir)  # the files are told before the server is asked
     if spec_path:
@@ -180,8 +180,9 @@ def load_samples(options: LoadOptions, data_dir, spec_path, limit: int) -> list[
         inputs = [InputSpec(i["name"], [int(d) for d in i["shape"]], np.dtype(triton_to_np_dtype(i["datatype"])).name)
                   for i in meta["inputs"]]
         spec = ModelSpec(name=options.model, root=Path(data_dir), inputs=inputs)
-    payloads = [batch.arrays for batch in data.iter_batches(spec, data_dir, options.batch, limit)]
-    return [p for p in payloads if len(next(iter(p.values()))) == options.batch] or payloads
+    batches = list(data.iter_batches(spec, data_dir, options.batch, limit))
+    full = [b for b in batches if b.size == options.batch] or batches  # a short last batch only when it is all there is
+    return [b.arrays for b in full]
 
 
 def _expected(check_path, payloads, client: Client, options: LoadOptions) -> tuple[list[dict] | None, str | None]:

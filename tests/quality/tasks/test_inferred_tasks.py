@@ -10,8 +10,8 @@ import pytest
 from damage import scale_channels
 
 from models import save, save_batches, yolo_like
-from trtpipe.config import OutputSpec
 from trtpipe.quality.tasks.detection import decode, infer_layout, yolox_grid
+from trtpipe.spec import OutputSpec
 
 
 @pytest.fixture(scope="module")

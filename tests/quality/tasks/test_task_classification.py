@@ -9,9 +9,9 @@ from damage import scale_layer, zero_channel
 from shipped import ROOT, shipped
 
 from trtpipe import data
-from trtpipe.config import load_spec
 from trtpipe.quality.validate import compare, thresholds_for, write_report
 from trtpipe.runtime.onnxrt import OnnxRunner
+from trtpipe.spec import load_spec
 
 SPEC = ROOT / "models" / "digits" / "model.toml"
 

@@ -10,9 +10,9 @@ import pytest
 from damage import scale_layer
 from zoo import PPOCR_DET, page_photos, wheel_model
 
-from trtpipe.config import load_spec
 from trtpipe.quality.validate import compare, thresholds_for
 from trtpipe.runtime.onnxrt import OnnxRunner
+from trtpipe.spec import load_spec
 
 SPEC = """name = "ppocr-det"
 [[inputs]]

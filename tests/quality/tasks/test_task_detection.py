@@ -10,9 +10,9 @@ import pytest
 from damage import scale_layer, shift_boxes, zero_channel
 from zoo import YOLOV8N, Recorded, face_photos, wheel_model
 
-from trtpipe.config import load_spec
 from trtpipe.quality.validate import compare, thresholds_for
 from trtpipe.runtime.onnxrt import OnnxRunner
+from trtpipe.spec import load_spec
 
 SPEC = """name = "yolov8n"
 task = "detection"

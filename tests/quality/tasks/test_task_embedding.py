@@ -10,9 +10,9 @@ from damage import scale_layer
 from onnx import helper
 from shipped import ROOT, shipped
 
-from trtpipe.config import load_spec
 from trtpipe.quality.validate import compare, thresholds_for, write_report
 from trtpipe.runtime.onnxrt import OnnxRunner
+from trtpipe.spec import load_spec
 
 SPEC = ROOT / "models" / "minilm" / "model.toml"
 LIMIT = 16  # one batch: a transformer on a shared CPU is slow; enough for 5-neighbour sets

@@ -146,9 +146,9 @@ def test_centerface_fp16_passes_on_its_faces_and_a_dropped_face_or_moved_landmar
     from damage import DamagedRunner, one_face_zeroed
     from zoo import Recorded
 
-    from trtpipe.config import load_spec
     from trtpipe.quality.validate import compare, thresholds_for
     from trtpipe.runtime.onnxrt import OnnxRunner
+    from trtpipe.spec import load_spec
 
     spec = load_spec(centerface / "model.toml")
     with OnnxRunner(centerface / "centerface.fp16.onnx") as fp16, OnnxRunner(centerface / "centerface.onnx") as fp32:

@@ -9,10 +9,10 @@ import pytest
 from damage import favour_class
 
 from models import ctc_head, save, save_batches, unbatched
-from trtpipe.config import OutputSpec
 from trtpipe.quality.tasks import make_task
 from trtpipe.quality.tasks.sequence import ctc_greedy, edit_distance, tags
 from trtpipe.quality.validate import DEFAULT_THRESHOLDS, judge
+from trtpipe.spec import OutputSpec
 
 SPEC = '[[outputs]]\nname = "probs"\ntask = "sequence"\n'
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from models import conv_net, mlp, save, save_batches
-from trtpipe.config import OutputSpec, load_spec
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.tasks import Degenerate, make_task, make_tasks
 from trtpipe.quality.tasks.classification import margins, probabilities
@@ -15,6 +14,7 @@ from trtpipe.quality.tasks.detection import Detections, average_precision, decod
 from trtpipe.quality.tasks.embedding import nearest, neighbour_agreement
 from trtpipe.quality.validate import Check, deciding, headline
 from trtpipe.runtime.runner import IOSpec
+from trtpipe.spec import OutputSpec, load_spec
 
 
 def test_iou_hand_computed():

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trtpipe.quality.tasks import Task
+from trtpipe.quality.tasks.base import Task
 
 MARGIN = 0.25  # FP32 is "confident" when its top class beats the runner-up by 25 points of probability
 FLIPS_KEPT = 8

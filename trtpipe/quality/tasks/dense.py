@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.quality.tasks import Degenerate, Task
+from trtpipe.quality.tasks.base import Degenerate, Task
 from trtpipe.quality.tasks.generic import channel_axis
 
 THRESHOLD = 0.5  # a probability map's foreground; PP-OCR's DB post-processing uses 0.3

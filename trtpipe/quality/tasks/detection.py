@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.quality.tasks import Degenerate, Task
+from trtpipe.quality.tasks.base import Degenerate, Task
 
 LAYOUTS = {
     "yolov8": "[batch, 4+classes, boxes]: cx, cy, w, h, then one score per class",

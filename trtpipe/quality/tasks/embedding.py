@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from trtpipe.quality.metrics import cosine_per_sample
-from trtpipe.quality.tasks import Task
+from trtpipe.quality.tasks.base import Task
 
 NEIGHBOURS = 5  # k of the k-nearest-neighbour sets compared
 # A neighbour the candidate finds counts as kept when FP32 puts it within this much cosine similarity

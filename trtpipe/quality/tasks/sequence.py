@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.quality.tasks import Degenerate, Task
+from trtpipe.quality.tasks.base import Degenerate, Task
 
 BLANK = 0  # PaddleOCR's, and PyTorch's nn.CTCLoss default
 STEP_AXIS = 1  # [batch, steps, classes]

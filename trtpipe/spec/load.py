@@ -1,0 +1,156 @@
+"""A spec loaded: model.toml read, checked against the schema and turned into a ModelSpec.
+
+load_spec is where a model.toml is parsed; resolve_inputs checks it against the model;
+spec_from_onnx stands in for a spec when a command runs without --spec.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from trtpipe.errors import TrtpipeError
+from trtpipe.files import read_text_input
+from trtpipe.spec.model import InputSpec, ModelSpec, OutputSpec, Preprocess, ShapeRange
+from trtpipe.spec.schema import validate_raw
+from trtpipe.spec.shapes import parse_shapes
+from trtpipe.spec.toml_text import tomllib
+from trtpipe.spec.validators import Invalid, did_you_mean
+
+
+def load_spec(path: str | os.PathLike) -> ModelSpec:
+    """Return the spec in the TOML file at `path`; relative paths in it are relative to the file."""
+    path = Path(path)
+    text = read_text_input(path, f"--spec {path}", "pass the model's model.toml ('trtpipe init' writes one)")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TrtpipeError(f"--spec {path}: not valid TOML ({exc}); fix the file") from None
+    try:
+        raw = validate_raw(raw)
+    except Invalid as exc:
+        raise TrtpipeError(f"--spec {path}: {exc}") from None
+    shapes = parse_shapes([f"{k}:{v}" for k, v in raw.get("shapes", {}).items()], f"--spec {path}: [shapes]")
+    root = path.parent
+    inputs = [InputSpec(i["name"], list(i["shape"]), i.get("dtype", "float32"),
+                        batch_axis=i.get("batch_axis", 0) if i.get("batched", True) else None, value=i.get("value"))
+              for i in raw.get("inputs", [])]
+    for spec in inputs:
+        if spec.batch_axis is not None and not 0 <= spec.batch_axis < max(len(spec.shape), 1):
+            raise TrtpipeError(f"--spec {path}: [[inputs]] {spec.name}: batch_axis {spec.batch_axis} is not an axis "
+                               f"of shape {spec.shape}")
+    names = [i.name for i in inputs]
+    if len(set(names)) != len(names):
+        raise TrtpipeError(f"--spec {path}: [[inputs]] names an input twice; list each once")
+    pre = raw.get("preprocess")
+    preprocess = None
+    if pre is not None:
+        defaults = Preprocess()
+        preprocess = Preprocess(
+            size=tuple(pre.get("size", defaults.size)), resize=pre.get("resize"), color=pre.get("color", defaults.color),
+            scale=pre.get("scale", defaults.scale), mean=pre.get("mean", defaults.mean), std=pre.get("std", defaults.std),
+            layout=pre.get("layout", defaults.layout), dtype=pre.get("dtype", defaults.dtype),
+        )
+    data = raw.get("data", {})
+    quantize = raw.get("quantize", {})
+
+    def rel(key):
+        return (root / data[key]).resolve() if key in data else None
+
+    spec = ModelSpec(
+        name=raw.get("name", root.name), root=root, task=raw.get("task"), inputs=inputs,
+        preprocess=preprocess, shapes=shapes, calibration=rel("calibration"),
+        validation=rel("validation"), labels=rel("labels"), thresholds=raw.get("thresholds", {}),
+        smooth=quantize.get("smooth"), exclude=quantize.get("exclude", []), block_size=quantize.get("block_size"),
+        min_weights=quantize.get("min_weights", 0),
+        outputs=[OutputSpec(**{"task": raw.get("task", "generic"), **o}) for o in raw.get("outputs", [])],
+        path=path,
+    )
+    check_thresholds(spec)
+    return spec
+
+
+def check_thresholds(spec: ModelSpec) -> None:
+    """Raise unless every metric in [thresholds] is judged by a task the spec names ([[outputs]]' tasks,
+    else the top-level task): a minimum no task checks would pass silently, whatever the candidate does."""
+    from trtpipe.quality.tasks import judged_by
+
+    if not spec.outputs and spec.task is None:
+        return  # inferred from the model when it runs: validation checks the metrics then (require_judged)
+    tasks = sorted({o.task for o in spec.outputs} if spec.outputs else {spec.task})
+    judged = list(dict.fromkeys(m for task in tasks for m in judged_by(task)))
+    for precision, limits in spec.thresholds.items():
+        for metric in limits:
+            if metric not in judged:
+                raise TrtpipeError(f"--spec {spec.path}: [thresholds.{precision}] {metric} is not judged for task "
+                                   f"{', '.join(tasks)}, which judges {', '.join(judged)}; use one of those, or name "
+                                   f"the output it applies to in [[outputs]] with a task that judges it")
+
+
+def resolve_inputs(spec: ModelSpec, model, model_path: str | os.PathLike) -> ModelSpec:
+    """Return `spec` checked against the model's inputs; a spec that lists none takes the model's.
+
+    An [[inputs]] name the model lacks, or a model input the spec leaves out, is an error: data
+    would otherwise be fed to the wrong tensor or not at all.
+    """
+    found = spec_from_onnx(model, model_path).inputs
+    where = f"--spec {spec.path}" if spec.path else "--spec"
+    if not spec.inputs:
+        spec.inputs = found
+    else:
+        model_names = [i.name for i in found]
+        for item in spec.inputs:
+            if item.name not in model_names:
+                raise TrtpipeError(f"{where}: [[inputs]] names '{item.name}' but {model_path} has no such input "
+                                   f"(it has {', '.join(model_names) or 'none'}){did_you_mean(item.name, model_names, repr)}")
+        missing = [n for n in model_names if n not in {i.name for i in spec.inputs}]
+        if missing:
+            raise TrtpipeError(f"{where}: {model_path} has an input '{missing[0]}' that [[inputs]] does not list; add it")
+    names = [i.name for i in spec.inputs]
+    for name in spec.shapes:
+        if name not in names:
+            raise TrtpipeError(f"{where}: [shapes] names '{name}' but {model_path} has no such input "
+                               f"(it has {', '.join(names)}){did_you_mean(name, names, repr)}")
+    return spec
+
+
+def load_exclusions(path: str | os.PathLike) -> list[str]:
+    """Return the [quantize] exclude list of a TOML file (a spec, or the .toml 'trtpipe tune' writes)."""
+    path = Path(path)
+    text = read_text_input(path, f"--exclude @{path}", "make it with 'trtpipe tune'")
+    try:
+        raw = tomllib.loads(text)
+        names = raw.get("quantize", {}).get("exclude", [])
+    except (tomllib.TOMLDecodeError, AttributeError):
+        raise TrtpipeError(f"--exclude @{path}: not a TOML file with [quantize] exclude; rerun 'trtpipe tune'") from None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise TrtpipeError(f"--exclude @{path}: [quantize] exclude must be a list of node names")
+    return names
+
+
+def spec_from_onnx(model, path: str | os.PathLike) -> ModelSpec:
+    """Return a spec with just the inputs of `model`, for commands run without --spec."""
+    from onnx import helper
+
+    inputs = []
+    initializers = {init.name for init in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
+        dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+        inputs.append(InputSpec(value.name, shape, dtype))
+    return ModelSpec(name=Path(path).stem, root=Path(path).parent, inputs=inputs)
+
+
+def decided_inputs(spec: ModelSpec | None) -> tuple[dict[str, ShapeRange], dict]:
+    """Return what a spec fixes of the inputs: ({input: ShapeRange} from [shapes], {input: array} from values)."""
+    import numpy as np
+
+    if spec is None:
+        return {}, {}
+    shapes = dict(spec.shapes)
+    fixed = {i.name: np.full([max(d, 1) for d in i.shape], i.value, i.dtype) for i in spec.inputs if i.value is not None}
+    return shapes, fixed
+
