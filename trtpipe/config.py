@@ -80,7 +80,7 @@ class OutputSpec:
     margin: float | None = None
     neighbours: int | None = None
     threshold: float | None = None
-    blank: int | None = None
+    blank: int | None = None  # NO_BLANK: no class is padding (a tagger whose padding a mask input marks)
     step_axis: int | None = None
     # face: the heatmap's sibling maps, by role, and the cells' size in input pixels (None: the
     # input's size over the heatmap's)
@@ -192,6 +192,19 @@ def _axis_or_none(value, where):
 
 _axis_or_none.kind = 'integer or "none"'
 
+NO_BLANK = -1  # [[outputs]] blank = "none": every class is a real tag, none is dropped
+
+
+def _class_or_none(value, where):
+    if value == "none":
+        return NO_BLANK
+    if isinstance(value, str):
+        raise _Invalid(f"{where} is {value!r}; write a class index (an integer) or \"none\" for a tagger with no padding class")
+    return _integer(value, where)
+
+
+_class_or_none.kind = 'integer or "none"'
+
 
 def _choice(*choices):
     def check(value, where):
@@ -286,7 +299,7 @@ SCHEMA = {
     "outputs": _array_of_tables(_table({"name": _string, "task": _choice(*TASKS), "layout": _string, "conf": _number,
                                         "iou": _number, "classes": _integer, "score_output": _string,
                                         "class_output": _string, "margin": _number, "neighbours": _integer,
-                                        "threshold": _number, "blank": _integer, "step_axis": _integer,
+                                        "threshold": _number, "blank": _class_or_none, "step_axis": _integer,
                                         "scale_output": _string, "offset_output": _string,
                                         "landmark_output": _string, "stride": _integer,
                                         "decode": _choice("ctc", "tags"), "batch_axis": _axis_or_none}, "outputs",
@@ -353,7 +366,8 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.batch_axis": ("0", ("the axis samples stack on: 1 for an RNN state [layers, batch, hidden] "
                                  "(else its layers are judged as the samples); \"none\" for an output without one "
                                  "([seq_len]): the whole tensor is one sample per run")),
-    "outputs.blank": ("0", "sequence: the CTC blank class, dropped after repeats are collapsed"),
+    "outputs.blank": ("0", ("sequence: the CTC blank class, dropped after repeats are collapsed; with decode = \"tags\", "
+                            "the padding's class, or \"none\" when every class is a tag (the padding marked by a mask input)")),
     "outputs.step_axis": ("1", "sequence: the output's axis of time steps ([batch, steps, classes]); classes on the other"),
     "outputs.scale_output": ("inferred", ("face (this entry the heatmap [batch, 1, h, w]): the box sizes [batch, 2, h, w], "
                                           "log height and width in cells")),
