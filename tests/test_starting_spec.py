@@ -29,6 +29,17 @@ def test_guesses_each_task_from_shapes():
     assert guess_task(image, facts(("x", [-1, 7, 7, 7, 7], "float32"))).task == "generic"
 
 
+def test_a_token_tagger_is_a_sequence_of_tags_and_an_encoder_an_embedding():
+    """khmersm's [1, characters, 2] B/I scores and Slovorez's 27 morpheme tags were guessed embeddings."""
+    chars = facts(("x", [-1, -1], "int64"), ("mask", [-1, -1], "bool"))
+    tagger = guess_task(chars, facts(("emissions", [1, -1, 2], "float32")))
+    assert tagger.task == "sequence" and tagger.keys == {"decode": "tags"} and "1x?x2" in tagger.why
+    assert guess_task(facts(("input_layer", [-1, -1], "int32")), facts(("output_0", [-1, -1, 27], "float16"))).task == "sequence"
+    tokens = facts(("input_ids", [-1, -1], "int64"), ("attention_mask", [-1, -1], "int64"))
+    assert guess_task(tokens, facts(("last_hidden_state", [-1, -1, 384], "float32"))).task == "embedding"
+    assert guess_task(tokens, facts(("pooled", [-1, -1, 2, 2], "float32"))).task != "sequence"
+
+
 def test_rank3_outputs_tell_detectors_from_recognizers_by_their_shapes():
     """The zoo's rank-3 outputs: YOLOv8n, ddddocr's YOLOX, PP-OCRv4's recognizer (6625 classes), a
     time-first CRNN captcha reader, PicoDet's head split by level, a 32-high English CRNN."""

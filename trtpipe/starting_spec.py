@@ -40,6 +40,9 @@ class TaskGuess:
 # 4 box coordinates (and an objectness score) plus classes: LVIS's 1,203 classes are the most a
 # detector exported today is trained on; a wider last axis is a recognizer's alphabet.
 MOST_DETECTION_CHANNELS = 5 + 1203
+# A token tagger's tags per token (BIO named entities, word or morpheme boundaries) are this many at
+# most; an encoder's hidden state per token is wider (MiniLM 384, tiny BERTs 128).
+MOST_TAGS = 64
 # A text line: recognizers take images at most this high (PP-OCR 48, CRNNs 32, captchas 60-64), and
 # at least twice as wide.
 TEXT_LINE_HEIGHT = 64
@@ -70,6 +73,9 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> TaskGue
     first = floats[0]
     token_input = any(i.dtype.startswith("int") and len(i.shape) == 2 for i in inputs)
     image = next((i for i in inputs if len(i.shape) == 4), None)
+    if token_input and len(first.shape) == 3 and first.shape[1] < 0 and 2 <= first.shape[2] <= MOST_TAGS:
+        return TaskGuess("sequence", f"integer token inputs and output '{first.name}' [{'x'.join(map(_dim, first.shape))}]: "
+                                     "a few tag scores per token, a tagger", {"decode": "tags"})
     if token_input and len(first.shape) in (2, 3):
         return TaskGuess("embedding", f"integer token inputs and a {len(first.shape)}-D float output '{first.name}'")
     if len(first.shape) == 2 and (first.shape[1] == -1 or first.shape[1] >= 2):
