@@ -73,6 +73,26 @@ def test_profile_takes_dynamic_dims_from_a_sample():
     assert profile_shapes([-1, -1], None) is None
 
 
+def test_profile_spans_samples_of_their_own_lengths():
+    assert profile_shapes([-1, -1], (25,), span=((10,), (55,))) == "1x10/8x25/32x55"
+    assert profile_shapes([1, -1, 8], (25, 8), span=((10, 8), (55, 8))) == "1x10x8/1x25x8/1x55x8"
+
+
+def test_init_spans_the_lengths_of_every_file(cli, tmp_path):
+    """khmersm's phrases, one file each at its own length: init wrote the first one's length as MIN, OPT
+    and MAX, and calibrate's longer phrases did not fit the engine's profile."""
+    x = helper.make_tensor_value_info("tokens", TensorProto.INT64, ["N", "T"])
+    y = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", "T"])
+    graph = helper.make_graph([helper.make_node("Cast", ["tokens"], ["out"], to=TensorProto.FLOAT)], "g", [x], [y])
+    models.save(models._model(graph), tmp_path / "t.onnx")
+    (tmp_path / "data").mkdir()
+    for i, length in enumerate([19, 33, 8, 120, 24]):
+        np.save(tmp_path / "data" / f"{i:02d}.npy", np.ones((1, length), np.int64))
+    code, _out, err = cli("init", tmp_path / "t.onnx", "--data", tmp_path / "data", "-o", tmp_path / "t.toml")
+    assert code == 0, err
+    assert '"tokens" = "1x8/8x24/32x120"' in (tmp_path / "t.toml").read_text()
+
+
 def test_profile_keeps_a_fixed_batch():
     assert profile_shapes([1, 3, -1, -1], (3, 384, 512)) == "1x3x384x512/1x3x384x512/1x3x384x512"
 
