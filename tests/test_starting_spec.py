@@ -29,6 +29,17 @@ def test_guesses_each_task_from_shapes():
     assert guess_task(image, facts(("x", [-1, 7, 7, 7, 7], "float32"))).task == "generic"
 
 
+def test_a_token_tagger_is_a_sequence_of_tags_and_an_encoder_an_embedding():
+    """khmersm's [1, characters, 2] B/I scores and Slovorez's 27 morpheme tags were guessed embeddings."""
+    chars = facts(("x", [-1, -1], "int64"), ("mask", [-1, -1], "bool"))
+    tagger = guess_task(chars, facts(("emissions", [1, -1, 2], "float32")))
+    assert tagger.task == "sequence" and tagger.keys == {"decode": "tags"} and "1x?x2" in tagger.why
+    assert guess_task(facts(("input_layer", [-1, -1], "int32")), facts(("output_0", [-1, -1, 27], "float16"))).task == "sequence"
+    tokens = facts(("input_ids", [-1, -1], "int64"), ("attention_mask", [-1, -1], "int64"))
+    assert guess_task(tokens, facts(("last_hidden_state", [-1, -1, 384], "float32"))).task == "embedding"
+    assert guess_task(tokens, facts(("pooled", [-1, -1, 2, 2], "float32"))).task != "sequence"
+
+
 def test_rank3_outputs_tell_detectors_from_recognizers_by_their_shapes():
     """The zoo's rank-3 outputs: YOLOv8n, ddddocr's YOLOX, PP-OCRv4's recognizer (6625 classes), a
     time-first CRNN captcha reader, PicoDet's head split by level, a 32-high English CRNN."""
@@ -60,6 +71,26 @@ def test_profile_takes_dynamic_dims_from_a_sample():
     assert profile_shapes([-1, 3, 224, 224], None) == "1x3x224x224/8x3x224x224/32x3x224x224"
     assert profile_shapes([-1, -1], (128,)) == "1x128/8x128/32x128"
     assert profile_shapes([-1, -1], None) is None
+
+
+def test_profile_spans_samples_of_their_own_lengths():
+    assert profile_shapes([-1, -1], (25,), span=((10,), (55,))) == "1x10/8x25/32x55"
+    assert profile_shapes([1, -1, 8], (25, 8), span=((10, 8), (55, 8))) == "1x10x8/1x25x8/1x55x8"
+
+
+def test_init_spans_the_lengths_of_every_file(cli, tmp_path):
+    """khmersm's phrases, one file each at its own length: init wrote the first one's length as MIN, OPT
+    and MAX, and calibrate's longer phrases did not fit the engine's profile."""
+    x = helper.make_tensor_value_info("tokens", TensorProto.INT64, ["N", "T"])
+    y = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", "T"])
+    graph = helper.make_graph([helper.make_node("Cast", ["tokens"], ["out"], to=TensorProto.FLOAT)], "g", [x], [y])
+    models.save(models._model(graph), tmp_path / "t.onnx")
+    (tmp_path / "data").mkdir()
+    for i, length in enumerate([19, 33, 8, 120, 24]):
+        np.save(tmp_path / "data" / f"{i:02d}.npy", np.ones((1, length), np.int64))
+    code, _out, err = cli("init", tmp_path / "t.onnx", "--data", tmp_path / "data", "-o", tmp_path / "t.toml")
+    assert code == 0, err
+    assert '"tokens" = "1x8/8x24/32x120"' in (tmp_path / "t.toml").read_text()
 
 
 def test_profile_keeps_a_fixed_batch():

@@ -222,7 +222,7 @@ def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int 
                 if pending[name] and pending[name][0].shape != array.shape:
                     raise TrtpipeError(
                         f"{path}: input '{name}' has shape {list(array.shape)} but earlier samples have "
-                        f"{list(pending[name][0].shape)}; pad samples to one shape"
+                        f"{list(pending[name][0].shape)}; pad samples to one shape, or run one a batch (--batch-size 1)"
                     )
                 pending[name].append(array)
             seen += 1

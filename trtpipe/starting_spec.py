@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from trtpipe.data import IMAGE_SUFFIXES, list_files, load_arrays
 from trtpipe.errors import TrtpipeError
 from trtpipe.spec import DTYPES, toml_string
@@ -40,6 +42,9 @@ class TaskGuess:
 # 4 box coordinates (and an objectness score) plus classes: LVIS's 1,203 classes are the most a
 # detector exported today is trained on; a wider last axis is a recognizer's alphabet.
 MOST_DETECTION_CHANNELS = 5 + 1203
+# A token tagger's tags per token (BIO named entities, word or morpheme boundaries) are this many at
+# most; an encoder's hidden state per token is wider (MiniLM 384, tiny BERTs 128).
+MOST_TAGS = 64
 # A text line: recognizers take images at most this high (PP-OCR 48, CRNNs 32, captchas 60-64), and
 # at least twice as wide.
 TEXT_LINE_HEIGHT = 64
@@ -70,6 +75,9 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> TaskGue
     first = floats[0]
     token_input = any(i.dtype.startswith("int") and len(i.shape) == 2 for i in inputs)
     image = next((i for i in inputs if len(i.shape) == 4), None)
+    if token_input and len(first.shape) == 3 and first.shape[1] < 0 and 2 <= first.shape[2] <= MOST_TAGS:
+        return TaskGuess("sequence", f"integer token inputs and output '{first.name}' [{'x'.join(map(_dim, first.shape))}]: "
+                                     "a few tag scores per token, a tagger", {"decode": "tags"})
     if token_input and len(first.shape) in (2, 3):
         return TaskGuess("embedding", f"integer token inputs and a {len(first.shape)}-D float output '{first.name}'")
     if len(first.shape) == 2 and (first.shape[1] == -1 or first.shape[1] >= 2):
@@ -119,22 +127,27 @@ def _dim(d: int) -> str:
     return "?" if d < 0 else str(d)
 
 
-def profile_shapes(spec_shape: list[int], sample_shape: tuple[int, ...] | None, batch_axis: int | None = 0) -> str | None:
+def profile_shapes(spec_shape: list[int], sample_shape: tuple[int, ...] | None, batch_axis: int | None = 0,
+                   span: tuple[tuple[int, ...], tuple[int, ...]] | None = None) -> str | None:
     """Return "MIN/OPT/MAX" for a dynamic input, dims other than the batch taken from a data sample; None if unknown.
 
-    `sample_shape`: one sample's dims, without the batch axis. A fixed batch (an export for batch 1)
-    stays what it is in all three: a profile is refused that does not fit the input's own shape.
-    `batch_axis` None: an input the batch shares, its dims all from the sample.
+    `sample_shape`: one sample's dims, without the batch axis (OPT). `span`: the smallest and largest
+    dims of all the samples read, for MIN and MAX (phrases of their own lengths); None: the sample's.
+    A fixed batch (an export for batch 1) stays what it is in all three: a profile is refused that
+    does not fit the input's own shape. `batch_axis` None: an input the batch shares, its dims all
+    from the sample.
     """
     dims = [d for i, d in enumerate(spec_shape) if i != batch_axis]
-    if any(d < 0 for d in dims):
-        if sample_shape is None or len(sample_shape) != len(dims) or any(s < 1 for s in sample_shape):
-            return None
-        dims = [s if d < 0 else d for d, s in zip(dims, sample_shape)]
+    if any(d < 0 for d in dims) and (sample_shape is None or len(sample_shape) != len(dims)
+                                     or any(s < 1 for s in sample_shape)):
+        return None
+    smallest, largest = span if span is not None else (sample_shape, sample_shape)
+    profile = [[s if d < 0 else d for d, s in zip(dims, seen or dims)] for seen in (smallest, sample_shape, largest)]
     if batch_axis is None:
-        return "/".join(["x".join(map(str, dims))] * 3)
+        return "/".join("x".join(map(str, d)) for d in profile)
     batches = PROFILE_BATCHES if spec_shape[batch_axis] < 0 else (spec_shape[batch_axis],) * 3
-    return "/".join("x".join(str(d) for d in [*dims[:batch_axis], batch, *dims[batch_axis:]]) for batch in batches)
+    return "/".join("x".join(str(d) for d in [*dims[:batch_axis], batch, *dims[batch_axis:]])
+                    for batch, dims in zip(batches, profile))
 
 
 def _first_arrays(directory: Path, inputs: list[TensorFacts]):
@@ -150,6 +163,34 @@ def _first_arrays(directory: Path, inputs: list[TensorFacts]):
                                    "store samples as .npz keyed by input name")
             return _fitting(path, inputs, {t.name: arrays[t.name] for t in inputs})
     return {}
+
+
+# init reads at most this many data files for the sizes of dynamic dims: enough to see a spread of
+# lengths, few enough to stay quick on a large directory.
+FILES_READ_FOR_SHAPES = 256
+
+
+def _sample_spans(directory: Path, inputs: list[TensorFacts], axes: dict[str, int | None]
+                  ) -> dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    """Return {input: (smallest, median, largest dims)} of one sample, over the first .npy/.npz files
+    (FILES_READ_FOR_SHAPES), for the inputs whose samples are all of one rank; others are left out."""
+    seen: dict[str, list[tuple[int, ...]]] = {t.name: [] for t in inputs}
+    for path in [p for p in list_files(directory) if p.suffix.lower() in (".npy", ".npz")][:FILES_READ_FOR_SHAPES]:
+        if path.suffix.lower() == ".npy" and len(inputs) != 1:
+            continue
+        held = load_arrays(path)
+        for tensor in inputs:
+            array = held.get("" if path.suffix.lower() == ".npy" else tensor.name)
+            dims = _sample_dims(tensor, array, axes.get(tensor.name, 0)) if array is not None else None
+            if dims is not None:
+                seen[tensor.name].append(dims)
+    spans = {}
+    for name, shapes in seen.items():
+        if shapes and len({len(s) for s in shapes}) == 1:
+            columns = np.array(shapes)
+            median = tuple(int(v) for v in np.sort(columns, axis=0)[len(shapes) // 2])
+            spans[name] = (tuple(columns.min(axis=0).tolist()), median, tuple(columns.max(axis=0).tolist()))
+    return spans
 
 
 def _fitting(path: Path, inputs: list[TensorFacts], arrays: dict) -> dict:
@@ -235,10 +276,13 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     # The samples in the first file: the first dim of an input whose batch is dynamic.
     count = next((arrays[t.name].shape[0] for t in inputs if t.name in arrays and t.shape and t.shape[0] < 0
                   and arrays[t.name].ndim == len(t.shape)), None)
+    batch_axes = {t.name: _batch_axis(t, arrays.get(t.name), count) for t in inputs}
+    # Samples may differ in length from file to file (one phrase a file): the profile spans them all.
+    spans = _sample_spans(data_dir, inputs, batch_axes) if arrays else {}
     shapes, axes = {}, []
     for tensor in inputs:
         array = arrays.get(tensor.name)
-        axis = _batch_axis(tensor, array, count)
+        axis = batch_axes[tensor.name]
         axes.append(axis)
         lines += ["[[inputs]]", f"name = {toml_string(tensor.name)}", f"shape = {tensor.shape}"]
         if tensor.dtype in DTYPES:
@@ -257,7 +301,11 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
         if not tensor.shape or all(d > 0 for d in tensor.shape):
             continue
         sample = _image_dims(tensor.shape, size) if tensor is image else _sample_dims(tensor, array, axis)
-        shapes[tensor.name] = (profile_shapes(tensor.shape, sample, axis), axis is not None and tensor.shape[axis] < 0)
+        span = None
+        if tensor is not image and tensor.name in spans:
+            smallest, sample, largest = spans[tensor.name]
+            span = smallest, largest
+        shapes[tensor.name] = (profile_shapes(tensor.shape, sample, axis, span), axis is not None and tensor.shape[axis] < 0)
     if images and image is None:
         why = (f"no input of {Path(model_path).name} is an image (rank 4)" if all(len(t.shape) != 4 for t in inputs)
                else f"images feed a model with one input, and {Path(model_path).name} has {len(inputs)}")

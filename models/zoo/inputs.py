@@ -474,11 +474,51 @@ def write_morpheme_words(directory: Path, count: int, seed: int, wheel: Path, vo
     np.savez(directory / "words.npz", input_layer=encoded)
 
 
+KHMER_WORDS = r"[\u1780-\u17FF\u19E0-\u19FF]+(?:[ \u200b]+[\u1780-\u17FF\u19E0-\u19FF]+)*"
+KHMER_CATALOGS = Path("/usr/share/locale/km/LC_MESSAGES")
+
+
+@cache
+def khmer_phrases(shortest: int = 8, longest: int = 128) -> list[str]:
+    """Return real Khmer phrases: the Khmer translations of the system's message catalogs (apt, dpkg,
+    shadow, ISO country names...), each run of Khmer words with the spaces between them taken out, as
+    Khmer is written (the translators spaced the words; khmersm's segmenter has to put them back)."""
+    import gettext
+    import re
+
+    catalogs = sorted(KHMER_CATALOGS.glob("*.mo"))
+    if not catalogs:
+        sys.exit(f"zoo: no Khmer message catalogs in {KHMER_CATALOGS}; the khmersm inputs are made from them")
+    found = set()
+    for path in catalogs:
+        with path.open("rb") as file:
+            messages = gettext.GNUTranslations(file)._catalog.values()
+        for text in (m for m in messages if isinstance(m, str)):
+            found.update(re.sub(r"[ \u200b]+", "", run) for run in re.findall(KHMER_WORDS, text))
+    return sorted(p for p in found if shortest <= len(p) <= longest)
+
+
+def write_khmer_text(directory: Path, count: int, seed: int, wheel: Path, vocabulary: str) -> None:
+    """Khmer phrases as khmersm feeds them: one .npz per phrase (its batch is fixed at 1), its characters'
+    ids from the wheel's `vocabulary` (config.json) as `x` [1, characters] and an all-true `mask`."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        ids = json.loads(archive.read(vocabulary))["char2id"]
+    phrases = khmer_phrases()
+    rng = np.random.default_rng(seed)
+    for i, phrase in enumerate(rng.choice(phrases, min(count, len(phrases)), replace=False)):
+        x = np.array([[ids.get(c, ids["<unk>"]) for c in phrase]], np.int64)
+        np.savez(directory / f"{i:04d}.npz", x=x, mask=np.ones_like(x, bool))
+
+
 MAKERS: dict[str, Callable[..., None]] = {
     "photos": write_photos, "pages": write_pages, "text_lines": write_text_lines, "tokens": write_tokens,
     "audio": write_audio, "file_bytes": write_file_bytes, "captchas": write_captchas,
     "click_captchas": write_click_captchas, "faces": write_faces, "spoken_words": write_spoken_words,
     "piano": write_piano, "wakeword_windows": write_wakeword_windows, "morpheme_words": write_morpheme_words,
+    "khmer_text": write_khmer_text,
 }
 
 

@@ -56,6 +56,9 @@ class Preprocess:
 
 
 
+NO_BLANK = -1  # [[outputs]] blank = "none": every class is a real tag, none is dropped
+
+
 @dataclass
 class OutputSpec:
     """One `[[outputs]]` entry: an output that validation judges, its task and how to read it.
@@ -78,7 +81,7 @@ class OutputSpec:
     margin: float | None = None
     neighbours: int | None = None
     threshold: float | None = None
-    blank: int | None = None
+    blank: int | None = None  # NO_BLANK: no class is padding (a tagger whose padding a mask input marks)
     step_axis: int | None = None
     # face: the heatmap's sibling maps, by role, and the cells' size in input pixels (None: the
     # input's size over the heatmap's)

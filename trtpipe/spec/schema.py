@@ -14,6 +14,7 @@ from trtpipe.spec.validators import (
     axis_or_none,
     boolean,
     choice,
+    class_or_none,
     did_you_mean,
     free_table,
     integer,
@@ -46,7 +47,7 @@ SCHEMA = {
     "outputs": array_of_tables(table({"name": string, "task": choice(*TASKS), "layout": string, "conf": number,
                                         "iou": number, "classes": integer, "score_output": string,
                                         "class_output": string, "margin": number, "neighbours": integer,
-                                        "threshold": number, "blank": integer, "step_axis": integer,
+                                        "threshold": number, "blank": class_or_none, "step_axis": integer,
                                         "scale_output": string, "offset_output": string,
                                         "landmark_output": string, "stride": integer,
                                         "decode": choice("ctc", "tags"), "batch_axis": axis_or_none}, "outputs",
@@ -113,7 +114,8 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.batch_axis": ("0", ("the axis samples stack on: 1 for an RNN state [layers, batch, hidden] "
                                  "(else its layers are judged as the samples); \"none\" for an output without one "
                                  "([seq_len]): the whole tensor is one sample per run")),
-    "outputs.blank": ("0", "sequence: the CTC blank class, dropped after repeats are collapsed"),
+    "outputs.blank": ("0", ("sequence: the CTC blank class, dropped after repeats are collapsed; with decode = \"tags\", "
+                            "the padding's class, or \"none\" when every class is a tag (the padding marked by a mask input)")),
     "outputs.step_axis": ("1", "sequence: the output's axis of time steps ([batch, steps, classes]); classes on the other"),
     "outputs.scale_output": ("inferred", ("face (this entry the heatmap [batch, 1, h, w]): the box sizes [batch, 2, h, w], "
                                           "log height and width in cells")),

@@ -8,6 +8,8 @@ from __future__ import annotations
 import difflib
 import math
 
+from trtpipe.spec.model import NO_BLANK
+
 
 class Invalid(Exception):
     """A spec value is wrong; the message says where and what was meant."""
@@ -71,6 +73,17 @@ def axis_or_none(value, where):
 
 
 axis_or_none.kind = 'integer or "none"'
+
+
+def class_or_none(value, where):
+    if value == "none":
+        return NO_BLANK
+    if isinstance(value, str):
+        raise Invalid(f"{where} is {value!r}; write a class index (an integer) or \"none\" for a tagger with no padding class")
+    return integer(value, where)
+
+
+class_or_none.kind = 'integer or "none"'
 
 
 def choice(*choices):

@@ -9,10 +9,11 @@ import pytest
 from damage import favour_class
 
 from models import ctc_head, save, save_batches, unbatched
+from trtpipe.errors import TrtpipeError
 from trtpipe.quality.tasks import make_task
 from trtpipe.quality.tasks.sequence import ctc_greedy, edit_distance, tags
 from trtpipe.quality.validate import DEFAULT_THRESHOLDS, judge
-from trtpipe.spec import OutputSpec
+from trtpipe.spec import NO_BLANK, OutputSpec, load_spec
 
 SPEC = '[[outputs]]\nname = "probs"\ntask = "sequence"\n'
 
@@ -28,6 +29,22 @@ def test_tags_keep_every_step_and_drop_only_the_padding():
     steps = np.eye(4)[[[1, 1, 2, 3, 3, 3, 0, 0]]]  # B I I / E E E, then padding
     assert tags(steps, blank=0) == [(1, 1, 2, 3, 3, 3)]
     assert ctc_greedy(steps, blank=0) == [(1, 2, 3)]  # CTC would hide where a morpheme ends
+
+
+def test_a_tagger_without_a_padding_class_keeps_every_tag(tmp_path):
+    """khmersm's B/I tags are both real (a mask input marks padding): blank = "none" drops neither."""
+    steps = np.eye(2)[[[0, 1, 1, 0, 1, 0, 0]]]  # three words: B I I / B I / B / B
+    (tmp_path / "model.toml").write_text('[[outputs]]\nname = "emissions"\ntask = "sequence"\nblank = "none"\n'
+                                         'decode = "tags"\n')
+    spec = load_spec(tmp_path / "model.toml").outputs[0]
+    assert spec.blank == NO_BLANK and tags(steps, spec.blank) == [(0, 1, 1, 0, 1, 0, 0)]
+    task = make_task(spec)
+    moved = np.eye(2)[[[0, 1, 0, 0, 1, 0, 0]]]  # the first word split in two
+    task.update({"emissions": moved}, {"emissions": steps}, ["p0"], {})
+    outputs, _checks = judge([task], "fp16", DEFAULT_THRESHOLDS["fp16"])
+    assert outputs["emissions"]["changed_sequences"] == 1 and outputs["emissions"]["baseline_characters"] == 7
+    with pytest.raises(TrtpipeError, match='needs decode = "tags"'):
+        make_task(OutputSpec("probs", "sequence", blank=NO_BLANK))
 
 
 def test_a_tagger_whose_boundary_moves_by_one_character_fails_only_as_tags():
@@ -117,3 +134,23 @@ def test_an_output_without_a_batch_axis_is_one_sample_per_run(tmp_path, cli):
         assert code in (0, 1), err
         # read on axis 0, each run's 16 values were 16 samples of one value; without a batch axis, one sample per run
         assert json.loads(out)["outputs"]["boundaries"]["samples"] == samples
+
+
+def test_samples_of_their_own_lengths_are_judged_one_run_each(tmp_path, cli):
+    """A model whose batch is fixed at 1 and whose length follows its input (khmersm: one phrase a run):
+    each sample is its own file and its own length, and no two runs' outputs have one shape."""
+    save(ctc_head(steps="T"), tmp_path / "ctc.onnx")
+    code, _, err = cli("quantize", tmp_path / "ctc.onnx", "--precision", "fp16", "-o", tmp_path / "ctc.fp16.onnx")
+    assert code == 0, err
+    (tmp_path / "val").mkdir()
+    rng = np.random.default_rng(0)
+    lengths = [5, 17, 9, 30, 12, 21]
+    for i, steps in enumerate(lengths):
+        np.save(tmp_path / "val" / f"{i}.npy", rng.normal(0, 1, (1, steps, 8)).astype(np.float32))
+    (tmp_path / "model.toml").write_text('[[inputs]]\nname = "features"\nshape = [1, -1, 8]\n' + SPEC)
+    code, out, err = cli("validate", tmp_path / "ctc.fp16.onnx", "--baseline", tmp_path / "ctc.onnx", "--data",
+                         tmp_path / "val", "--spec", tmp_path / "model.toml", "--json")
+    assert code == 0, err
+    probs = json.loads(out)["outputs"]["probs"]
+    assert probs["samples"] == len(lengths) and probs["exact_match"] == 1.0
+    assert len(lengths) * 2 < probs["baseline_characters"] <= sum(lengths)

@@ -80,7 +80,9 @@ class Task:
         if self.first is None and len(baseline):
             self.first = baseline[0]
         if not self.varies and self.first is not None:
-            self.varies = not np.allclose(baseline, self.first[None], rtol=1e-5, atol=1e-6 * max(1.0, abs(self.baseline_max)))
+            # Samples of their own lengths (one phrase a run) differ in shape, and so vary.
+            self.varies = baseline.shape[1:] != self.first.shape or not np.allclose(
+                baseline, self.first[None], rtol=1e-5, atol=1e-6 * max(1.0, abs(self.baseline_max)))
         finite = np.isfinite(candidate)
         self.raw.update(np.where(finite, candidate, 0.0), baseline, labels)  # labels count for classifiers only
         self.add(candidate, baseline, got, want, ids, inputs)

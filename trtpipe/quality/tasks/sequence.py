@@ -11,6 +11,7 @@ import numpy as np
 
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.tasks.base import Degenerate, Task
+from trtpipe.spec import NO_BLANK
 
 BLANK = 0  # PaddleOCR's, and PyTorch's nn.CTCLoss default
 STEP_AXIS = 1  # [batch, steps, classes]
@@ -67,6 +68,10 @@ class SequenceTask(Task):
         self.blank = spec.blank if spec.blank is not None else BLANK
         self.step_axis = spec.step_axis if spec.step_axis is not None else STEP_AXIS
         self.decode = {"ctc": ctc_greedy, "tags": tags}[spec.decode or DECODE]
+        if self.blank == NO_BLANK and self.decode is not tags:
+            # Without a blank, CTC cannot tell a repeated character from one held over two steps.
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank = \"none\" needs decode = \"tags\" "
+                               "(a CTC recognizer has a blank class); give its index, or set decode = \"tags\"")
         self.count = self.exact = self.edits = self.characters = 0
         self.changes: list[Change] = []
 
@@ -83,7 +88,7 @@ class SequenceTask(Task):
 
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
         baseline, candidate = self._steps(baseline), self._steps(candidate)
-        if not 0 <= self.blank < baseline.shape[-1]:
+        if self.blank != NO_BLANK and not 0 <= self.blank < baseline.shape[-1]:
             raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank {self.blank} is not one of its "
                                f"{baseline.shape[-1]} classes; fix blank")
         wanted, gotten = self.decode(baseline, self.blank), self.decode(candidate, self.blank)
