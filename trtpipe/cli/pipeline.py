@@ -82,29 +82,14 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
       trtpipe calibrate model.onnx --spec model.toml -o model.int8.cache
       trtpipe quantize model.onnx --precision int8 --cache model.int8.cache --spec model.toml -o model.int8.onnx
     """
-    from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges
-    from trtpipe.config import decided_inputs
-    from trtpipe.files import check_output
-    from trtpipe.graph import onnxio
-    from trtpipe.graph.keep import check_exclude
-    from trtpipe.graph.lowbit import int4_block
-    from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
-    from trtpipe.targets import Precision
+    from trtpipe.config import load_spec
+    from trtpipe.quantize import quantize as run
 
-    check_output(output, [model, cache, spec_path, data_dir, *_exclusion_files(exclude)])
-    graph = onnxio.load(model)
-    table = load_table(cache, [precision]) if cache is not None else None
-    spec = _spec(spec_path, graph, model)
-    exclude = _exclude(exclude, spec)
-    check_exclude(graph, exclude, model, cleaned=lambda: calibrated_graph(graph, spec))
-    ranges = observe_data_ranges(graph, data_dir, spec) if data_dir is not None else None
-    block = int4_block(graph, block_size, spec.block_size if spec else None) if precision == "int4" else None
-    shapes, fixed = decided_inputs(spec)
-    path = write_typed_onnx(graph, Precision.parse(precision), output, table, exclude,
-                            unquantized=unquantized, ranges=ranges, block=block, shapes=shapes, fixed=fixed,
-                            min_weights=_min_weights(min_weights, spec))
-    typed = onnxio.load(path)
-    kept, left_out = kept_nodes(typed), unquantized_layers(typed)
+    spec = load_spec(spec_path) if spec_path else None
+    result = run(model, precision, output, cache=cache, spec=spec, exclude=_exclude(exclude, spec),
+                 unquantized=unquantized, block_size=block_size, min_weights=_min_weights(min_weights, spec),
+                 data_dir=data_dir, reads=_exclusion_files(exclude))
+    path, kept, left_out = result.path, result.kept, result.left_out
     notes = ([f"{len(kept)} node{'s' * (len(kept) > 1)} kept in FP32"] * bool(kept)
              + [f"{len(left_out)} layer{'s' * (len(left_out) > 1)} left unquantized"] * bool(left_out))
     click.echo(f"wrote {path}" + (f" ({', '.join(notes)}: trtpipe inspect {path})" if notes else ""))
