@@ -103,10 +103,11 @@ def _min_weights(given, spec) -> int:
     return spec.min_weights if spec else 0
 
 
-def _data_dir(given, from_spec, kind: str):
-    if given is None and from_spec is None:
-        raise TrtpipeError(f"--data DIR is needed (or a --spec with data.{kind})")
-    return given or from_spec
+def _data_dir(given, from_spec, kind: str) -> Path:
+    """--data as given, else the spec's data.<kind> (trtpipe.data.chosen_directory)."""
+    from trtpipe.data import chosen_directory
+
+    return chosen_directory(given, from_spec, kind)
 
 
 def _spec(spec_path, model=None, model_path=None):

@@ -66,6 +66,20 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
         click.echo(f"{row['score']:9.5f} {row['cosine']:9.5f}  {row['node']} ({row['op']})")
 
 
+def _thresholds(_ctx, _param, items) -> dict[str, float]:
+    """Return --threshold METRIC=MIN items as {metric: minimum}; a minimum that is no finite number is refused."""
+    parsed = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            parsed[key] = float(value)
+            if not math.isfinite(parsed[key]):
+                raise ValueError(value)
+        except ValueError:
+            raise TrtpipeError(f"--threshold {item}: write METRIC=NUMBER with a finite number, e.g. cosine=0.995") from None
+    return parsed
+
+
 @main.command()
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--baseline", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX")
@@ -76,7 +90,8 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
               help="model.toml: inputs, preprocessing, data, thresholds, task and [[outputs]] to judge")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
               help="write JSON, Markdown and one picture per judged output here")
-@click.option("--threshold", "overrides", multiple=True, help="METRIC=MIN, e.g. cosine=0.995 (repeatable)")
+@click.option("--threshold", "overrides", multiple=True, callback=_thresholds,
+              help="METRIC=MIN, e.g. cosine=0.995 (repeatable)")
 @click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
 @click.option("--limit", type=AT_LEAST_ONE, help="judge only the first N samples (default: all)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON instead of Markdown")
@@ -92,43 +107,11 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
       trtpipe validate model.fp16.onnx --baseline model.onnx --spec model.toml --report reports/
       trtpipe validate model.fp16.onnx --baseline model.onnx --spec model.toml --threshold cosine=0.999 --json
     """
-    from trtpipe import data
-    from trtpipe.files import check_output
-    from trtpipe.graph import onnxio
-    from trtpipe.quality.validate import compare, named_thresholds, report_paths, thresholds_for, write_report
-    from trtpipe.runtime.onnxrt import OnnxRunner
+    from trtpipe.config import load_spec
+    from trtpipe.quality.validate import validate as run
 
-    baseline_model = onnxio.load(baseline)
-    spec = _spec(spec_path, baseline_model, baseline)
-    data_dir = _data_dir(data_dir, spec.validation, "validation")
-    labels = data.labels_path(labels, spec.labels, data_dir)
-    if report_dir:
-        json_path, *others = report_paths(report_dir, candidate.name)
-        check_output(json_path, [candidate, baseline, spec_path, data_dir, labels], "--report", siblings=others)
-    label_map = data.read_labels(labels) if labels else None
-    parsed = {}
-    for item in overrides:
-        key, _, value = item.partition("=")
-        try:
-            parsed[key] = float(value)
-            if not math.isfinite(parsed[key]):
-                raise ValueError(value)
-        except ValueError:
-            raise TrtpipeError(f"--threshold {item}: write METRIC=NUMBER with a finite number, e.g. cosine=0.995") from None
-    if candidate.suffix == ".onnx":
-        runner = OnnxRunner(candidate)
-        precision = runner.precision
-    else:
-        from trtpipe.runtime.engine import Engine
-
-        runner = Engine(candidate)
-        precision = runner.info.precision
-    limits = thresholds_for(precision, spec, parsed)  # unknown metric names fail here, before anything runs
-    with runner, OnnxRunner(baseline, model=baseline_model) as base:
-        report = compare(runner, base, spec, data_dir, precision, label_map, limits, batch_size, limit,
-                         named=named_thresholds(precision, spec, parsed))
-    if report_dir:
-        write_report(report, report_dir, candidate.name)
+    report = run(candidate, baseline, load_spec(spec_path) if spec_path else None, data_dir, labels, overrides,
+                 batch_size, limit, report_dir)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
