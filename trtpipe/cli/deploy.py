@@ -7,14 +7,14 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, PRECISION_CHOICES, main
+from trtpipe.cli.options import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, PRECISION_CHOICES
 
 # trtpipe.deploy.PREFERENCES, spelled out: importing trtpipe.deploy loads the builder, and every
 # command would pay for it at start-up (DeployOptions refuses any other).
 PREFERENCES = ("size", "precision")
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path),
               help="samples to calibrate on; default: the spec's calibration directory")

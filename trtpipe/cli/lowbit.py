@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, _data_dir, _spec, main
+from trtpipe.cli.common import _data_dir, _spec
+from trtpipe.cli.options import AT_LEAST_ONE
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
 @click.option("--block-size", type=click.Choice(["32", "64", "128"]),

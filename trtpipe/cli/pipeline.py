@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import (
+from trtpipe.cli.common import _data_dir, _exclude, _exclusion_files, _min_weights, _spec
+from trtpipe.cli.options import (
     AT_LEAST_ONE,
     BLOCK_SIZE_OPTION,
     MIN_WEIGHTS_OPTION,
@@ -15,17 +16,11 @@ from trtpipe.cli import (
     SHARE,
     UNQUANTIZED_OPTION,
     FiniteFloatRange,
-    _data_dir,
-    _exclude,
-    _exclusion_files,
-    _min_weights,
-    _spec,
-    main,
 )
 from trtpipe.errors import TrtpipeError
 
 
-@main.command()
+@click.command()
 @click.option("--target", "target_text", default="auto", show_default=True, help="sm_89, 8.9, a GPU name (L4), or auto")
 @click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True,
               help="which TensorRT builds: auto picks an installed one that runs the target")
@@ -60,7 +55,7 @@ def plan(target_text, backend_name, as_json):
     click.echo(f"--precision auto builds: {' '.join(result['auto']) or 'nothing'}")
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--precision", type=click.Choice(["fp16", "bf16", "int8", "fp8", "int4", "fp4"]), required=True,
               help="int4: weight-only, from an AWQ-scaled model ('trtpipe awq') or round-to-nearest; fp4: NVFP4")
@@ -95,7 +90,7 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
     click.echo(f"wrote {path}" + (f" ({', '.join(notes)}: trtpipe inspect {path})" if notes else ""))
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
 @click.option("--alpha", type=SHARE, help="how much of the outliers moves into the weights, 0..1; default: the spec's [quantize] smooth, else 0.5")
@@ -131,7 +126,7 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     click.echo(f"wrote {output} ({len(activations)} activations smoothed, alpha {alpha:g})")
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
 @click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True,
@@ -172,7 +167,7 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
                + (f"; {chosen}, each tensor's in {sidecar_path(output).name}" if chosen else ""))
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--precision", "precisions", multiple=True, default=["auto"], show_default=True,
               help=f"one of {', '.join(PRECISION_CHOICES)} or auto (repeatable)")
@@ -238,7 +233,7 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     run(model, output, list(precisions), options, on_engine=report, on_cache=calibrated)
 
 
-@main.command(name="inspect")
+@click.command(name="inspect")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def inspect_command(path, as_json):
@@ -256,7 +251,7 @@ def inspect_command(path, as_json):
     click.echo(json.dumps(description, indent=2) if as_json else render(description))
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--data", "data_dir", type=click.Path(path_type=Path),
               help="a data directory: its samples fill in the dynamic dims, images add a [preprocess] table")

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, UNQUANTIZED_OPTION, _data_dir, _spec, main
+from trtpipe.cli.common import _data_dir, _spec
+from trtpipe.cli.options import AT_LEAST_ONE, UNQUANTIZED_OPTION
 from trtpipe.errors import TrtpipeError
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True,
               help="the precision each layer is quantized to in turn")
@@ -80,7 +81,7 @@ def _thresholds(_ctx, _param, items) -> dict[str, float]:
     return parsed
 
 
-@main.command()
+@click.command()
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--baseline", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX")
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's validation directory")
@@ -119,7 +120,7 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
     sys.exit(0 if report.passed else 1)
 
 
-@main.command()
+@click.command()
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--fail/--no-fail", default=True, help="exit 1 when a report failed (default)")
 def summary(reports, fail):

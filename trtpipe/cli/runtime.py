@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, main
+from trtpipe.cli.options import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT
 
 
-@main.command()
+@click.command()
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--shapes", multiple=True, help="input shape NAME:DIMS, dims joined by x (repeatable); default: the "
               "engine's OPT profile shape, or the model's static shape")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO, PORT, POSITIVE, main
+from trtpipe.cli.options import AT_LEAST_ONE, AT_LEAST_ZERO, PORT, POSITIVE
 from trtpipe.errors import TrtpipeError
 
 MAX_BATCH_OPTION = click.option("--max-batch", type=AT_LEAST_ONE, help="largest batch Triton forms; default: the engine profile's "
@@ -16,7 +16,7 @@ INSTANCES_OPTION = click.option("--instances", type=AT_LEAST_ONE, default=1, sho
                                 help="model instances, each with its own runner (an engine runs one call at a time)")
 
 
-@main.command()
+@click.command()
 @click.argument("candidates", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path),
               help="model.toml: an ONNX model batches up to its [shapes] maximum of dimension 0 unless --max-batch is given")
@@ -81,7 +81,7 @@ def _spec_max_batch(spec_path: Path, candidates) -> int | None:
     return min((triple[2][0] for triple in shapes.values()), default=None)
 
 
-@main.command()
+@click.command()
 @click.argument("engines", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="model repository directory")
 @click.option("--name", help="model name; default: from the file name (digits.int8.sm89.engine -> digits_int8)")
@@ -109,7 +109,7 @@ def triton(engines, output, name, max_batch, dynamic_batching, max_queue_delay_u
         click.echo(f"wrote {written}")
 
 
-@main.command()
+@click.command()
 @click.argument("url")
 @click.option("--model", "model_name", required=True, help="model name on the server")
 @click.option("--data", "data_dir", type=click.Path(path_type=Path), required=True, help="samples (.npy, .npz or images)")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, POSITIVE, SHARE, FiniteFloatRange, main
+from trtpipe.cli.options import AT_LEAST_ONE, POSITIVE, SHARE, FiniteFloatRange
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), required=True,
               help="model.toml: data directories, thresholds, shapes, task")
