@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -21,6 +22,8 @@ from trtpipe.graph.keep import check_exclude
 from trtpipe.graph.lowbit import int4_block
 from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
 from trtpipe.targets import Precision
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ def plan_typed(model, model_path: str | os.PathLike, precisions: Sequence[Precis
     check_exclude(model, exclude, model_path, cleaned=lambda: calibrated_graph(model, spec))
     block = int4_block(model, block_size, spec.block_size if spec else None) if Precision.INT4 in precisions else None
     spec_shapes, fixed = decided_inputs(spec)
+    log.debug("%s: %d exclusion pattern(s), INT4 block %s, fixed inputs %s, min_weights %d", Path(model_path).name,
+              len(exclude), block, sorted(fixed), min_weights)
     return TypedPlan(list(exclude), unquantized, implicit, block, spec_shapes if shapes is None else shapes, fixed,
                   min_weights)
 
@@ -91,6 +96,7 @@ def quantize(model_path: str | os.PathLike, precision: Precision | str, output: 
                          unquantized=unquantized, min_weights=min_weights)
     if data_dir is not None:
         plan = plan.observing(graph, data_dir, spec)
+        log.debug("%s: %d activations observed in %s", model_path.name, len(plan.ranges), data_dir)
     path = plan.write(graph, precision, output, table)
     typed = onnxio.load(path)
     return Quantized(path, kept_nodes(typed), unquantized_layers(typed))

@@ -18,6 +18,7 @@ except ModuleNotFoundError:  # trtpipe alone is the runtime: the commands are th
 
 from trtpipe.cli import deploy, lowbit, pipeline, quality, runtime, serving, tuning
 from trtpipe.cli.common import Group
+from trtpipe.log import configure
 
 COMMANDS = [
     pipeline.init, pipeline.plan, pipeline.calibrate, pipeline.smooth, lowbit.awq, pipeline.quantize, pipeline.build,
@@ -30,6 +31,7 @@ COMMANDS = [
 @click.version_option(package_name="trtpipe")
 def main():
     """TensorRT deployment pipeline: calibrate, quantize, build, validate and run engines."""
+    configure()  # trtpipe's log on stderr at INFO; a command's --verbose lowers it to DEBUG
 
 
 for command in COMMANDS:

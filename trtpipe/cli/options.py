@@ -10,6 +10,8 @@ import math
 
 import click
 
+from trtpipe.log import configure
+
 
 class FiniteFloatRange(click.FloatRange):
     """click.FloatRange that also refuses nan and inf (which compare false with every bound, so pass it)."""
@@ -45,3 +47,15 @@ MIN_WEIGHTS_OPTION = click.option(
     "--min-weights", type=AT_LEAST_ZERO,
     help="int8/fp8: leave layers with fewer weight elements unquantized, for a smaller TensorRT-RTX plan; "
          "default: the spec's [quantize] min_weights, else 0 (quantize every layer)")
+
+
+def verbose_option(whose: str):
+    """Return the --verbose flag of a command that runs `whose` own log (TensorRT's, Triton's): the flag
+    shows that log, and trtpipe's DEBUG messages through the one log level (trtpipe.log.configure)."""
+
+    def show(_ctx, _param, value: bool) -> bool:
+        if value:
+            configure(verbose=True)
+        return value
+
+    return click.option("--verbose", is_flag=True, callback=show, help=f"show {whose} own log and trtpipe's debug messages")

@@ -16,6 +16,7 @@ from trtpipe.cli.options import (
     SHARE,
     UNQUANTIZED_OPTION,
     FiniteFloatRange,
+    verbose_option,
 )
 from trtpipe.errors import TrtpipeError
 
@@ -191,7 +192,7 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
 @UNQUANTIZED_OPTION
 @BLOCK_SIZE_OPTION
 @MIN_WEIGHTS_OPTION
-@click.option("--verbose", is_flag=True, help="show TensorRT's own log")
+@verbose_option("TensorRT's")
 @click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
               help="directory for <model>.<precision>.onnx, <model>.<precision>.<sm>.engine and its .json sidecar")
 def build(model, precisions, target_text, backend_name, cache, shapes, spec_path, timing_cache, calibration,

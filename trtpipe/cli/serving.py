@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli.options import AT_LEAST_ONE, AT_LEAST_ZERO, PORT, POSITIVE
+from trtpipe.cli.options import AT_LEAST_ONE, AT_LEAST_ZERO, PORT, POSITIVE, verbose_option
 from trtpipe.errors import TrtpipeError
 
 MAX_BATCH_OPTION = click.option("--max-batch", type=AT_LEAST_ONE, help="largest batch Triton forms; default: the engine profile's "
@@ -30,7 +30,7 @@ INSTANCES_OPTION = click.option("--instances", type=AT_LEAST_ONE, default=1, sho
               help="how long Triton may hold a request to form a fuller batch")
 @INSTANCES_OPTION
 @click.option("--threads", type=AT_LEAST_ONE, help="ONNX Runtime threads per instance; default: the CPU cores shared by the instances")
-@click.option("--verbose", is_flag=True, help="show Triton's own log")
+@verbose_option("Triton's")
 def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_batch, max_queue_delay_us, instances, threads, verbose):
     """Serve engines (on this GPU) or ONNX models (ONNX Runtime) on Triton, over HTTP and gRPC, until SIGTERM.
 
