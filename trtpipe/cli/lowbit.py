@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 
 from trtpipe.cli.common import _data_dir, _spec
-from trtpipe.cli.options import AT_LEAST_ONE
+from trtpipe.cli.options import batch_size_option, data_option, limit_option, output_option, spec_option
 
 
 @click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
+@data_option()
 @click.option("--block-size", type=click.Choice(["32", "64", "128"]),
               help="rows of a weight that share one INT4 scale; int4 builds from the output use the same; "
                    "default: the spec's [quantize] block_size, else 128")
@@ -24,10 +24,10 @@ from trtpipe.cli.options import AT_LEAST_ONE
               help="round the scaled weights by GPTQ's error compensation on the calibration data, not to nearest")
 @click.option("--round-to-nearest", "rtn", is_flag=True,
               help="search nothing, only record --block-size: the baseline AWQ must beat, at the same blocks")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
-@click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX to write, AWQ folded in")
+@batch_size_option()
+@limit_option()
+@spec_option("needed for images")
+@output_option("the FP32 ONNX to write, AWQ folded in")
 def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit, spec_path, output):
     """Write an FP32 ONNX with AWQ's INT4 scales and clips and GPTQ's rounding folded in; build --precision int4 from it.
 

@@ -7,6 +7,7 @@ negative count, zero seconds) is refused by click, naming the flag, before any w
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import click
 
@@ -59,3 +60,48 @@ def verbose_option(whose: str):
         return value
 
     return click.option("--verbose", is_flag=True, callback=show, help=f"show {whose} own log and trtpipe's debug messages")
+
+
+# The options many commands take: one flag name, one destination and one type each, declared here.
+# Where a command reads the value its own way, it says how in `help` (the --data directory it defaults to).
+PATH = click.Path(path_type=Path)
+
+BACKEND_OPTION = click.option(
+    "--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto",
+    show_default=True, help="which TensorRT builds: auto picks an installed one that runs the target")
+
+
+def spec_option(uses: str, required: bool = False):
+    """Return --spec FILE (`spec_path`): the model.toml; `uses` says what the command takes from it."""
+    return click.option("--spec", "spec_path", type=PATH, required=required, help=f"model.toml: {uses}")
+
+
+def data_option(default_from: str | None = "calibration", help: str | None = None, required: bool = False):
+    """Return --data DIR (`data_dir`): samples, by default the spec's `default_from` directory; `help` for another use."""
+    return click.option("--data", "data_dir", type=PATH, required=required,
+                        help=help or f"samples; default: the spec's {default_from} directory")
+
+
+def output_option(what: str, required: bool = True):
+    """Return -o/--output PATH (`output`); `what` says what is written there."""
+    return click.option("-o", "--output", type=PATH, required=required, help=what)
+
+
+def batch_size_option(help: str = "samples per forward pass"):
+    """Return --batch-size N: samples per forward pass, 16 unless given."""
+    return click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help=help)
+
+
+def limit_option(default: int | None = None, help: str = "use at most N samples"):
+    """Return --limit N: how many samples are read at most (None: all)."""
+    return click.option("--limit", type=AT_LEAST_ONE, default=default, show_default=default is not None, help=help)
+
+
+def target_option(help: str, default: str = "auto"):
+    """Return --target (`target_text`): the GPU, as Target.parse reads it."""
+    return click.option("--target", "target_text", default=default, show_default=True, help=help)
+
+
+def json_option(help: str = "print JSON"):
+    """Return --json (`as_json`): print the result as JSON."""
+    return click.option("--json", "as_json", is_flag=True, help=help)

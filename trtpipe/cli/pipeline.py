@@ -9,23 +9,29 @@ import click
 
 from trtpipe.cli.common import _data_dir, _exclude, _exclusion_files, _min_weights, _spec
 from trtpipe.cli.options import (
-    AT_LEAST_ONE,
+    BACKEND_OPTION,
     BLOCK_SIZE_OPTION,
     MIN_WEIGHTS_OPTION,
     PRECISION_CHOICES,
     SHARE,
     UNQUANTIZED_OPTION,
     FiniteFloatRange,
+    batch_size_option,
+    data_option,
+    json_option,
+    limit_option,
+    output_option,
+    spec_option,
+    target_option,
     verbose_option,
 )
 from trtpipe.errors import TrtpipeError
 
 
 @click.command()
-@click.option("--target", "target_text", default="auto", show_default=True, help="sm_89, 8.9, a GPU name (L4), or auto")
-@click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True,
-              help="which TensorRT builds: auto picks an installed one that runs the target")
-@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@target_option("sm_89, 8.9, a GPU name (L4), or auto")
+@BACKEND_OPTION
+@json_option()
 def plan(target_text, backend_name, as_json):
     """Print which precisions the target runs with the backend, and why not.
 
@@ -62,13 +68,12 @@ def plan(target_text, backend_name, as_json):
               help="int4: weight-only, from an AWQ-scaled model ('trtpipe awq') or round-to-nearest; fp4: NVFP4")
 @click.option("--cache", type=click.Path(path_type=Path), help="calibration cache (int8, fp8; fp4 takes the fp8 one)")
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep unquantized (repeatable); default: the spec's")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: [quantize] exclude comes from it")
+@spec_option("[quantize] exclude comes from it")
 @UNQUANTIZED_OPTION
 @BLOCK_SIZE_OPTION
 @MIN_WEIGHTS_OPTION
-@click.option("--data", "data_dir", type=click.Path(path_type=Path),
-              help="samples: nodes whose activations on them leave FP16's range stay FP32 (default: constants only)")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the typed ONNX to write")
+@data_option(help="samples: nodes whose activations on them leave FP16's range stay FP32 (default: constants only)")
+@output_option("the typed ONNX to write")
 def quantize(model, precision, cache, exclude, spec_path, unquantized, block_size, min_weights, data_dir, output):
     """Write the typed ONNX for a precision (FP16/BF16 casts, INT8/FP8 Q/DQ, INT4/NVFP4 block-quantized).
 
@@ -93,12 +98,12 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
 
 @click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
+@data_option()
 @click.option("--alpha", type=SHARE, help="how much of the outliers moves into the weights, 0..1; default: the spec's [quantize] smooth, else 0.5")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
-@click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the smoothed FP32 ONNX to write")
+@batch_size_option()
+@limit_option()
+@spec_option("needed for images")
+@output_option("the smoothed FP32 ONNX to write")
 def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     """Write an FP32 ONNX with SmoothQuant scales folded in; calibrate and build from it for INT8.
 
@@ -129,7 +134,7 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
 
 @click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
+@data_option()
 @click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True,
               help="what the scales are for: the grid (INT8 or FP8 E4M3) every method measures against")
 @click.option("--method", type=click.Choice(["auto", "entropy", "max", "percentile", "mse"]), default="auto",
@@ -138,14 +143,13 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
                    "(INT8: never under percentile 99.99); entropy is TensorRT's own (its implicit calibrator)")
 @click.option("--percentile", type=FiniteFloatRange(0, 100, min_open=True), default=99.99, show_default=True,
               help="percentile method: the share of |x| kept, in (0, 100]")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
-@click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
+@batch_size_option()
+@limit_option()
 @click.option("--shuffle/--no-shuffle", default=False, help="shuffle file order (with --seed)")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="shuffle seed")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
+@spec_option("needed for images")
 @click.option("--force", is_flag=True, help="recalibrate even if the cache is up to date")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
-              help="the cache to write (TensorRT's format; a .json sidecar records what it was made from)")
+@output_option("the cache to write (TensorRT's format; a .json sidecar records what it was made from)")
 def calibrate(model, data_dir, precision, method, percentile, batch_size, limit, shuffle, seed, spec_path, force, output):
     """Calibrate on a data directory and write a TensorRT calibration cache.
 
@@ -172,29 +176,25 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--precision", "precisions", multiple=True, default=["auto"], show_default=True,
               help=f"one of {', '.join(PRECISION_CHOICES)} or auto (repeatable)")
-@click.option("--target", "target_text", default="auto", show_default=True,
-              help="the GPU to build for: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
-@click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True,
-              help="which TensorRT builds: auto picks an installed one that runs the target")
+@target_option("the GPU to build for: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
+@BACKEND_OPTION
 @click.option("--cache", type=click.Path(path_type=Path),
               help="calibration cache for int8/fp8 (fp4 takes the fp8 one); default: calibrated from --data or the "
                    "spec's calibration directory into DIR/<model>.<int8|fp8>.cache")
 @click.option("--shapes", multiple=True, help="NAME:MIN/OPT/MAX, dims joined by x (repeatable)")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: shapes come from it too")
+@spec_option("shapes come from it too")
 @click.option("--timing-cache", type=click.Path(path_type=Path),
               help="TensorRT's tactic timing cache: read if it exists, written after the build (not on TensorRT-RTX)")
 @click.option("--calibration", type=click.Choice(["explicit", "implicit"]), default="explicit", show_default=True,
               help="explicit Q/DQ from --cache, or TensorRT 10's own IInt8EntropyCalibrator2 (implicit)")
-@click.option("--data", "data_dir", type=click.Path(path_type=Path),
-              help="samples: what int8/fp8 calibrate from when no --cache fits (default: the spec's calibration "
-                   "directory); implicit calibration data; nodes whose activations on them leave FP16's range stay FP32")
+@data_option(help="samples: what int8/fp8 calibrate from when no --cache fits (default: the spec's calibration "
+                  "directory); implicit calibration data; nodes whose activations on them leave FP16's range stay FP32")
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep in higher precision; default: the spec's")
 @UNQUANTIZED_OPTION
 @BLOCK_SIZE_OPTION
 @MIN_WEIGHTS_OPTION
 @verbose_option("TensorRT's")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
-              help="directory for <model>.<precision>.onnx, <model>.<precision>.<sm>.engine and its .json sidecar")
+@output_option("directory for <model>.<precision>.onnx, <model>.<precision>.<sm>.engine and its .json sidecar")
 def build(model, precisions, target_text, backend_name, cache, shapes, spec_path, timing_cache, calibration,
           data_dir, exclude, unquantized, block_size, min_weights, verbose, output):
     """Build strongly typed engines: DIR/<model>.<precision>.<sm>.engine and a sidecar .json.
@@ -236,7 +236,7 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
 
 @click.command(name="inspect")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@json_option()
 def inspect_command(path, as_json):
     """Describe an engine (its sidecar), an ONNX (ops, dtypes, Q/DQ) or a calibration cache.
 
@@ -254,10 +254,9 @@ def inspect_command(path, as_json):
 
 @click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--data", "data_dir", type=click.Path(path_type=Path),
-              help="a data directory: its samples fill in the dynamic dims, images add a [preprocess] table")
+@data_option(help="a data directory: its samples fill in the dynamic dims, images add a [preprocess] table")
 @click.option("--force", is_flag=True, help="replace an existing spec")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the model.toml to write")
+@output_option("the model.toml to write")
 def init(model, data_dir, force, output):
     """Write a starting model.toml from the model's inputs and outputs, with a guessed task.
 

@@ -10,7 +10,15 @@ from pathlib import Path
 import click
 
 from trtpipe.cli.common import _data_dir, _spec
-from trtpipe.cli.options import AT_LEAST_ONE, UNQUANTIZED_OPTION
+from trtpipe.cli.options import (
+    AT_LEAST_ONE,
+    UNQUANTIZED_OPTION,
+    batch_size_option,
+    data_option,
+    json_option,
+    limit_option,
+    spec_option,
+)
 from trtpipe.errors import TrtpipeError
 
 
@@ -19,14 +27,13 @@ from trtpipe.errors import TrtpipeError
 @click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True,
               help="the precision each layer is quantized to in turn")
 @click.option("--cache", type=click.Path(path_type=Path), required=True, help="the calibration cache for --precision")
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's calibration directory")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path),
-              help="model.toml: needed for images; its task and [[outputs]] choose the metric")
-@click.option("--limit", type=AT_LEAST_ONE, default=64, show_default=True, help="samples; every layer runs on all of them")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
+@data_option()
+@spec_option("needed for images; its task and [[outputs]] choose the metric")
+@limit_option(64, help="samples; every layer runs on all of them")
+@batch_size_option()
 @UNQUANTIZED_OPTION
 @click.option("--top", type=AT_LEAST_ONE, default=10, show_default=True, help="rows to print")
-@click.option("--json", "as_json", is_flag=True, help="print every layer as JSON (node, op, score, metric, cosine)")
+@json_option("print every layer as JSON (node, op, score, metric, cosine)")
 def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size, unquantized, top, as_json):
     """Quantize one layer at a time and rank the layers by the spec's task metric (--exclude candidates).
 
@@ -84,18 +91,17 @@ def _thresholds(_ctx, _param, items) -> dict[str, float]:
 @click.command()
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--baseline", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX")
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's validation directory")
+@data_option("validation")
 @click.option("--labels", type=click.Path(path_type=Path),
               help="'<sample id> <class>' lines; default: the spec's, else labels.txt in the data directory")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path),
-              help="model.toml: inputs, preprocessing, data, thresholds, task and [[outputs]] to judge")
+@spec_option("inputs, preprocessing, data, thresholds, task and [[outputs]] to judge")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
               help="write JSON, Markdown and one picture per judged output here")
 @click.option("--threshold", "overrides", multiple=True, callback=_thresholds,
               help="METRIC=MIN, e.g. cosine=0.995 (repeatable)")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
-@click.option("--limit", type=AT_LEAST_ONE, help="judge only the first N samples (default: all)")
-@click.option("--json", "as_json", is_flag=True, help="print the report as JSON instead of Markdown")
+@batch_size_option()
+@limit_option(help="judge only the first N samples (default: all)")
+@json_option("print the report as JSON instead of Markdown")
 def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overrides, batch_size, limit, as_json):
     """Judge an engine or any ONNX against the FP32 baseline, every output by its task.
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli.options import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT
+from trtpipe.cli.options import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, json_option
 
 
 @click.command()
@@ -20,7 +20,7 @@ from trtpipe.cli.options import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT
 @click.option("--iterations", type=AT_LEAST_ONE, default=10, show_default=True, help="time at least this many queries (trtexec's --iterations)")
 @click.option("--no-transfers", is_flag=True, help="engines: leave host<->device copies out (trtexec's --noDataTransfers)")
 @click.option("--cuda-graph", is_flag=True, help="engines: launch the inference as a captured CUDA graph (trtexec's --useCudaGraph)")
-@click.option("--json", "as_json", is_flag=True, help="print the result as JSON instead of text")
+@json_option("print the result as JSON instead of text")
 def bench(candidate, shapes, batch, warmup_ms, duration_s, iterations, no_transfers, cuda_graph, as_json):
     """Report the throughput and latency of an engine or an ONNX model, by trtexec's definitions.
 

@@ -8,20 +8,27 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli.options import AT_LEAST_ONE, POSITIVE, SHARE, FiniteFloatRange
+from trtpipe.cli.options import (
+    AT_LEAST_ONE,
+    POSITIVE,
+    SHARE,
+    FiniteFloatRange,
+    batch_size_option,
+    data_option,
+    output_option,
+    spec_option,
+    target_option,
+)
 
 
 @click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), required=True,
-              help="model.toml: data directories, thresholds, shapes, task")
+@spec_option("data directories, thresholds, shapes, task", required=True)
 @click.option("--precision", type=click.Choice(["int8", "fp8"]), required=True, help="what the configuration quantizes to")
-@click.option("--target", "target_text", default="sm_89", show_default=True,
-              help="the GPU whose estimated latency is minimized: a name (L4, L40S, A100, H100, H200, RTX4090, "
-                   "RTX5090) or sm_XY (its representative GPU)")
+@target_option("the GPU whose estimated latency is minimized: a name (L4, L40S, A100, H100, H200, RTX4090, RTX5090) or sm_XY (its representative GPU)", default="sm_89")
 @click.option("--budget-min", type=POSITIVE, default=10.0, show_default=True,
               help="minutes of search; the fastest passing configuration so far is kept when it runs out")
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="calibration data; default: the spec's")
+@data_option()
 @click.option("--validation", "validation_dir", type=click.Path(path_type=Path),
               help="confirmation data, never searched on; default: the spec's validation directory")
 @click.option("--baseline", type=click.Path(path_type=Path),
@@ -40,12 +47,10 @@ from trtpipe.cli.options import AT_LEAST_ONE, POSITIVE, SHARE, FiniteFloatRange
 @click.option("--search-unquantized", type=click.Choice(["fp32", "fp16"]), default="fp32", show_default=True,
               help="what the search simulates unquantized layers in (fp32 runs twice as fast on a CPU); "
                    "the validation confirmation always runs the graph as built, in FP16")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True,
-              help="samples per run; also the batch of the cost model when the spec has no [shapes]")
+@batch_size_option("samples per run; also the batch of the cost model when the spec has no [shapes]")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
               help="write <model>.<precision>.tune.json/.md/.png here; default: reports/ beside -o")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
-              help="the tuned cache, e.g. build/m/m.int8.tuned.cache; its exclusions go to the .toml beside it")
+@output_option("the tuned cache, e.g. build/m/m.int8.tuned.cache; its exclusions go to the .toml beside it")
 def tune(model, spec_path, precision, target_text, budget_min, data_dir, validation_dir, baseline, tuning_samples,
          confidence, ladder, slack, search_unquantized, batch_size, report_dir, output):
     """Find the fastest INT8/FP8 configuration whose accuracy meets the spec, and confirm it.
