@@ -1,4 +1,6 @@
-"""`trtpipe deploy`: from an ONNX model and data to passing engines, a summary and a Triton repository."""
+"""`trtpipe deploy`: from an ONNX model and data to passing engines, a summary and a Triton repository.
+
+Its logic: trtpipe.deploy.deploy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Low-bit commands: awq (scales and GPTQ rounding for INT4 weight-only, folded into an FP32 model)."""
+"""Low-bit commands: awq (scales and GPTQ rounding for INT4 weight-only, folded into an FP32 model).
+
+Its logic: trtpipe.graph.awq."""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""Pipeline commands: init, plan, calibrate, smooth, quantize, build, inspect."""
+"""Pipeline commands: init, plan, calibrate, smooth, quantize, build, inspect.
+
+Where their logic lives: init trtpipe.starting_spec; plan trtpipe.backend; calibrate
+trtpipe.calibrate; smooth trtpipe.graph.smooth; quantize trtpipe.quantize (which build shares for
+its typed ONNX); build trtpipe.build; inspect trtpipe.describe.
+"""
 
 from __future__ import annotations
 

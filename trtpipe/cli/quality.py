@@ -1,4 +1,7 @@
-"""Quality commands: validate, summary, sensitivity."""
+"""Quality commands: validate, summary, sensitivity.
+
+Where their logic lives: validate and summary trtpipe.quality.validate; sensitivity trtpipe.quality.sensitivity.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Commands that run what was built: `trtpipe bench`."""
+"""Commands that run what was built: `trtpipe bench`. Its logic: trtpipe.runtime.bench."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Serving commands: serve (Triton through PyTriton), triton (a model repository), loadtest."""
+"""Serving commands: serve (Triton through PyTriton), triton (a model repository), loadtest.
+
+Where their logic lives: serve trtpipe.serve.server; triton trtpipe.serve.repository; loadtest trtpipe.serve.loadtest.
+"""
 
 from __future__ import annotations
 

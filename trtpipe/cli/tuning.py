@@ -1,5 +1,8 @@
-"""Tuning commands: tune (the fastest INT8/FP8 configuration that meets the spec; its logic and its lines in
-trtpipe.quality.tune_report)."""
+"""Tuning commands: tune (the fastest INT8/FP8 configuration that meets the spec).
+
+Its logic: trtpipe.quality.tune_report.tune_into, over the search in trtpipe.quality.tune; the lines
+it prints come from tune_report too (trial_line, outcome_lines).
+"""
 
 from __future__ import annotations
 
