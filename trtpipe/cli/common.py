@@ -41,7 +41,7 @@ class Group(click.Group):
             sys.exit(130)
 
 
-def _exclude(given, spec) -> list[str]:
+def exclude_patterns(given, spec) -> list[str]:
     """--exclude as given, else the spec's [quantize] exclude. `@FILE` stands for FILE's [quantize]
     exclude (the .toml that 'trtpipe tune' writes beside its cache)."""
     from trtpipe.config import load_exclusions
@@ -51,26 +51,19 @@ def _exclude(given, spec) -> list[str]:
     return [name for item in given for name in (load_exclusions(item[1:]) if item.startswith("@") else [item])]
 
 
-def _exclusion_files(given) -> list[Path]:
+def exclusion_files(given) -> list[Path]:
     """Return the files that `--exclude @FILE` reads: inputs, which no output may replace."""
     return [Path(item[1:]) for item in given if item.startswith("@")]
 
 
-def _min_weights(given, spec) -> int:
+def min_weights_or_spec(given, spec) -> int:
     """--min-weights as given, else the spec's [quantize] min_weights."""
     if given is not None:
         return given
     return spec.min_weights if spec else 0
 
 
-def _data_dir(given, from_spec, kind: str) -> Path:
-    """--data as given, else the spec's data.<kind> (trtpipe.data.chosen_directory)."""
-    from trtpipe.data import chosen_directory
-
-    return chosen_directory(given, from_spec, kind)
-
-
-def _spec(spec_path, model=None, model_path=None):
+def model_spec(spec_path, model=None, model_path=None):
     """Return the spec at `spec_path`; without one, the inputs of `model` (loaded from `model_path`), else None."""
     from trtpipe.config import load_spec, resolve_inputs, spec_from_onnx
 

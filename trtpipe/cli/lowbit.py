@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli.common import _data_dir, _spec
+from trtpipe.cli.common import model_spec
 from trtpipe.cli.options import batch_size_option, data_option, limit_option, output_option, spec_option
 
 
@@ -48,13 +48,13 @@ def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit,
 
     check_output(output, [model, spec_path, data_dir])
     graph = onnxio.load(model)
-    spec = _spec(spec_path, graph, model) if spec_path is not None or not rtn else None
+    spec = model_spec(spec_path, graph, model) if spec_path is not None or not rtn else None
     block_size = int(block_size or (spec.block_size if spec else None) or DEFAULT_INT4_BLOCK)
     if rtn:
         onnxio.save(with_block_size(graph, block_size), output)
         click.echo(f"wrote {output} (round-to-nearest in blocks of {block_size}: nothing searched)")
         return
-    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    data_dir = data.chosen_directory(data_dir, spec.calibration, "calibration")
     check_output(output, [data_dir])  # the spec's
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
     with progress_bar(data.count_samples(data_dir, limit), f"AWQ on {Path(model).name}", "samples") as bar, \

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli.common import _data_dir, _exclude, _exclusion_files, _min_weights, _spec
+from trtpipe.cli.common import exclude_patterns, exclusion_files, min_weights_or_spec, model_spec
 from trtpipe.cli.options import (
     BACKEND_OPTION,
     BLOCK_SIZE_OPTION,
@@ -92,9 +92,9 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
     from trtpipe.quantize import quantize as run
 
     spec = load_spec(spec_path) if spec_path else None
-    result = run(model, precision, output, cache=cache, spec=spec, exclude=_exclude(exclude, spec),
-                 unquantized=unquantized, block_size=block_size, min_weights=_min_weights(min_weights, spec),
-                 data_dir=data_dir, reads=_exclusion_files(exclude))
+    result = run(model, precision, output, cache=cache, spec=spec, exclude=exclude_patterns(exclude, spec),
+                 unquantized=unquantized, block_size=block_size, min_weights=min_weights_or_spec(min_weights, spec),
+                 data_dir=data_dir, reads=exclusion_files(exclude))
     path, kept, left_out = result.path, result.kept, result.left_out
     notes = ([f"{len(kept)} node{'s' * (len(kept) > 1)} kept in FP32"] * bool(kept)
              + [f"{len(left_out)} layer{'s' * (len(left_out) > 1)} left unquantized"] * bool(left_out))
@@ -125,8 +125,8 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
 
     check_output(output, [model, spec_path, data_dir])
     graph = onnxio.load(model)
-    spec = _spec(spec_path, graph, model)
-    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    spec = model_spec(spec_path, graph, model)
+    data_dir = data.chosen_directory(data_dir, spec.calibration, "calibration")
     check_output(output, [data_dir])  # the spec's
     alpha = alpha if alpha is not None else spec.smooth if spec.smooth is not None else DEFAULT_ALPHA
     batches = (b.arrays for b in data.iter_batches(spec, data_dir, batch_size, limit))
@@ -166,10 +166,11 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
     """
     from trtpipe.calibrate import CalibrationOptions, method_summary
     from trtpipe.calibrate import calibrate as run
+    from trtpipe.data import chosen_directory
     from trtpipe.files import sidecar_path
 
-    spec = _spec(spec_path)
-    data_dir = _data_dir(data_dir, spec.calibration if spec else None, "calibration")
+    spec = model_spec(spec_path)
+    data_dir = chosen_directory(data_dir, spec.calibration if spec else None, "calibration")
     options = CalibrationOptions(method, batch_size, limit, shuffle, seed, percentile=percentile, grid=precision)
     table, fresh = run(model, data_dir, output, options, spec, force=force)
     chosen = method_summary(output) if method == "auto" else None
@@ -219,14 +220,14 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     from trtpipe.config import parse_shapes
     from trtpipe.targets import Target
 
-    spec = _spec(spec_path)
+    spec = model_spec(spec_path)
     all_shapes = parse_shapes([f"{k}:{v}" for k, v in (spec.shapes if spec else {}).items()], "--spec shapes")
     all_shapes.update(parse_shapes(shapes))
     options = BuildOptions(target=Target.parse(target_text), backend=backend_name, cache=cache, shapes=all_shapes,
                            timing_cache=timing_cache, calibration=calibration,
-                           exclude=_exclude(exclude, spec), unquantized=unquantized,
+                           exclude=exclude_patterns(exclude, spec), unquantized=unquantized,
                            calibration_data=data_dir, spec=spec, verbose=verbose, block_size=block_size,
-                           min_weights=_min_weights(min_weights, spec))
+                           min_weights=min_weights_or_spec(min_weights, spec))
 
     def report(result):
         size = result.engine.stat().st_size / 1e6

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli.common import _data_dir, _spec
+from trtpipe.cli.common import model_spec
 from trtpipe.cli.options import (
     AT_LEAST_ONE,
     UNQUANTIZED_OPTION,
@@ -53,9 +53,9 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     from trtpipe.targets import Precision
 
     original = onnxio.load(model)
-    spec = _spec(spec_path, original, model)
+    spec = model_spec(spec_path, original, model)
     graph = calibrated_graph(original, spec)  # the graph the cache's names and the typed passes refer to
-    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    data_dir = data.chosen_directory(data_dir, spec.calibration, "calibration")
     table = load_table(cache, [precision])
     layers = len(quantizable_layers(graph, table, spec.min_weights, Precision.parse(precision)))
     if not layers:
