@@ -4,4 +4,9 @@ Importing trtpipe imports none of TensorRT, pycuda or PyTorch; the functions tha
 which extra to install.
 """
 
+import logging
+
 __version__ = "0.1.0"
+
+# Silent unless the application configures logging (trtpipe.log.configure does it for the commands).
+logging.getLogger("trtpipe").addHandler(logging.NullHandler())

@@ -1,6 +1,6 @@
 """Typed ONNX to engine: one strongly typed build per precision, with its sidecar.
 
-    write_typed_onnx(model, precision, cache) -> DIR/<model>.<precision>.onnx   (trtpipe.graph.typed)
+    TypedPlan.write(model, precision, cache)     -> DIR/<model>.<precision>.onnx   (trtpipe.quantize, as `trtpipe quantize`)
     build_engine(typed onnx, target, backend) -> DIR/<model>.<precision>.<sm>.engine + .json
 """
 
@@ -21,20 +21,18 @@ from trtpipe.calibrate import (
     CalibrationOptions,
     cache_grid,
     calibrate,
-    calibrated_graph,
     load_table,
-    observe_data_ranges,
 )
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import Outputs, check_output, ensure_dir, json_text, sha256, sidecar_path, staged_outputs, write_bytes
 from trtpipe.graph import onnxio
-from trtpipe.graph.keep import check_exclude
-from trtpipe.graph.lowbit import NothingToQuantize, int4_block
-from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
+from trtpipe.graph.lowbit import NothingToQuantize
+from trtpipe.graph.typed import kept_nodes, unquantized_layers
+from trtpipe.quantize import plan_typed
 from trtpipe.runtime.dtypes import numpy_dtype, trt_type_name
 from trtpipe.runtime.logger import held_errors, shared_logger
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, sealed
-from trtpipe.spec import ModelSpec, ShapeRange, decided_inputs, spec_from_onnx
+from trtpipe.spec import ModelSpec, ShapeRange, spec_from_onnx
 from trtpipe.targets import Precision, Target, local_target
 
 
@@ -352,9 +350,9 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
         raise TrtpipeError(f"-o {output_dir}: is a file; build writes engines into a directory, name one")
     caches, to_calibrate = caches_for(model_path, chosen, options, output_dir)
     tables = {precision: load_table(path, [precision]) for precision, path in caches.items() if path not in to_calibrate.values()}
-    check_exclude(model, options.exclude, model_path, cleaned=lambda: calibrated_graph(model, options.spec))
-    block = int4_block(model, options.block_size, options.spec.block_size if options.spec else None) \
-        if Precision.INT4 in chosen else None
+    typed_plan = plan_typed(model, model_path, chosen, options.spec, options.exclude, block_size=options.block_size,
+                               unquantized=options.unquantized, implicit=options.calibration == "implicit",
+                               shapes=options.shapes, min_weights=options.min_weights)
     if options.timing_cache is not None and not spec.timing_cache:
         raise TrtpipeError(f"--timing-cache: {spec.name} has no timing cache (it does not time tactics); drop the flag")
     backend = backends.load(spec, options.target)
@@ -381,11 +379,9 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
         if on_cache is not None:
             on_cache(grid, path, fresh)
     options = replace(options, caches=caches)  # the sidecars record the cache each engine was built from
-    ranges = None
     if options.calibration_data is not None and options.calibration == "explicit" \
             and any(p not in (Precision.FP32, Precision.TF32) for p in chosen):
-        ranges = observe_data_ranges(model, options.calibration_data, options.spec)
-    fixed = decided_inputs(options.spec)[1]  # the spec's one-value inputs decide If nodes with the shapes
+        typed_plan = typed_plan.observing(model, options.calibration_data, options.spec)
     results = []
     for precision in chosen:
         typed = output_dir / f"{model_path.stem}.{precision}.onnx"
@@ -395,9 +391,7 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
         try:
             with staged_outputs() as outputs:
                 draft = outputs.stage(typed, last=True)
-                write_typed_onnx(model, precision, draft, tables.get(precision), options.exclude,
-                                 implicit=options.calibration == "implicit", unquantized=options.unquantized, ranges=ranges,
-                                 block=block, shapes=options.shapes, fixed=fixed, min_weights=options.min_weights)
+                typed_plan.write(model, precision, draft, tables.get(precision))
                 info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name,
                                     outputs=outputs)
         except NothingToQuantize:

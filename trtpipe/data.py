@@ -256,6 +256,13 @@ def count_samples(directory: str | os.PathLike, limit: int | None = None) -> int
     return len(files) if limit is None else min(limit, len(files))
 
 
+def chosen_directory(given: str | os.PathLike | None, from_spec: str | os.PathLike | None, kind: str) -> Path:
+    """Return the data directory to read: --data as given, else the spec's data.<kind>; raise when neither names one."""
+    if given is None and from_spec is None:
+        raise TrtpipeError(f"--data DIR is needed (or a --spec with data.{kind})")
+    return Path(given or from_spec)
+
+
 LABELS_FILE = "labels.txt"
 
 

@@ -405,7 +405,7 @@ def test_every_numeric_option_has_a_range_and_a_finite_type():
     take nan, inf and negative counts)."""
     import click
 
-    from trtpipe.cli import FiniteFloatRange
+    from trtpipe.cli.options import FiniteFloatRange
 
     found = {(name, param.opts[0]): param for name, param in _numeric_options()}
     assert set(found) == set(OPTION_RANGES), set(found) ^ set(OPTION_RANGES)

@@ -1,4 +1,6 @@
-"""`trtpipe deploy`: from an ONNX model and data to passing engines, a summary and a Triton repository."""
+"""`trtpipe deploy`: from an ONNX model and data to passing engines, a summary and a Triton repository.
+
+Its logic: trtpipe.deploy.deploy."""
 
 from __future__ import annotations
 
@@ -7,29 +9,34 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, PRECISION_CHOICES, main
+from trtpipe.cli.options import (
+    AT_LEAST_ZERO_FLOAT,
+    BACKEND_OPTION,
+    PRECISION_CHOICES,
+    batch_size_option,
+    data_option,
+    output_option,
+    spec_option,
+    target_option,
+)
 
 # trtpipe.deploy.PREFERENCES, spelled out: importing trtpipe.deploy loads the builder, and every
 # command would pay for it at start-up (DeployOptions refuses any other).
 PREFERENCES = ("size", "precision")
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--data", "data_dir", type=click.Path(path_type=Path),
-              help="samples to calibrate on; default: the spec's calibration directory")
+@data_option()
 @click.option("--validation", "validation_dir", type=click.Path(path_type=Path),
               help="other samples to validate on; default: the spec's validation directory, else every 4th file "
                    "of the calibration data by name, held out (linked in OUT/data/): calibration never reads them")
-@click.option("--target", "target_text", default="auto", show_default=True,
-              help="the GPU to deploy on: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
-@click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto",
-              show_default=True, help="which TensorRT builds: auto picks an installed one that runs the target")
+@target_option("the GPU to deploy on: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
+@BACKEND_OPTION
 @click.option("--precision", type=click.Choice([*PRECISION_CHOICES, "int4"]),
               help="the one precision wanted (exit 0 only when it passes); default: every precision the target "
                    "runs beyond fp32, and exit 0 when any passes")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path),
-              help="model.toml; default: OUT/<model>.toml, written as 'trtpipe init' writes it when missing")
+@spec_option("default: OUT/<model>.toml, written as 'trtpipe init' writes it when missing")
 @click.option("--budget-min", type=AT_LEAST_ZERO_FLOAT, default=10.0, show_default=True,
               help="minutes the whole deploy may take: no calibration, build, validation or tuning step starts "
                    "after them (one that has started finishes), and what they left untried is said")
@@ -37,9 +44,8 @@ PREFERENCES = ("size", "precision")
               help="which passing engine to serve: size, the smallest engine file (engines within 5% of it are "
                    "equals, and the narrowest precision among them, then the one nearer FP32, wins); precision, the "
                    "narrowest precision (then the one nearer FP32)")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
-@click.option("-o", "--output", type=click.Path(path_type=Path),
-              help="directory for the engines, reports/, summary.md and triton/; default: deploy/<model>")
+@batch_size_option()
+@output_option("directory for the engines, reports/, summary.md and triton/; default: deploy/<model>", required=False)
 def deploy(model, data_dir, validation_dir, target_text, backend_name, precision, spec_path, budget_min, prefer,
            batch_size, output):
     """Calibrate, build, validate and tune every precision the target runs; keep the engines that pass.

@@ -1,4 +1,6 @@
-"""Low-bit commands: awq (scales and GPTQ rounding for INT4 weight-only, folded into an FP32 model)."""
+"""Low-bit commands: awq (scales and GPTQ rounding for INT4 weight-only, folded into an FP32 model).
+
+Its logic: trtpipe.graph.awq."""
 
 from __future__ import annotations
 
@@ -6,12 +8,13 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, _data_dir, _spec, main
+from trtpipe.cli.common import model_spec
+from trtpipe.cli.options import batch_size_option, data_option, limit_option, output_option, spec_option
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
+@data_option()
 @click.option("--block-size", type=click.Choice(["32", "64", "128"]),
               help="rows of a weight that share one INT4 scale; int4 builds from the output use the same; "
                    "default: the spec's [quantize] block_size, else 128")
@@ -23,10 +26,10 @@ from trtpipe.cli import AT_LEAST_ONE, _data_dir, _spec, main
               help="round the scaled weights by GPTQ's error compensation on the calibration data, not to nearest")
 @click.option("--round-to-nearest", "rtn", is_flag=True,
               help="search nothing, only record --block-size: the baseline AWQ must beat, at the same blocks")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
-@click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX to write, AWQ folded in")
+@batch_size_option()
+@limit_option()
+@spec_option("needed for images")
+@output_option("the FP32 ONNX to write, AWQ folded in")
 def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit, spec_path, output):
     """Write an FP32 ONNX with AWQ's INT4 scales and clips and GPTQ's rounding folded in; build --precision int4 from it.
 
@@ -45,13 +48,13 @@ def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit,
 
     check_output(output, [model, spec_path, data_dir])
     graph = onnxio.load(model)
-    spec = _spec(spec_path, graph, model) if spec_path is not None or not rtn else None
+    spec = model_spec(spec_path, graph, model) if spec_path is not None or not rtn else None
     block_size = int(block_size or (spec.block_size if spec else None) or DEFAULT_INT4_BLOCK)
     if rtn:
         onnxio.save(with_block_size(graph, block_size), output)
         click.echo(f"wrote {output} (round-to-nearest in blocks of {block_size}: nothing searched)")
         return
-    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    data_dir = data.chosen_directory(data_dir, spec.calibration, "calibration")
     check_output(output, [data_dir])  # the spec's
     batches = data.iter_batches(spec, data_dir, batch_size, limit)
     with progress_bar(data.count_samples(data_dir, limit), f"AWQ on {Path(model).name}", "samples") as bar, \

@@ -1,4 +1,9 @@
-"""Pipeline commands: init, plan, calibrate, smooth, quantize, build, inspect."""
+"""Pipeline commands: init, plan, calibrate, smooth, quantize, build, inspect.
+
+Where their logic lives: init trtpipe.starting_spec; plan trtpipe.backend; calibrate
+trtpipe.calibrate; smooth trtpipe.graph.smooth; quantize trtpipe.quantize (which build shares for
+its typed ONNX); build trtpipe.build; inspect trtpipe.describe.
+"""
 
 from __future__ import annotations
 
@@ -7,29 +12,31 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import (
-    AT_LEAST_ONE,
+from trtpipe.cli.common import exclude_patterns, exclusion_files, min_weights_or_spec, model_spec
+from trtpipe.cli.options import (
+    BACKEND_OPTION,
     BLOCK_SIZE_OPTION,
     MIN_WEIGHTS_OPTION,
     PRECISION_CHOICES,
     SHARE,
     UNQUANTIZED_OPTION,
     FiniteFloatRange,
-    _data_dir,
-    _exclude,
-    _exclusion_files,
-    _min_weights,
-    _spec,
-    main,
+    batch_size_option,
+    data_option,
+    json_option,
+    limit_option,
+    output_option,
+    spec_option,
+    target_option,
+    verbose_option,
 )
 from trtpipe.errors import TrtpipeError
 
 
-@main.command()
-@click.option("--target", "target_text", default="auto", show_default=True, help="sm_89, 8.9, a GPU name (L4), or auto")
-@click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True,
-              help="which TensorRT builds: auto picks an installed one that runs the target")
-@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@click.command()
+@target_option("sm_89, 8.9, a GPU name (L4), or auto")
+@BACKEND_OPTION
+@json_option()
 def plan(target_text, backend_name, as_json):
     """Print which precisions the target runs with the backend, and why not.
 
@@ -60,19 +67,18 @@ def plan(target_text, backend_name, as_json):
     click.echo(f"--precision auto builds: {' '.join(result['auto']) or 'nothing'}")
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--precision", type=click.Choice(["fp16", "bf16", "int8", "fp8", "int4", "fp4"]), required=True,
               help="int4: weight-only, from an AWQ-scaled model ('trtpipe awq') or round-to-nearest; fp4: NVFP4")
 @click.option("--cache", type=click.Path(path_type=Path), help="calibration cache (int8, fp8; fp4 takes the fp8 one)")
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep unquantized (repeatable); default: the spec's")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: [quantize] exclude comes from it")
+@spec_option("[quantize] exclude comes from it")
 @UNQUANTIZED_OPTION
 @BLOCK_SIZE_OPTION
 @MIN_WEIGHTS_OPTION
-@click.option("--data", "data_dir", type=click.Path(path_type=Path),
-              help="samples: nodes whose activations on them leave FP16's range stay FP32 (default: constants only)")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the typed ONNX to write")
+@data_option(help="samples: nodes whose activations on them leave FP16's range stay FP32 (default: constants only)")
+@output_option("the typed ONNX to write")
 def quantize(model, precision, cache, exclude, spec_path, unquantized, block_size, min_weights, data_dir, output):
     """Write the typed ONNX for a precision (FP16/BF16 casts, INT8/FP8 Q/DQ, INT4/NVFP4 block-quantized).
 
@@ -82,42 +88,27 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
       trtpipe calibrate model.onnx --spec model.toml -o model.int8.cache
       trtpipe quantize model.onnx --precision int8 --cache model.int8.cache --spec model.toml -o model.int8.onnx
     """
-    from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges
-    from trtpipe.files import check_output
-    from trtpipe.graph import onnxio
-    from trtpipe.graph.keep import check_exclude
-    from trtpipe.graph.lowbit import int4_block
-    from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
-    from trtpipe.spec import decided_inputs
-    from trtpipe.targets import Precision
+    from trtpipe.quantize import quantize as run
+    from trtpipe.spec import load_spec
 
-    check_output(output, [model, cache, spec_path, data_dir, *_exclusion_files(exclude)])
-    graph = onnxio.load(model)
-    table = load_table(cache, [precision]) if cache is not None else None
-    spec = _spec(spec_path, graph, model)
-    exclude = _exclude(exclude, spec)
-    check_exclude(graph, exclude, model, cleaned=lambda: calibrated_graph(graph, spec))
-    ranges = observe_data_ranges(graph, data_dir, spec) if data_dir is not None else None
-    block = int4_block(graph, block_size, spec.block_size if spec else None) if precision == "int4" else None
-    shapes, fixed = decided_inputs(spec)
-    path = write_typed_onnx(graph, Precision.parse(precision), output, table, exclude,
-                            unquantized=unquantized, ranges=ranges, block=block, shapes=shapes, fixed=fixed,
-                            min_weights=_min_weights(min_weights, spec))
-    typed = onnxio.load(path)
-    kept, left_out = kept_nodes(typed), unquantized_layers(typed)
+    spec = load_spec(spec_path) if spec_path else None
+    result = run(model, precision, output, cache=cache, spec=spec, exclude=exclude_patterns(exclude, spec),
+                 unquantized=unquantized, block_size=block_size, min_weights=min_weights_or_spec(min_weights, spec),
+                 data_dir=data_dir, reads=exclusion_files(exclude))
+    path, kept, left_out = result.path, result.kept, result.left_out
     notes = ([f"{len(kept)} node{'s' * (len(kept) > 1)} kept in FP32"] * bool(kept)
              + [f"{len(left_out)} layer{'s' * (len(left_out) > 1)} left unquantized"] * bool(left_out))
     click.echo(f"wrote {path}" + (f" ({', '.join(notes)}: trtpipe inspect {path})" if notes else ""))
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
+@data_option()
 @click.option("--alpha", type=SHARE, help="how much of the outliers moves into the weights, 0..1; default: the spec's [quantize] smooth, else 0.5")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
-@click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the smoothed FP32 ONNX to write")
+@batch_size_option()
+@limit_option()
+@spec_option("needed for images")
+@output_option("the smoothed FP32 ONNX to write")
 def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     """Write an FP32 ONNX with SmoothQuant scales folded in; calibrate and build from it for INT8.
 
@@ -134,8 +125,8 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
 
     check_output(output, [model, spec_path, data_dir])
     graph = onnxio.load(model)
-    spec = _spec(spec_path, graph, model)
-    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    spec = model_spec(spec_path, graph, model)
+    data_dir = data.chosen_directory(data_dir, spec.calibration, "calibration")
     check_output(output, [data_dir])  # the spec's
     alpha = alpha if alpha is not None else spec.smooth if spec.smooth is not None else DEFAULT_ALPHA
     batches = data.iter_batches(spec, data_dir, batch_size, limit)
@@ -146,9 +137,9 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     click.echo(f"wrote {output} ({len(activations)} activations smoothed, alpha {alpha:g})")
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="samples; default: the spec's calibration directory")
+@data_option()
 @click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True,
               help="what the scales are for: the grid (INT8 or FP8 E4M3) every method measures against")
 @click.option("--method", type=click.Choice(["auto", "entropy", "max", "percentile", "mse"]), default="auto",
@@ -157,14 +148,13 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
                    "(INT8: never under percentile 99.99); entropy is TensorRT's own (its implicit calibrator)")
 @click.option("--percentile", type=FiniteFloatRange(0, 100, min_open=True), default=99.99, show_default=True,
               help="percentile method: the share of |x| kept, in (0, 100]")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
-@click.option("--limit", type=AT_LEAST_ONE, help="use at most N samples")
+@batch_size_option()
+@limit_option()
 @click.option("--shuffle/--no-shuffle", default=False, help="shuffle file order (with --seed)")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="shuffle seed")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
+@spec_option("needed for images")
 @click.option("--force", is_flag=True, help="recalibrate even if the cache is up to date")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
-              help="the cache to write (TensorRT's format; a .json sidecar records what it was made from)")
+@output_option("the cache to write (TensorRT's format; a .json sidecar records what it was made from)")
 def calibrate(model, data_dir, precision, method, percentile, batch_size, limit, shuffle, seed, spec_path, force, output):
     """Calibrate on a data directory and write a TensorRT calibration cache.
 
@@ -176,10 +166,11 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
     """
     from trtpipe.calibrate import CalibrationOptions, method_summary
     from trtpipe.calibrate import calibrate as run
+    from trtpipe.data import chosen_directory
     from trtpipe.files import sidecar_path
 
-    spec = _spec(spec_path)
-    data_dir = _data_dir(data_dir, spec.calibration if spec else None, "calibration")
+    spec = model_spec(spec_path)
+    data_dir = chosen_directory(data_dir, spec.calibration if spec else None, "calibration")
     options = CalibrationOptions(method, batch_size, limit, shuffle, seed, percentile=percentile, grid=precision)
     table, fresh = run(model, data_dir, output, options, spec, force=force)
     chosen = method_summary(output) if method == "auto" else None
@@ -187,33 +178,29 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
                + (f"; {chosen}, each tensor's in {sidecar_path(output).name}" if chosen else ""))
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--precision", "precisions", multiple=True, default=["auto"], show_default=True,
               help=f"one of {', '.join(PRECISION_CHOICES)} or auto (repeatable)")
-@click.option("--target", "target_text", default="auto", show_default=True,
-              help="the GPU to build for: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
-@click.option("--backend", "backend_name", type=click.Choice(["auto", "tensorrt", "tensorrt-rtx"]), default="auto", show_default=True,
-              help="which TensorRT builds: auto picks an installed one that runs the target")
+@target_option("the GPU to build for: sm_89, 8.9, a GPU name (L4, H100), or auto (this machine's GPU)")
+@BACKEND_OPTION
 @click.option("--cache", type=click.Path(path_type=Path),
               help="calibration cache for int8/fp8 (fp4 takes the fp8 one); default: calibrated from --data or the "
                    "spec's calibration directory into DIR/<model>.<int8|fp8>.cache")
 @click.option("--shapes", multiple=True, help="NAME:MIN/OPT/MAX, dims joined by x (repeatable)")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml: shapes come from it too")
+@spec_option("shapes come from it too")
 @click.option("--timing-cache", type=click.Path(path_type=Path),
               help="TensorRT's tactic timing cache: read if it exists, written after the build (not on TensorRT-RTX)")
 @click.option("--calibration", type=click.Choice(["explicit", "implicit"]), default="explicit", show_default=True,
               help="explicit Q/DQ from --cache, or TensorRT 10's own IInt8EntropyCalibrator2 (implicit)")
-@click.option("--data", "data_dir", type=click.Path(path_type=Path),
-              help="samples: what int8/fp8 calibrate from when no --cache fits (default: the spec's calibration "
-                   "directory); implicit calibration data; nodes whose activations on them leave FP16's range stay FP32")
+@data_option(help="samples: what int8/fp8 calibrate from when no --cache fits (default: the spec's calibration "
+                  "directory); implicit calibration data; nodes whose activations on them leave FP16's range stay FP32")
 @click.option("--exclude", multiple=True, help="node name, regex or op type to keep in higher precision; default: the spec's")
 @UNQUANTIZED_OPTION
 @BLOCK_SIZE_OPTION
 @MIN_WEIGHTS_OPTION
-@click.option("--verbose", is_flag=True, help="show TensorRT's own log")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
-              help="directory for <model>.<precision>.onnx, <model>.<precision>.<sm>.engine and its .json sidecar")
+@verbose_option("TensorRT's")
+@output_option("directory for <model>.<precision>.onnx, <model>.<precision>.<sm>.engine and its .json sidecar")
 def build(model, precisions, target_text, backend_name, cache, shapes, spec_path, timing_cache, calibration,
           data_dir, exclude, unquantized, block_size, min_weights, verbose, output):
     """Build strongly typed engines: DIR/<model>.<precision>.<sm>.engine and a sidecar .json.
@@ -233,13 +220,13 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     from trtpipe.spec import parse_shapes
     from trtpipe.targets import Target
 
-    spec = _spec(spec_path)
+    spec = model_spec(spec_path)
     all_shapes = {**(spec.shapes if spec else {}), **parse_shapes(shapes)}
     options = BuildOptions(target=Target.parse(target_text), backend=backend_name, cache=cache, shapes=all_shapes,
                            timing_cache=timing_cache, calibration=calibration,
-                           exclude=_exclude(exclude, spec), unquantized=unquantized,
+                           exclude=exclude_patterns(exclude, spec), unquantized=unquantized,
                            calibration_data=data_dir, spec=spec, verbose=verbose, block_size=block_size,
-                           min_weights=_min_weights(min_weights, spec))
+                           min_weights=min_weights_or_spec(min_weights, spec))
 
     def report(result):
         size = result.engine.stat().st_size / 1e6
@@ -252,9 +239,9 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     run(model, output, list(precisions), options, on_engine=report, on_cache=calibrated)
 
 
-@main.command(name="inspect")
+@click.command(name="inspect")
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@json_option()
 def inspect_command(path, as_json):
     """Describe an engine (its sidecar), an ONNX (ops, dtypes, Q/DQ) or a calibration cache.
 
@@ -270,12 +257,11 @@ def inspect_command(path, as_json):
     click.echo(json.dumps(description, indent=2) if as_json else render(description))
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--data", "data_dir", type=click.Path(path_type=Path),
-              help="a data directory: its samples fill in the dynamic dims, images add a [preprocess] table")
+@data_option(help="a data directory: its samples fill in the dynamic dims, images add a [preprocess] table")
 @click.option("--force", is_flag=True, help="replace an existing spec")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="the model.toml to write")
+@output_option("the model.toml to write")
 def init(model, data_dir, force, output):
     """Write a starting model.toml from the model's inputs and outputs, with a guessed task.
 

@@ -1,4 +1,7 @@
-"""Quality commands: validate, summary, sensitivity."""
+"""Quality commands: validate, summary, sensitivity.
+
+Where their logic lives: validate and summary trtpipe.quality.validate; sensitivity trtpipe.quality.sensitivity.
+"""
 
 from __future__ import annotations
 
@@ -10,23 +13,31 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, UNQUANTIZED_OPTION, _data_dir, _spec, main
+from trtpipe.cli.common import model_spec
+from trtpipe.cli.options import (
+    AT_LEAST_ONE,
+    UNQUANTIZED_OPTION,
+    batch_size_option,
+    data_option,
+    json_option,
+    limit_option,
+    spec_option,
+)
 from trtpipe.errors import TrtpipeError
 
 
-@main.command()
+@click.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--precision", type=click.Choice(["int8", "fp8"]), default="int8", show_default=True,
               help="the precision each layer is quantized to in turn")
 @click.option("--cache", type=click.Path(path_type=Path), required=True, help="the calibration cache for --precision")
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's calibration directory")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path),
-              help="model.toml: needed for images; its task and [[outputs]] choose the metric")
-@click.option("--limit", type=AT_LEAST_ONE, default=64, show_default=True, help="samples; every layer runs on all of them")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
+@data_option()
+@spec_option("needed for images; its task and [[outputs]] choose the metric")
+@limit_option(64, help="samples; every layer runs on all of them")
+@batch_size_option()
 @UNQUANTIZED_OPTION
 @click.option("--top", type=AT_LEAST_ONE, default=10, show_default=True, help="rows to print")
-@click.option("--json", "as_json", is_flag=True, help="print every layer as JSON (node, op, score, metric, cosine)")
+@json_option("print every layer as JSON (node, op, score, metric, cosine)")
 def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size, unquantized, top, as_json):
     """Quantize one layer at a time and rank the layers by the spec's task metric (--exclude candidates).
 
@@ -43,9 +54,9 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     from trtpipe.targets import Precision
 
     original = onnxio.load(model)
-    spec = _spec(spec_path, original, model)
+    spec = model_spec(spec_path, original, model)
     graph = calibrated_graph(original, spec)  # the graph the cache's names and the typed passes refer to
-    data_dir = _data_dir(data_dir, spec.calibration, "calibration")
+    data_dir = data.chosen_directory(data_dir, spec.calibration, "calibration")
     table = load_table(cache, [precision])
     layers = len(quantizable_layers(graph, table, spec.min_weights, Precision.parse(precision)))
     if not layers:
@@ -67,20 +78,34 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
         click.echo(f"{row.score:9.5f} {row.cosine:9.5f}  {row.node} ({row.op})")
 
 
-@main.command()
+def _thresholds(_ctx, _param, items) -> dict[str, float]:
+    """Return --threshold METRIC=MIN items as {metric: minimum}; a minimum that is no finite number is refused."""
+    parsed = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            parsed[key] = float(value)
+            if not math.isfinite(parsed[key]):
+                raise ValueError(value)
+        except ValueError:
+            raise TrtpipeError(f"--threshold {item}: write METRIC=NUMBER with a finite number, e.g. cosine=0.995") from None
+    return parsed
+
+
+@click.command()
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--baseline", type=click.Path(path_type=Path), required=True, help="the FP32 ONNX")
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), help="default: the spec's validation directory")
+@data_option("validation")
 @click.option("--labels", type=click.Path(path_type=Path),
               help="'<sample id> <class>' lines; default: the spec's, else labels.txt in the data directory")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path),
-              help="model.toml: inputs, preprocessing, data, thresholds, task and [[outputs]] to judge")
+@spec_option("inputs, preprocessing, data, thresholds, task and [[outputs]] to judge")
 @click.option("--report", "report_dir", type=click.Path(path_type=Path),
               help="write JSON, Markdown and one picture per judged output here")
-@click.option("--threshold", "overrides", multiple=True, help="METRIC=MIN, e.g. cosine=0.995 (repeatable)")
-@click.option("--batch-size", type=AT_LEAST_ONE, default=16, show_default=True, help="samples per forward pass")
-@click.option("--limit", type=AT_LEAST_ONE, help="judge only the first N samples (default: all)")
-@click.option("--json", "as_json", is_flag=True, help="print the report as JSON instead of Markdown")
+@click.option("--threshold", "overrides", multiple=True, callback=_thresholds,
+              help="METRIC=MIN, e.g. cosine=0.995 (repeatable)")
+@batch_size_option()
+@limit_option(help="judge only the first N samples (default: all)")
+@json_option("print the report as JSON instead of Markdown")
 def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overrides, batch_size, limit, as_json):
     """Judge an engine or any ONNX against the FP32 baseline, every output by its task.
 
@@ -93,43 +118,11 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
       trtpipe validate model.fp16.onnx --baseline model.onnx --spec model.toml --report reports/
       trtpipe validate model.fp16.onnx --baseline model.onnx --spec model.toml --threshold cosine=0.999 --json
     """
-    from trtpipe import data
-    from trtpipe.files import check_output
-    from trtpipe.graph import onnxio
-    from trtpipe.quality.validate import compare, named_thresholds, report_paths, thresholds_for, write_report
-    from trtpipe.runtime.onnxrt import OnnxRunner
+    from trtpipe.quality.validate import validate as run
+    from trtpipe.spec import load_spec
 
-    baseline_model = onnxio.load(baseline)
-    spec = _spec(spec_path, baseline_model, baseline)
-    data_dir = _data_dir(data_dir, spec.validation, "validation")
-    labels = data.labels_path(labels, spec.labels, data_dir)
-    if report_dir:
-        json_path, *others = report_paths(report_dir, candidate.name)
-        check_output(json_path, [candidate, baseline, spec_path, data_dir, labels], "--report", siblings=others)
-    label_map = data.read_labels(labels) if labels else None
-    parsed = {}
-    for item in overrides:
-        key, _, value = item.partition("=")
-        try:
-            parsed[key] = float(value)
-            if not math.isfinite(parsed[key]):
-                raise ValueError(value)
-        except ValueError:
-            raise TrtpipeError(f"--threshold {item}: write METRIC=NUMBER with a finite number, e.g. cosine=0.995") from None
-    if candidate.suffix == ".onnx":
-        runner = OnnxRunner(candidate)
-        precision = runner.precision
-    else:
-        from trtpipe.runtime.engine import Engine
-
-        runner = Engine(candidate)
-        precision = runner.info.precision
-    limits = thresholds_for(precision, spec, parsed)  # unknown metric names fail here, before anything runs
-    with runner, OnnxRunner(baseline, model=baseline_model) as base:
-        report = compare(runner, base, spec, data_dir, precision, label_map, limits, batch_size, limit,
-                         named=named_thresholds(precision, spec, parsed))
-    if report_dir:
-        write_report(report, report_dir, candidate.name)
+    report = run(candidate, baseline, load_spec(spec_path) if spec_path else None, data_dir, labels, overrides,
+                 batch_size, limit, report_dir)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -137,7 +130,7 @@ def validate(candidate, baseline, data_dir, labels, spec_path, report_dir, overr
     sys.exit(0 if report.passed else 1)
 
 
-@main.command()
+@click.command()
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--fail/--no-fail", default=True, help="exit 1 when a report failed (default)")
 def summary(reports, fail):

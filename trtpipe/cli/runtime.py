@@ -1,4 +1,4 @@
-"""Commands that run what was built: `trtpipe bench`."""
+"""Commands that run what was built: `trtpipe bench`. Its logic: trtpipe.runtime.bench."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, main
+from trtpipe.cli.options import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, json_option
 
 
-@main.command()
+@click.command()
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--shapes", multiple=True, help="input shape NAME:DIMS, dims joined by x (repeatable); default: the "
               "engine's OPT profile shape, or the model's static shape")
@@ -20,7 +20,7 @@ from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, main
 @click.option("--iterations", type=AT_LEAST_ONE, default=10, show_default=True, help="time at least this many queries (trtexec's --iterations)")
 @click.option("--no-transfers", is_flag=True, help="engines: leave host<->device copies out (trtexec's --noDataTransfers)")
 @click.option("--cuda-graph", is_flag=True, help="engines: launch the inference as a captured CUDA graph (trtexec's --useCudaGraph)")
-@click.option("--json", "as_json", is_flag=True, help="print the result as JSON instead of text")
+@json_option("print the result as JSON instead of text")
 def bench(candidate, shapes, batch, warmup_ms, duration_s, iterations, no_transfers, cuda_graph, as_json):
     """Report the throughput and latency of an engine or an ONNX model, by trtexec's definitions.
 

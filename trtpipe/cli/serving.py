@@ -1,4 +1,7 @@
-"""Serving commands: serve (Triton through PyTriton), triton (a model repository), loadtest."""
+"""Serving commands: serve (Triton through PyTriton), triton (a model repository), loadtest.
+
+Where their logic lives: serve trtpipe.serve.server; triton trtpipe.serve.repository; loadtest trtpipe.serve.loadtest.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,18 @@ from pathlib import Path
 
 import click
 
-from trtpipe.cli import AT_LEAST_ONE, AT_LEAST_ZERO, PORT, POSITIVE, main
+from trtpipe.cli.options import (
+    AT_LEAST_ONE,
+    AT_LEAST_ZERO,
+    PORT,
+    POSITIVE,
+    data_option,
+    json_option,
+    limit_option,
+    output_option,
+    spec_option,
+    verbose_option,
+)
 from trtpipe.errors import TrtpipeError
 
 MAX_BATCH_OPTION = click.option("--max-batch", type=AT_LEAST_ONE, help="largest batch Triton forms; default: the engine profile's "
@@ -16,10 +30,9 @@ INSTANCES_OPTION = click.option("--instances", type=AT_LEAST_ONE, default=1, sho
                                 help="model instances, each with its own runner (an engine runs one call at a time)")
 
 
-@main.command()
+@click.command()
 @click.argument("candidates", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path),
-              help="model.toml: an ONNX model batches up to its [shapes] maximum of dimension 0 unless --max-batch is given")
+@spec_option("an ONNX model batches up to its [shapes] maximum of dimension 0 unless --max-batch is given")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="address to listen on: 127.0.0.1 is this machine only, 0.0.0.0 every interface (reachable from the network)")
 @click.option("--http-port", type=PORT, default=8000, show_default=True, help="HTTP/REST port (KServe v2 protocol)")
@@ -30,7 +43,7 @@ INSTANCES_OPTION = click.option("--instances", type=AT_LEAST_ONE, default=1, sho
               help="how long Triton may hold a request to form a fuller batch")
 @INSTANCES_OPTION
 @click.option("--threads", type=AT_LEAST_ONE, help="ONNX Runtime threads per instance; default: the CPU cores shared by the instances")
-@click.option("--verbose", is_flag=True, help="show Triton's own log")
+@verbose_option("Triton's")
 def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_batch, max_queue_delay_us, instances, threads, verbose):
     """Serve engines (on this GPU) or ONNX models (ONNX Runtime) on Triton, over HTTP and gRPC, until SIGTERM.
 
@@ -80,9 +93,9 @@ def _spec_max_batch(spec_path: Path, candidates) -> int | None:
     return spec.max_batch()
 
 
-@main.command()
+@click.command()
 @click.argument("engines", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True, help="model repository directory")
+@output_option("model repository directory")
 @click.option("--name", help="model name; default: from the file name (digits.int8.sm89.engine -> digits_int8)")
 @MAX_BATCH_OPTION
 @click.option("--dynamic-batching/--no-dynamic-batching", default=True, show_default=True,
@@ -108,20 +121,20 @@ def triton(engines, output, name, max_batch, dynamic_batching, max_queue_delay_u
         click.echo(f"wrote {written}")
 
 
-@main.command()
+@click.command()
 @click.argument("url")
 @click.option("--model", "model_name", required=True, help="model name on the server")
-@click.option("--data", "data_dir", type=click.Path(path_type=Path), required=True, help="samples (.npy, .npz or images)")
-@click.option("--spec", "spec_path", type=click.Path(path_type=Path), help="model.toml (needed for images)")
+@data_option(help="samples (.npy, .npz or images)", required=True)
+@spec_option("needed for images")
 @click.option("--check", "check_path", type=click.Path(path_type=Path),
               help="the served engine or ONNX, run here to check every answer; default: the file the server names, if here")
 @click.option("--concurrency", default="1,4,16,64", show_default=True, help="requests in flight, comma-separated levels")
 @click.option("--duration-s", type=POSITIVE, default=10.0, show_default=True, help="seconds per concurrency level")
 @click.option("--batch", "batch_size", type=AT_LEAST_ONE, default=1, show_default=True, help="samples per request")
-@click.option("--limit", type=AT_LEAST_ONE, default=256, show_default=True, help="distinct samples sent (loaded once, reused)")
+@limit_option(256, help="distinct samples sent (loaded once, reused)")
 @click.option("--protocol", type=click.Choice(["grpc", "http"]), help="default: the URL scheme (grpc:// or http://), else http")
 @click.option("--plot", type=click.Path(path_type=Path), help="write throughput and p99 against concurrency (.png)")
-@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@json_option()
 def loadtest(url, model_name, data_dir, spec_path, check_path, concurrency, duration_s, batch_size, limit, protocol,
              plot, as_json):
     """Measure throughput and p50/p90/p99 latency per concurrency through tritonclient, every answer checked.

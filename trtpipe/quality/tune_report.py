@@ -1,5 +1,7 @@
-"""What `trtpipe tune` writes: the tuned cache and its exclusions beside it (what `build` reads),
-and a report of every configuration tried with a plot of accuracy against estimated latency."""
+"""What `trtpipe tune` writes and says: the tuned cache and its exclusions beside it (what `build`
+reads), a report of every configuration tried with a plot of accuracy against estimated latency,
+and the lines the command prints (`trial_line`, `outcome_lines`). `tune_into` runs the search
+(trtpipe.quality.tune) and writes all of it; the command only parses and prints."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
+from trtpipe import data
 from trtpipe.calibrators.cache import render
-from trtpipe.files import Outputs, ensure_dir, json_text, staged_outputs
-from trtpipe.quality.tune import Trial, TuneResult
+from trtpipe.errors import TrtpipeError
+from trtpipe.files import Outputs, check_output, ensure_dir, json_text, staged_outputs
+from trtpipe.quality.tune import Trial, TuneOptions, TuneResult, tune
 from trtpipe.spec import ModelSpec, toml_string
-from trtpipe.targets import Precision
+from trtpipe.targets import Precision, Target
 
 
 def exclusions_path(cache: str | os.PathLike) -> Path:
@@ -182,3 +186,98 @@ def _batch_text(batch) -> str:
 
 
 
+
+
+def tune_into(output: Path, model: Path, spec: ModelSpec, precision: Precision, target: Target, *,
+              data_dir: Path | None = None, validation_dir: Path | None = None, baseline: Path | None = None,
+              report_dir: Path | None = None, budget_seconds: float = 600.0, tuning_samples: int | None = None,
+              batch_size: int = 16, slack: float = 0.1, search_unquantized: str = "fp32", confidence: float = 0.9,
+              ladder: bool = True, on_trial=None, on_phase=None) -> tuple[TuneResult, list[Path]]:
+    """Return the search's result and the files written: the tuned cache `output`, its exclusions and the report.
+
+    `data_dir`, `validation_dir`: default the spec's calibration and validation directories;
+    `report_dir`: default reports/ beside `output`. Every output is checked against every input
+    before the search starts, and the cache, its exclusions and the report are written all or none.
+    """
+    if output.suffix != ".cache":
+        raise TrtpipeError(f"-o {output}: name the tuned cache <name>.cache (its exclusions go to <name>.toml)")
+    data_dir = data.chosen_directory(data_dir, spec.calibration, "calibration")
+    validation_dir = validation_dir or spec.validation
+    report_dir = report_dir or output.parent / "reports"
+    inputs = [model, spec.path, data_dir, validation_dir, baseline, spec.labels]
+    check_output(output, inputs, siblings=[exclusions_path(output)])
+    for path in report_paths(spec, precision, report_dir):
+        check_output(path, [*inputs, output, exclusions_path(output)], "--report")
+    labels = data.labels_path(None, spec.labels if validation_dir == spec.validation else None, validation_dir)
+    labels = data.read_labels(labels) if labels else None
+    with data.model_runs_on(data_dir):
+        options = TuneOptions(validation_dir=validation_dir, baseline_path=baseline, labels=labels,
+                              budget_seconds=budget_seconds, tuning_samples=tuning_samples, batch_size=batch_size,
+                              slack=slack, search_unquantized=search_unquantized, confidence=confidence, ladder=ladder)
+        result = tune(model, spec, precision, target, data_dir, options, on_trial=on_trial, on_phase=on_phase)
+    with staged_outputs() as outputs:  # the cache, its exclusions and the report, all or none
+        written = write_tuned(result, output, precision, outputs)
+        written += write_report(result, spec, precision, report_dir, outputs)
+    return result, written
+
+
+def meets_spec(result: TuneResult) -> bool:
+    """Return whether what tune wrote meets the thresholds where it was last judged: validation, when there is a set."""
+    confirmed = result.validation is None or result.validation.passed or result.confirmed is not None
+    return result.chosen.passed and confirmed
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.4f} ms"
+
+
+def _metrics(trial: Trial) -> str:
+    return ", ".join(f"{k} {v:.5f}" for k, v in trial.metrics.items())
+
+
+def trial_line(trial: Trial, best: Trial) -> str:
+    """Return the progress line of one configuration tried, with the best so far."""
+    verdict = "pass" if trial.passed else "fail"
+    return (f"[{trial.index:3}] {trial.step[:60]:60} {_ms(trial.seconds)}  {_metrics(trial)}  {verdict}"
+            f"  | best: #{best.index} {_ms(best.seconds)}{'' if best.passed else ' (none passes yet)'}")
+
+
+def outcome_lines(result: TuneResult, written: Sequence[Path], ladder: bool = True) -> list[tuple[str, bool]]:
+    """Return what tune says of its result, in order, as (line, whether it is a warning for stderr)."""
+    lines: list[tuple[str, bool]] = []
+
+    def say(text: str, warning: bool = False) -> None:
+        lines.append((text, warning))
+
+    chosen = result.chosen
+    say(f"chosen: #{chosen.index} {chosen.step}: {len(chosen.config.exclude)} of "
+        f"{chosen.quantized + len(chosen.config.exclude)} layers kept in FP16, method {chosen.config.method}"
+        f"{f' (+{len(chosen.config.overrides)} tensors otherwise)' if chosen.config.overrides else ''}, "
+        f"{_ms(chosen.seconds)} estimated on the {result.gpu}")
+    fastest = min((t for t in result.trials if t.passed), key=lambda t: t.seconds, default=None)
+    if chosen.passed and fastest is not None and fastest.seconds < chosen.seconds:
+        say(f"  more accurate than the fastest that passes (#{fastest.index}, {_ms(fastest.seconds)}), and "
+            f"within --slack of quantization's estimated saving or one kernel launch of it")
+    judged = {k: v for k, v in result.thresholds.items() if k in chosen.metrics}  # the judged metrics' minimums
+    say(f"  tuning split ({result.tuning_samples} samples): {_metrics(chosen)}"
+        f" -> {'meets' if chosen.passed else 'does NOT meet'} {judged}")
+    if result.validation is not None:
+        report = result.validation
+        say(f"  validation ({report.samples} samples, simulated): {report.deciding_checks()} -> "
+            f"{'PASS' if report.passed else 'FAIL'}")
+    if result.confirmed is not None:
+        rung = result.confirmed
+        say(f"written instead: {rung.kept} more of the most sensitive layers kept in FP16 ({rung.quantized} "
+            f"quantized), {_ms(rung.seconds)} estimated; validation {rung.report.deciding_checks()} -> PASS "
+            f"(validation chose this among {len(result.rungs)} rungs: not an unseen test)")
+    elif result.rungs:
+        say(f"no rung of {len(result.rungs)} met the spec on validation; the search's choice is written", warning=True)
+    elif chosen.passed and result.validation is not None and not result.validation.passed:
+        why = "--no-ladder" if not ladder else "keeping more in FP16 would leave nothing quantized"
+        say(f"the search's choice fails on validation and no rung was tried ({why}): it is written, "
+            f"and does not meet the spec", warning=True)
+    for path in written:
+        say(f"wrote {path}")
+    if not chosen.passed:
+        say("no configuration tried meets the thresholds; the one closest is written", warning=True)
+    return lines

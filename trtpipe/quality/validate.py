@@ -327,6 +327,53 @@ def compare(candidate: Runner, baseline: Runner, spec: ModelSpec, directory: str
                   {task.output: task.picture() for task in tasks})
 
 
+def open_candidate(path: Path) -> tuple[Runner, str]:
+    """Return a runner of the engine (this GPU) or ONNX (ONNX Runtime) at `path`, and the precision it runs in."""
+    from trtpipe.runtime.onnxrt import OnnxRunner
+
+    if path.suffix == ".onnx":
+        runner = OnnxRunner(path)
+        return runner, runner.precision
+    from trtpipe.runtime.engine import Engine
+
+    engine = Engine(path)
+    return engine, engine.info.precision
+
+
+def validate(candidate: Path, baseline: Path, spec: ModelSpec | None = None, data_dir: Path | None = None,
+             labels: Path | None = None, overrides: dict[str, float] | None = None, batch_size: int = 16,
+             limit: int | None = None, report_dir: Path | None = None) -> Report:
+    """Return the report of `candidate` (an engine or any ONNX) judged against the FP32 ONNX `baseline`.
+
+    `spec`: a loaded model.toml, checked against the baseline's inputs; None: the baseline's own
+    inputs, generic thresholds. `data_dir`, `labels`: default the spec's (labels, else labels.txt in
+    the data directory). `overrides`: {metric: minimum} over the precision's thresholds. The report is
+    written into `report_dir` when given (`write_report`); every check on the inputs runs before anything does.
+    """
+    from trtpipe.files import check_output
+    from trtpipe.graph import onnxio
+    from trtpipe.runtime.onnxrt import OnnxRunner
+    from trtpipe.spec import resolve_inputs, spec_from_onnx
+
+    baseline_model = onnxio.load(baseline)
+    spec_path = spec.path if spec is not None else None
+    spec = resolve_inputs(spec, baseline_model, baseline) if spec is not None else spec_from_onnx(baseline_model, baseline)
+    data_dir = data.chosen_directory(data_dir, spec.validation, "validation")
+    labels = data.labels_path(labels, spec.labels, data_dir)
+    if report_dir:
+        json_path, *others = report_paths(report_dir, candidate.name)
+        check_output(json_path, [candidate, baseline, spec_path, data_dir, labels], "--report", siblings=others)
+    label_map = data.read_labels(labels) if labels else None
+    runner, precision = open_candidate(candidate)
+    limits = thresholds_for(precision, spec, overrides)  # unknown metric names fail here, before anything runs
+    with runner, OnnxRunner(baseline, model=baseline_model) as base:
+        report = compare(runner, base, spec, data_dir, precision, label_map, limits, batch_size, limit,
+                         named=named_thresholds(precision, spec, overrides))
+    if report_dir:
+        write_report(report, report_dir, candidate.name)
+    return report
+
+
 def report_paths(directory: str | os.PathLike, stem: str) -> list[Path]:
     """Return the report files validate writes for `stem`: `<stem>.json` and `<stem>.md` (pictures besides)."""
     return [Path(directory) / f"{stem}.json", Path(directory) / f"{stem}.md"]

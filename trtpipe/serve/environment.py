@@ -22,6 +22,7 @@ read its own environment when it started.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import socket
 import sys
@@ -30,6 +31,9 @@ from collections.abc import MutableMapping
 from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
+from trtpipe.log import configure
+
+log = logging.getLogger(__name__)
 
 STUB_SITE_VARIABLE = "TRTPIPE_TRITON_STUB_SITE"
 STUB_PTH = "trtpipe_triton_stub.pth"
@@ -108,7 +112,7 @@ def install_stub_site() -> None:
                     *STUB_PACKAGES], check=True)
     pth = Path(sysconfig.get_paths()["purelib"]) / STUB_PTH
     pth.write_text(STUB_PTH_LINE)
-    print(f"{', '.join(STUB_PACKAGES)} for the Triton stub in {site}; {pth} adds it to the stub's path")
+    log.info("%s for the Triton stub in %s; %s adds it to the stub's path", ", ".join(STUB_PACKAGES), site, pth)
 
 
 def check_port(port: int, flag: str, host: str = "127.0.0.1") -> None:
@@ -133,4 +137,5 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 if __name__ == "__main__":
+    configure()
     install_stub_site()
