@@ -30,8 +30,12 @@ INSTANCES_OPTION = click.option("--instances", type=AT_LEAST_ONE, default=1, sho
               help="how long Triton may hold a request to form a fuller batch")
 @INSTANCES_OPTION
 @click.option("--threads", type=AT_LEAST_ONE, help="ONNX Runtime threads per instance; default: the CPU cores shared by the instances")
+@click.option("--stack", type=click.Choice(["direct", "triton"]), default="direct", show_default=True,
+              help="direct: the runners answer in this process, behind the same fronts; triton: Triton and its Python "
+                   "backend run them (docs/serving.md measures both)")
 @click.option("--verbose", is_flag=True, help="show Triton's own log")
-def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_batch, max_queue_delay_us, instances, threads, verbose):
+def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_batch, max_queue_delay_us, instances, threads,
+          stack, verbose):
     """Serve engines (on this GPU) or ONNX models (ONNX Runtime) on Triton, over HTTP and gRPC, until SIGTERM.
 
     \b
@@ -53,7 +57,8 @@ def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_b
         if model.name in {m.name for m in models}:
             raise TrtpipeError(f"{path}: another candidate is also named '{model.name}'; serve them one at a time")
         models.append(model)
-    options = ServerOptions(host, http_port, grpc_port, metrics_port, max_queue_delay_us, verbose, instances, threads)
+    options = ServerOptions(host, http_port, grpc_port, metrics_port, max_queue_delay_us, verbose, instances, threads,
+                            stack=stack)
     shown = "127.0.0.1" if host == "0.0.0.0" else host
 
     def ready():
