@@ -26,8 +26,9 @@ INSTANCES_OPTION = click.option("--instances", type=AT_LEAST_ONE, default=1, sho
 @click.option("--grpc-port", type=PORT, default=8001, show_default=True, help="gRPC port")
 @click.option("--metrics-port", type=PORT, default=8002, show_default=True, help="Prometheus metrics port")
 @MAX_BATCH_OPTION
-@click.option("--max-queue-delay-us", type=AT_LEAST_ZERO, default=100, show_default=True,
-              help="how long Triton may hold a request to form a fuller batch")
+@click.option("--max-queue-delay-us", type=AT_LEAST_ZERO,
+              help="how long the batcher may hold a request to form a fuller batch; default: 0 on the direct stack "
+                   "(it batches what queued while the runner was busy), 100 on Triton")
 @INSTANCES_OPTION
 @click.option("--threads", type=AT_LEAST_ONE, help="ONNX Runtime threads per instance; default: the CPU cores shared by the instances")
 @click.option("--stack", type=click.Choice(["direct", "triton"]), default="direct", show_default=True,
@@ -48,6 +49,8 @@ def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_b
     from trtpipe.serve.server import serve as run
 
     threads = threads or default_threads(instances, len(candidates))
+    if max_queue_delay_us is None:
+        max_queue_delay_us = 0 if stack == "direct" else ServerOptions.max_queue_delay_us
     if max_batch is None and spec_path is not None:
         max_batch = _spec_max_batch(spec_path, candidates)
     models = []

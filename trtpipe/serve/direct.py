@@ -215,7 +215,7 @@ class DirectModels:
                 raise Refused(400, f"input '{name}': its data are not {TRITON_DATATYPES.get(spec.dtype)} values") from None
             if array.size != count:
                 raise Refused(400, f"input '{name}' holds {array.size} values; shape {shape} takes {count}")
-        if model.limits().inputs[name].reshaped and len(shape) == len(spec.shape) + 1:
+        if self.batchers[model.name].limits.inputs[name].reshaped and len(shape) == len(spec.shape) + 1:
             shape = shape[:-1]  # the client's [N, 1] of an [N] input, as Triton's reshape hands it to the model
         return array.reshape(shape)
 
