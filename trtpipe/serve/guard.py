@@ -16,6 +16,9 @@ itself would send; everything else is forwarded unchanged, over kept-alive conne
 Triton 2.51 does not exit while an HTTP connection to it is open, idle or not: it waits out its
 whole exit timeout (measured: 61 s for one idle keep-alive connection). So stopping starts with
 `drain()`, which closes the idle connections to Triton and closes the others once their answer is in.
+
+On the direct stack (direct.py) the same front, with the same checks, hands what it accepts to an
+`answer` in this process instead of Triton.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""`trtpipe serve`: runners behind Triton Inference Server, on a repository written for this run.
+"""`trtpipe serve`: runners behind the KServe v2 protocol, in this process or in Triton Inference Server.
 
+`--stack direct` (serve_direct): the fronts below answer what they accept with the runners in this
+process (direct.py); no Triton is started. `--stack triton`, the rest of this docstring:
 The models are written as `trtpipe triton` writes them for the Python backend (python_model.py runs
 trtpipe's runner in Triton's stub, one per instance) into a temporary repository, and the Triton
 server nvidia-pytriton bundles serves it: no proxy between Triton and the runner, and each request
