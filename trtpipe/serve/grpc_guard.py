@@ -7,7 +7,8 @@ largest request a served model takes: gRPC refuses a larger message from its len
 reading it (measured: a server bounded at 1 MiB stayed at 34 MB resident while refusing 512 MiB).
 An inference request within that bound is parsed and its inputs checked against the model's limits
 (names, datatypes, shapes, bytes); the rest goes to Triton's gRPC on a loopback port unchanged, and
-Triton's answer (or error) comes back unchanged.
+Triton's answer (or error) comes back unchanged. On the direct stack (direct.py) the front answers
+what it accepts itself, with the runners in this process, and nothing goes to Triton.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import grpc
 
 from trtpipe.errors import TrtpipeError
 from trtpipe.serve.guard import HEADER_BYTES, Refused
-from trtpipe.serve.limits import RequestLimits
+from trtpipe.serve.limits import RequestLimits, reply_error
 
 if TYPE_CHECKING:
     from trtpipe.serve.direct import DirectModels
@@ -115,6 +116,8 @@ class GrpcGuard:
                 return self.local.grpc_infer(request) if request is not None else self.local.grpc_call(method, body)
             except Refused as refused:
                 self.refuse(context, (GRPC_CODES.get(refused.status, "INVALID_ARGUMENT"), str(refused)))
+            except Exception as exc:  # noqa: BLE001 - the direct stack's own bug: this request fails, the server serves on
+                self.refuse(context, ("INTERNAL", reply_error(exc)))
         call = self.calls.get(method) or self.calls.setdefault(method, self.channel.unary_unary(method, _same, _same))
         try:
             return call(body, metadata=self.metadata(context), timeout=_deadline(context))

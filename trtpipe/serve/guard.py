@@ -206,6 +206,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except (OSError, http.client.HTTPException) as exc:
             self._reply(503, {"error": f"the server is not answering ({reply_error(exc)})"})
             return
+        except Exception as exc:  # the direct stack's own bug: this request fails, the server serves on
+            if self.server.answer is None:
+                raise
+            self._reply(500, {"error": reply_error(exc)})
+            return
         self.send_response(status)
         for key, value in headers:
             if key.lower() not in HOP_HEADERS:
