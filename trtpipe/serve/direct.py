@@ -85,6 +85,7 @@ class Batcher:
 
     @property
     def pending(self) -> int:
+        """The requests queued, not yet running."""
         return len(self.queue)
 
     def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -113,7 +114,7 @@ class Batcher:
     def _run_next(self) -> None:
         """Run the requests at the head of the queue on a free runner (called and returning with the lock held)."""
         runner = self.free.pop()
-        batch, samples = [self.queue.popleft()], 0
+        batch = [self.queue.popleft()]
         samples = batch[0].samples
         while self.queue and self.model.max_batch and samples + self.queue[0].samples <= self.model.max_batch:
             samples += self.queue[0].samples
@@ -180,13 +181,16 @@ class DirectModels:
                              "ModelConfig": self._model_config, "RepositoryIndex": self._index}
 
     def limits(self) -> dict[str, RequestLimits]:
+        """Return each model's request limits (the fronts check requests against them)."""
         return {name: batcher.limits for name, batcher in self.batchers.items()}
 
     def flush(self) -> None:
+        """Run what every batcher holds now (the server is stopping)."""
         for batcher in self.batchers.values():
             batcher.flush()
 
     def wait_idle(self, timeout_s: float) -> None:
+        """Wait, at most `timeout_s` in all, until no model has a request queued or running."""
         deadline = time.monotonic() + timeout_s
         for batcher in self.batchers.values():
             batcher.wait_idle(max(0.0, deadline - time.monotonic()))
