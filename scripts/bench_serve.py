@@ -1,22 +1,24 @@
-"""Benchmark: `trtpipe serve` against the same model in-process and against a floor server, in one run.
+"""Benchmark: `trtpipe serve` on both stacks against the same model in-process and against a floor server, in one run.
 
 Two models: a tiny one (tests/models.py's 16-32-8 MLP, where the serving stack is all there is to
 measure) and a compute-bound one (a shipped model's FP32 ONNX, EfficientNet-lite0 by default). Each
-is served by `trtpipe serve` with its defaults, and a floor server stands beside them: the same
-bundled Triton, the same repository writer and config (batching, delay, instances), but a
-Python-backend model that reads its input and answers zeros of the output's shape, computing
-nothing. So per model:
+is served by `trtpipe serve --stack direct` (the runner in the fronts' process) and by `trtpipe
+serve --stack triton` (Triton and its Python stub), with their defaults, and a floor server stands
+beside them: the same bundled Triton, the same repository writer and config (batching, delay,
+instances), but a Python-backend model that reads its input and answers zeros of the output's
+shape, computing nothing. So per model and stack:
 
-- served - in-process is what serving adds, floor - zero is what the stack costs whatever the
-  model, and served - floor - in-process is trtpipe's own share;
-- latency at concurrency 1: in-process, served and floor calls (gRPC, and HTTP) in blocks of 10,
-  taking turns until the time is up, so that all see the same load and each call follows one of
+- served - in-process is what serving adds, floor - zero is what Triton's stack costs whatever the
+  model, and triton - floor - in-process is trtpipe's own share on that stack; the gRPC round trips
+  alone (is_server_live, to direct's front and to Triton) are the floor of each protocol stack;
+- latency at concurrency 1: in-process, direct, triton and floor calls (gRPC, and HTTP) in blocks of
+  10, taking turns until the time is up, so that all see the same load and each call follows one of
   its own kind;
 - throughput at concurrency 1, 4, 16: in-process runs of batch C back to back (the runner's own
   batched ceiling at that size), and closed-loop tritonclient gRPC clients keeping C batch-1
-  requests in flight on the served and the floor server (every answer checked: the served against
-  the in-process runner, the floor's against zeros), window after window in turn, for --rounds
-  rounds; each ratio is the median of the rounds' ratios.
+  requests in flight on each server (every answer checked: the served against the in-process
+  runner, the floor's against zeros), window after window in turn, for --rounds rounds; each ratio
+  is the median of the rounds' ratios.
 
 CPU only (ONNX Runtime's CPU provider); the load-test clients share the cores with the servers. The
 1-minute load average is printed with every figure: on a shared machine it says how far to trust it.
@@ -150,11 +152,14 @@ def latencies(calls: dict, seconds: float) -> dict[str, dict]:
             for name, t in times.items()}
 
 
-def measure(subject: Subject, served: Server, floor: Server, window_s: float, rounds_count: int, latency_s: float) -> dict:
-    """Return the latency and throughput figures of one model, printing each as it comes."""
+STACKS = ("direct", "triton")  # `trtpipe serve --stack`, each measured against in-process and the floor
+SERVERS = (*STACKS, "floor")
+
+
+def measure(subject: Subject, servers: dict[str, Server], window_s: float, rounds_count: int, latency_s: float) -> dict:
+    """Return the latency and throughput figures of one model on every server, printing each as it comes."""
     from trtpipe.serve.loadtest import Client
 
-    servers = {"served": served, "floor": floor}
     clients = {(role, protocol): Client(protocol, f"127.0.0.1:{getattr(server, protocol)}")
                for role, server in servers.items() for protocol in ("grpc", "http")}
     sample = subject.samples[0]
@@ -162,10 +167,13 @@ def measure(subject: Subject, served: Server, floor: Server, window_s: float, ro
     def call(role, protocol="grpc"):
         return lambda: clients[role, protocol].infer(subject.name, sample, subject.outputs)
 
-    paths = {"in-process": lambda: subject.runner(sample), "served": call("served"), "floor": call("floor"),
-             "served over HTTP (trtpipe serve's front)": call("served", "http"),
-             "floor over HTTP (Triton's own)": call("floor", "http"),
-             "a gRPC round trip alone (is_server_live)": clients["floor", "grpc"].client.is_server_live}
+    paths = {"in-process": lambda: subject.runner(sample)}
+    for role in SERVERS:
+        paths[role] = call(role)
+    for role in SERVERS:
+        paths[f"{role} over HTTP"] = call(role, "http")
+    paths["a gRPC round trip to direct's front (is_server_live)"] = clients["direct", "grpc"].client.is_server_live
+    paths["a gRPC round trip to Triton (is_server_live)"] = clients["floor", "grpc"].client.is_server_live
     try:
         lat = latencies(paths, latency_s)
     finally:
@@ -173,41 +181,43 @@ def measure(subject: Subject, served: Server, floor: Server, window_s: float, ro
             client.close()
     lat["load"] = load()
     base = lat["in-process"]["p50_ms"]
-    print(f"{subject.label}, batch 1 at concurrency 1 (load {lat['load']:.1f}, {lat['served']['calls']} calls each):")
+    print(f"{subject.label}, batch 1 at concurrency 1 (load {lat['load']:.1f}, {lat['direct']['calls']} calls each):")
     for name in paths:
-        print(f"  {name:42s} p50 {lat[name]['p50_ms']:8.3f} ms  p99 {lat[name]['p99_ms']:8.3f} ms")
-    print(f"  served adds {lat['served']['p50_ms'] - base:.3f} ms at p50; the floor answers in {lat['floor']['p50_ms']:.3f} ms; "
-          f"trtpipe's share (served - floor - in-process) {lat['served']['p50_ms'] - lat['floor']['p50_ms'] - base:.3f} ms",
-          flush=True)
+        print(f"  {name:52s} p50 {lat[name]['p50_ms']:8.3f} ms  p99 {lat[name]['p99_ms']:8.3f} ms")
+    print(f"  added at p50 over gRPC: direct {lat['direct']['p50_ms'] - base:.3f} ms, triton {lat['triton']['p50_ms'] - base:.3f} ms; "
+          f"the floor answers in {lat['floor']['p50_ms']:.3f} ms; triton's own share (triton - floor - in-process) "
+          f"{lat['triton']['p50_ms'] - lat['floor']['p50_ms'] - base:.3f} ms", flush=True)
     # The floor's answers are checked too (zeros), so that its clients do the same work as the served ones'.
     zeros = [{name: np.zeros_like(value) for name, value in answer.items()} for answer in subject.expected]
     rows = []
     for level in LEVELS:
         rounds = []
-        for _ in range(rounds_count):  # the three in turn, round after round: each round's ratio sees one load
+        for _ in range(rounds_count):  # every path in turn, round after round: each round's ratios see one load
             in_process, in_process_cpu = in_process_throughput(subject.runner, subject.samples, level, window_s)
-            got, served_cpu = served_throughput(served, subject, level, window_s, subject.expected)
-            floor_level, floor_cpu = served_throughput(floor, subject, level, window_s, zeros)
-            rounds.append({"in_process": in_process, "served": got.throughput, "floor": floor_level.throughput,
-                           "cpu_ms_per_sample": {"in_process": in_process_cpu, "served": served_cpu, "floor": floor_cpu},
-                           "served_p99_ms": got.p99_ms, "errors": got.errors + floor_level.errors,
-                           "wrong": got.wrong + floor_level.wrong,
-                           "load": load()})
-        row = {"concurrency": level, "rounds": rounds, **{key: _median([r[key] for r in rounds]) for key in
-                                                          ("in_process", "served", "floor", "load")},
-               "served_over_in_process": _median([r["served"] / r["in_process"] for r in rounds]),
-               "served_over_floor": _median([r["served"] / r["floor"] for r in rounds]),
+            got, cpu = {"in_process": in_process}, {"in_process": in_process_cpu}
+            errors = wrong = 0
+            for role in SERVERS:
+                result, cpu[role] = served_throughput(servers[role], subject, level, window_s,
+                                                      zeros if role == "floor" else subject.expected)
+                got[role], errors, wrong = result.throughput, errors + result.errors, wrong + result.wrong
+                got[f"{role}_p99_ms"] = result.p99_ms
+            rounds.append({**got, "cpu_ms_per_sample": cpu, "errors": errors, "wrong": wrong, "load": load()})
+        row = {"concurrency": level, "rounds": rounds,
+               **{key: _median([r[key] for r in rounds]) for key in ("in_process", *SERVERS, "load")},
+               **{f"{role}_over_in_process": _median([r[role] / r["in_process"] for r in rounds]) for role in STACKS},
+               **{f"{role}_over_floor": _median([r[role] / r["floor"] for r in rounds]) for role in STACKS},
                "cpu_ms_per_sample": {key: _median([r["cpu_ms_per_sample"][key] for r in rounds])
-                                     for key in ("in_process", "served", "floor")},
+                                     for key in ("in_process", *SERVERS)},
                "errors": sum(r["errors"] for r in rounds), "wrong": sum(r["wrong"] for r in rounds)}
         rows.append(row)
         cpu = row["cpu_ms_per_sample"]
-        spread = ", ".join(f"{r['served'] / r['in_process']:.0%}" for r in rounds)
-        print(f"  concurrency {level:2d}: in-process batch {level:2d} {row['in_process']:9.1f}/s, served {row['served']:7.1f}/s, "
-              f"floor {row['floor']:7.1f}/s; served / in-process {row['served_over_in_process']:5.1%} ({spread}), "
-              f"served / floor {row['served_over_floor']:4.0%}; CPU ms per sample in-process {cpu['in_process']:.3f}, "
-              f"served {cpu['served']:.3f}, floor {cpu['floor']:.3f}; errors {row['errors']}, wrong {row['wrong']} "
-              f"(load {row['load']:.1f})", flush=True)
+        spread = {role: ", ".join(f"{r[role] / r['in_process']:.0%}" for r in rounds) for role in STACKS}
+        print(f"  concurrency {level:2d}: in-process batch {level:2d} {row['in_process']:9.1f}/s, "
+              + ", ".join(f"{role} {row[role]:7.1f}/s" for role in SERVERS) + "; "
+              + ", ".join(f"{role} / in-process {row[f'{role}_over_in_process']:5.1%} ({spread[role]})" for role in STACKS)
+              + "; " + ", ".join(f"{role} / floor {row[f'{role}_over_floor']:4.0%}" for role in STACKS)
+              + "; CPU ms per sample " + ", ".join(f"{key} {cpu[key]:.3f}" for key in ("in_process", *SERVERS))
+              + f"; errors {row['errors']}, wrong {row['wrong']} (load {row['load']:.1f})", flush=True)
     return {"model": subject.label, "file": subject.path.name, "latency": lat, "throughput": rows}
 
 
@@ -235,8 +245,8 @@ def main() -> None:
     parser.add_argument("--model", default="efficientnet-lite0", help="the compute-bound model: a shipped model with build/M/M.onnx")
     parser.add_argument("--window-s", type=float, default=1.5, help="seconds per throughput window (each path, each level)")
     parser.add_argument("--rounds", type=int, default=3, help="throughput windows per path and level, in turn (median)")
-    parser.add_argument("--latency-s", type=float, default=5.0, help="seconds of batch-1 calls per model (every path)")
-    parser.add_argument("--serve-args", default="", help="options for both `trtpipe serve`s and the floor, e.g. '--instances 2'")
+    parser.add_argument("--latency-s", type=float, default=4.0, help="seconds of batch-1 calls per model (every path)")
+    parser.add_argument("--serve-args", default="", help="options for every `trtpipe serve` and the floor, e.g. '--instances 2'")
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "build" / "serve-bench")
     args = parser.parse_args()
     serve_args = args.serve_args.split()
@@ -271,17 +281,18 @@ def main() -> None:
                                     [o.name for o in runner.outputs]))
         servers, triton = [], None
         try:
-            for subject in subjects:  # one `trtpipe serve` per model, as a user would run it
-                servers.append(start_server([subject.path, *serve_args], tmp / f"{subject.name}.log"))
+            for subject in subjects:  # one `trtpipe serve` per model and stack, as a user would run it
+                servers.append({stack: start_server([subject.path, "--stack", stack, *serve_args],
+                                                    tmp / f"{subject.name}.{stack}.log") for stack in STACKS})
             triton, floor_http, floor_grpc, _metrics = bundled_triton(tmp, floor_repository(tmp / "floor", subjects, serve_args),
                                                                       tmp / "floor.log")
             floor = Server(triton, tmp / "floor.log", floor_http, floor_grpc, _metrics)
             print(f"servers ready in {time.monotonic() - began:.0f} s: trtpipe serve {' '.join(serve_args) or '(defaults)'}; "
                   f"{os.cpu_count()} CPU cores, ONNX Runtime CPUExecutionProvider, {threads} threads", flush=True)
-            results = [measure(s, server, floor, args.window_s, args.rounds, args.latency_s)
-                       for s, server in zip(subjects, servers)]
+            results = [measure(s, {**stacks, "floor": floor}, args.window_s, args.rounds, args.latency_s)
+                       for s, stacks in zip(subjects, servers)]
         finally:
-            codes = [server.terminate() for server in servers]
+            codes = [server.terminate() for stacks in servers for server in stacks.values()]
             if triton is not None:
                 os.killpg(triton.pid, signal.SIGINT)
                 triton.wait(timeout=90)
@@ -296,16 +307,17 @@ def main() -> None:
 
 
 def summary(results: list[dict]) -> None:
-    """Print one line per model: what serving adds at concurrency 1, and throughput as ratios."""
-    print("summary (p50 at concurrency 1; throughput served / in-process batched, served / floor; "
-          "CPU per sample in-process / served):")
+    """Print per model and stack what serving adds at concurrency 1, and throughput as ratios (issue 27's figures)."""
+    print("summary (p50/p99 at concurrency 1 minus in-process's p50; throughput at c=1, 4, 16 as served / in-process "
+          "batched and served / floor):")
     for model in results:
         lat, base = model["latency"], model["latency"]["in-process"]["p50_ms"]
-        ratios = ", ".join(f"c={row['concurrency']} {row['served_over_in_process']:.0%} / {row['served_over_floor']:.0%} / "
-                           f"{row['cpu_ms_per_sample']['in_process'] / row['cpu_ms_per_sample']['served']:.0%}"
-                           for row in model["throughput"])
-        print(f"  {model['model']}: served adds {lat['served']['p50_ms'] - base:.2f} ms (floor {lat['floor']['p50_ms']:.2f} ms), "
-              f"p99 {lat['served']['p99_ms']:.2f} ms; {ratios}")
+        for stack in STACKS:
+            ratios = ", ".join(f"c={row['concurrency']} {row[f'{stack}_over_in_process']:.0%} / {row[f'{stack}_over_floor']:.0%}"
+                               for row in model["throughput"])
+            print(f"  {model['model']}, {stack}: adds {lat[stack]['p50_ms'] - base:.2f} ms at p50 (p99 {lat[stack]['p99_ms']:.2f} ms; "
+                  f"floor {lat['floor']['p50_ms']:.2f} ms); {ratios} (load {lat['load']:.1f} .. "
+                  f"{max(row['load'] for row in model['throughput']):.1f})")
 
 
 if __name__ == "__main__":

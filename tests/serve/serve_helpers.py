@@ -17,6 +17,8 @@ from trtpipe.serve.environment import free_port
 
 START_TIMEOUT_S = 240  # a loaded 2-core machine; Triton starts in 5-15 s when idle
 STOP_TIMEOUT_S = 90
+# Every serving test runs on both stacks of `trtpipe serve`: the same protocol, limits and answers.
+STACKS = ["triton", "direct"]
 
 
 def needs_pytriton():

@@ -12,7 +12,7 @@ import zlib
 
 import numpy as np
 import pytest
-from serve_helpers import needs_pytriton, start_server
+from serve_helpers import STACKS, needs_pytriton, start_server
 
 import models
 from trtpipe.runtime import OnnxRunner
@@ -23,13 +23,13 @@ FUZZ_REQUESTS = 102  # six rounds of every kind
 TIME_BOUND_S = 60
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
+@pytest.fixture(scope="module", params=STACKS)
+def served(tmp_path_factory, request):
     root = tmp_path_factory.mktemp("fuzz")
     models.save(models.conv_net(batch="N"), root / "conv.onnx")
     models.save(models.lookup(rows=5), root / "lookup.onnx")
     server = start_server([root / "conv.onnx", root / "lookup.onnx", "--max-batch", MAX_BATCH,
-                           "--max-queue-delay-us", 200_000], root / "serve.log")
+                           "--max-queue-delay-us", 200_000, "--stack", request.param], root / "serve.log")
     yield server, root
     assert server.terminate() == 0, server.output[-2000:]
 

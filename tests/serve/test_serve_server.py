@@ -9,7 +9,7 @@ import urllib.request
 
 import numpy as np
 import pytest
-from serve_helpers import needs_pytriton, start_server
+from serve_helpers import STACKS, needs_pytriton, start_server
 
 import models
 from trtpipe.graph import onnxio
@@ -21,15 +21,15 @@ pytestmark = needs_pytriton()
 MAX_BATCH = 8
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
+@pytest.fixture(scope="module", params=STACKS)
+def served(tmp_path_factory, request):
     root = tmp_path_factory.mktemp("serve")
     model = models.conv_net(batch="N")
     models.save(model, root / "conv.onnx")
     onnxio.save(typed_model(model, Precision.FP16, None), root / "conv.fp16.onnx")
     models.save(models.conv_net(batch=1, seed=4), root / "fixed.onnx")  # a fixed first dimension: no batching
     server = start_server([root / "conv.onnx", root / "conv.fp16.onnx", root / "fixed.onnx", "--max-batch", MAX_BATCH,
-                           "--max-queue-delay-us", 2000], root / "serve.log")
+                           "--max-queue-delay-us", 2000, "--stack", request.param], root / "serve.log")
     yield server, root
     assert server.terminate() == 0, server.output[-2000:]
 

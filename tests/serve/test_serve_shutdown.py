@@ -11,7 +11,7 @@ import urllib.request
 
 import numpy as np
 import pytest
-from serve_helpers import needs_pytriton, start_server
+from serve_helpers import STACKS, needs_pytriton, start_server
 
 import models
 from trtpipe.runtime import OnnxRunner
@@ -20,11 +20,11 @@ pytestmark = needs_pytriton()
 IN_FLIGHT = 8
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
+@pytest.fixture(scope="module", params=STACKS)
+def served(tmp_path_factory, request):
     root = tmp_path_factory.mktemp("shutdown")
     models.save(models.conv_net(batch="N"), root / "conv.onnx")
-    server = start_server([root / "conv.onnx", "--max-batch", 32, "--max-queue-delay-us", 1_500_000], root / "serve.log")
+    server = start_server([root / "conv.onnx", "--max-batch", 32, "--max-queue-delay-us", 1_500_000, "--stack", request.param], root / "serve.log")
     yield server, root
     server.kill_group()
 

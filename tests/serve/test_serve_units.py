@@ -155,3 +155,49 @@ def test_config_pbtxt_escapes_names_and_refuses_types_before_writing(tmp_path):
     wide = ServedModel("w", tmp_path / "w.onnx", "onnx", "fp32", False, 4, (IOSpec("x", "uint16", (-1, 2)),), ())
     with pytest.raises(TrtpipeError, match="tensor 'x' is uint16, which this repository cannot serve"):
         config_text(wide, "python", RepositoryOptions(), {"onnx": "model.onnx"})
+
+
+def test_the_direct_batcher_runs_what_queued_while_the_runner_was_busy_as_one_batch(tmp_path):
+    import threading
+
+    import models
+    from trtpipe.runtime import OnnxRunner
+    from trtpipe.serve.direct import Batcher
+    from trtpipe.serve.guard import Refused
+    from trtpipe.serve.models import describe_runner
+
+    models.save(models.lookup(rows=5), tmp_path / "lookup.onnx")
+    runner = OnnxRunner(tmp_path / "lookup.onnx")
+    calls, first_running, release = [], threading.Event(), threading.Event()
+
+    def gated(feeds):  # the first call holds the only runner until the other requests are queued
+        calls.append(len(feeds["index"]))
+        if len(calls) == 1:
+            first_running.set()
+            release.wait(30)
+        return runner(feeds)
+
+    batcher = Batcher(describe_runner(tmp_path / "lookup.onnx", runner, max_batch=8), [gated], max_queue_delay_us=0)
+    rows = [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0]  # the first alone, then ten queued: a batch of 8 and one of 2
+    answers = [None] * len(rows)
+
+    def send(k):
+        answers[k] = batcher.infer({"index": np.array([[rows[k]]], np.int64)})["rows"][0, 0, 0]
+
+    threads = [threading.Thread(target=send, args=(0,))]
+    threads[0].start()
+    assert first_running.wait(30)
+    threads += [threading.Thread(target=send, args=(k,)) for k in range(1, len(rows))]
+    for thread in threads[1:]:
+        thread.start()
+    while batcher.pending < len(rows) - 1:
+        threading.Event().wait(0.01)
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert answers == [3.0 * r for r in rows]
+    assert calls == [1, 8, 2] and batcher.counts.executions == 3 and batcher.counts.inferences == len(rows)
+    with pytest.raises(Refused, match="idx=9"):  # a bad request alone fails alone, and the batcher keeps serving
+        batcher.infer({"index": np.array([[9]], np.int64)})
+    assert batcher.infer({"index": np.array([[2]], np.int64)})["rows"][0, 0, 0] == 6.0
+    runner.close()

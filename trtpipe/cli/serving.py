@@ -39,12 +39,17 @@ INSTANCES_OPTION = click.option("--instances", type=AT_LEAST_ONE, default=1, sho
 @click.option("--grpc-port", type=PORT, default=8001, show_default=True, help="gRPC port")
 @click.option("--metrics-port", type=PORT, default=8002, show_default=True, help="Prometheus metrics port")
 @MAX_BATCH_OPTION
-@click.option("--max-queue-delay-us", type=AT_LEAST_ZERO, default=100, show_default=True,
-              help="how long Triton may hold a request to form a fuller batch")
+@click.option("--max-queue-delay-us", type=AT_LEAST_ZERO,
+              help="how long the batcher may hold a request to form a fuller batch; default: 0 on the direct stack "
+                   "(it batches what queued while the runner was busy), 100 on Triton")
 @INSTANCES_OPTION
 @click.option("--threads", type=AT_LEAST_ONE, help="ONNX Runtime threads per instance; default: the CPU cores shared by the instances")
+@click.option("--stack", type=click.Choice(["direct", "triton"]), default="direct", show_default=True,
+              help="direct: the runners answer in this process, behind the same fronts; triton: Triton and its Python "
+                   "backend run them (docs/serving.md measures both)")
 @verbose_option("Triton's")
-def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_batch, max_queue_delay_us, instances, threads, verbose):
+def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_batch, max_queue_delay_us, instances, threads,
+          stack, verbose):
     """Serve engines (on this GPU) or ONNX models (ONNX Runtime) on Triton, over HTTP and gRPC, until SIGTERM.
 
     \b
@@ -57,6 +62,8 @@ def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_b
     from trtpipe.serve.server import serve as run
 
     threads = threads or default_threads(instances, len(candidates))
+    if max_queue_delay_us is None:
+        max_queue_delay_us = 0 if stack == "direct" else ServerOptions.max_queue_delay_us
     if max_batch is None and spec_path is not None:
         max_batch = _spec_max_batch(spec_path, candidates)
     models = []
@@ -66,7 +73,8 @@ def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_b
         if model.name in {m.name for m in models}:
             raise TrtpipeError(f"{path}: another candidate is also named '{model.name}'; serve them one at a time")
         models.append(model)
-    options = ServerOptions(host, http_port, grpc_port, metrics_port, max_queue_delay_us, verbose, instances, threads)
+    options = ServerOptions(host, http_port, grpc_port, metrics_port, max_queue_delay_us, verbose, instances, threads,
+                            stack=stack)
     shown = "127.0.0.1" if host == "0.0.0.0" else host
 
     def ready():

@@ -7,19 +7,24 @@ largest request a served model takes: gRPC refuses a larger message from its len
 reading it (measured: a server bounded at 1 MiB stayed at 34 MB resident while refusing 512 MiB).
 An inference request within that bound is parsed and its inputs checked against the model's limits
 (names, datatypes, shapes, bytes); the rest goes to Triton's gRPC on a loopback port unchanged, and
-Triton's answer (or error) comes back unchanged.
+Triton's answer (or error) comes back unchanged. On the direct stack (direct.py) the front answers
+what it accepts itself, with the runners in this process, and nothing goes to Triton.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from concurrent import futures
+from typing import TYPE_CHECKING
 
 import grpc
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.serve.guard import HEADER_BYTES
-from trtpipe.serve.limits import RequestLimits
+from trtpipe.serve.guard import HEADER_BYTES, Refused
+from trtpipe.serve.limits import RequestLimits, reply_error
+
+if TYPE_CHECKING:
+    from trtpipe.serve.direct import DirectModels
 
 SERVICE = "/inference.GRPCInferenceService/"
 STREAM_METHOD = SERVICE + "ModelStreamInfer"
@@ -30,6 +35,8 @@ OTHER_MESSAGE_BYTES = 1 << 20  # any request but inference
 WORKERS = 64  # requests forwarded at once; more wait in gRPC's queue
 NO_DEADLINE_S = 1e9
 FORWARDED_METADATA_SKIP = ("user-agent", "grpc-", ":")
+GRPC_CODES = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "INVALID_ARGUMENT", 501: "UNIMPLEMENTED",
+              503: "UNAVAILABLE"}  # a Refused's HTTP status, as gRPC says it
 
 
 def message_limit(limits: Mapping[str, RequestLimits]) -> int:
@@ -57,13 +64,16 @@ def infer_problem(request, limits: Mapping[str, RequestLimits]) -> tuple[str, st
 class GrpcGuard:
     """The front on (host, port), forwarding what it accepts to Triton's gRPC on 127.0.0.1:`upstream`."""
 
-    def __init__(self, host: str, port: int, upstream: int, limits: Mapping[str, RequestLimits]):
+    def __init__(self, host: str, port: int, upstream: int | None, limits: Mapping[str, RequestLimits],
+                 local: DirectModels | None = None):
+        """`local` (the direct stack) answers what the front accepts in this process; else Triton on `upstream` does."""
         from tritonclient.grpc import service_pb2
 
         self.request_type = service_pb2.ModelInferRequest
         self.limits = dict(limits)
+        self.local = local
         largest = message_limit(self.limits)
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{upstream}", options=[
+        self.channel = None if local else grpc.insecure_channel(f"127.0.0.1:{upstream}", options=[
             ("grpc.max_send_message_length", largest), ("grpc.max_receive_message_length", -1)])
         self.calls: dict[str, grpc.UnaryUnaryMultiCallable] = {}  # one per method: made once, not per call
         self.server = grpc.server(futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="grpc-guard"),
@@ -83,7 +93,8 @@ class GrpcGuard:
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop listening, let the calls in flight finish (at most `grace_s`), close the channel to Triton."""
         self.server.stop(grace_s).wait()
-        self.channel.close()
+        if self.channel is not None:
+            self.channel.close()
 
     def refuse(self, context, problem: tuple[str, str]) -> None:
         """End the call with the problem's status and line (raises, as gRPC's abort does)."""
@@ -95,10 +106,18 @@ class GrpcGuard:
 
     def unary(self, method: str, body: bytes, context) -> bytes:
         """Return Triton's answer to one call, refusing an inference request the model does not take."""
+        request = None
         if method == INFER_METHOD:
-            problem = self._checked(body)
+            request, problem = self._checked(body)
             if problem:
                 self.refuse(context, problem)
+        if self.local is not None:
+            try:
+                return self.local.grpc_infer(request) if request is not None else self.local.grpc_call(method, body)
+            except Refused as refused:
+                self.refuse(context, (GRPC_CODES.get(refused.status, "INVALID_ARGUMENT"), str(refused)))
+            except Exception as exc:  # noqa: BLE001 - the direct stack's own bug: this request fails, the server serves on
+                self.refuse(context, ("INTERNAL", reply_error(exc)))
         call = self.calls.get(method) or self.calls.setdefault(method, self.channel.unary_unary(method, _same, _same))
         try:
             return call(body, metadata=self.metadata(context), timeout=_deadline(context))
@@ -108,10 +127,16 @@ class GrpcGuard:
     def stream(self, method: str, requests: Iterator[bytes], context) -> Iterator[bytes]:
         """Forward a stream of inference requests; a bad one ends the stream with its reason once Triton is done."""
         refused: list[tuple[str, str]] = []
+        if self.local is not None:
+            if method != STREAM_METHOD:
+                self.refuse(context, ("UNIMPLEMENTED", f"{method} is not served by trtpipe serve --stack direct"))
+            for body in requests:  # answered in order, an error in the stream as Triton sends it
+                yield self.local.grpc_stream_answer(*self._checked(body))
+            return
 
         def checked() -> Iterator[bytes]:
             for body in requests:
-                problem = self._checked(body) if method == STREAM_METHOD else None
+                problem = self._checked(body)[1] if method == STREAM_METHOD else None
                 if problem:
                     refused.append(problem)
                     return  # Triton sees the stream end and answers what it already has
@@ -125,14 +150,14 @@ class GrpcGuard:
         if refused:
             self.refuse(context, refused[0])
 
-    def _checked(self, body: bytes) -> tuple[str, str] | None:
-        """Return what is wrong with the ModelInferRequest in `body`, or None."""
+    def _checked(self, body: bytes) -> tuple[object, tuple[str, str] | None]:
+        """Return the ModelInferRequest in `body` and what is wrong with it (None: nothing)."""
         request = self.request_type()
         try:
             request.ParseFromString(body)
         except Exception:  # noqa: BLE001 - protobuf's DecodeError, whichever implementation is installed
-            return "INVALID_ARGUMENT", "the request is not a ModelInferRequest; send the KServe v2 gRPC request"
-        return infer_problem(request, self.limits)
+            return None, ("INVALID_ARGUMENT", "the request is not a ModelInferRequest; send the KServe v2 gRPC request")
+        return request, infer_problem(request, self.limits)
 
 
 def _deadline(context) -> float | None:

@@ -16,6 +16,9 @@ itself would send; everything else is forwarded unchanged, over kept-alive conne
 Triton 2.51 does not exit while an HTTP connection to it is open, idle or not: it waits out its
 whole exit timeout (measured: 61 s for one idle keep-alive connection). So stopping starts with
 `drain()`, which closes the idle connections to Triton and closes the others once their answer is in.
+
+On the direct stack (direct.py) the same front, with the same checks, hands what it accepts to an
+`answer` in this process instead of Triton.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ import http.server
 import json
 import re
 import threading
+import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from trtpipe.serve.limits import RequestLimits, reply_error
 
@@ -40,6 +44,10 @@ IDLE_TIMEOUT_S = 60
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host",
                "proxy-connection", "te", "upgrade", "trailer"}
 DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+# What answers an accepted request in the front's process: (command, path, headers, body) -> (status, headers, body).
+Answer = Callable[[str, str, Mapping[str, str], bytes], tuple[int, list[tuple[str, str]], bytes]]
 
 
 class Refused(Exception):
@@ -100,9 +108,13 @@ class Guard(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, host: str, port: int, upstream: int, limits: Mapping[str, RequestLimits]):
+    def __init__(self, host: str, port: int, upstream: int | None, limits: Mapping[str, RequestLimits],
+                 answer: Answer | None = None):
+        """`answer` (the direct stack) answers what the front accepts in this process; else Triton on `upstream` does."""
         self.upstream = upstream
+        self.answer = answer
         self.limits = dict(limits)
+        self.busy = 0  # requests read and not yet answered (stopping waits for them)
         self.connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.lock = threading.Lock()
         self.idle: list[http.client.HTTPConnection] = []  # connections to Triton, kept alive between requests
@@ -123,6 +135,12 @@ class Guard(http.server.ThreadingHTTPServer):
                 self.idle.append(connection)
                 return
         connection.close()
+
+    def wait_answered(self, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until every request read has been answered."""
+        deadline = time.monotonic() + timeout_s
+        while self.busy and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def drain(self) -> None:
         """Close every idle connection to Triton, and each busy one once its answer is in (Triton can then exit)."""
@@ -163,15 +181,35 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_POST = do_HEAD = do_PUT = do_DELETE = do_GET
 
     def _forward(self) -> None:
+        with self.server.lock:
+            self.server.busy += 1
+        try:
+            self._answer()
+        finally:
+            with self.server.lock:
+                self.server.busy -= 1
+
+    def _answer(self) -> None:
         try:
             body = self._checked_body()
         except Refused as refused:
             self._reply(refused.status, {"error": str(refused)}, close=True)
             return
         try:
-            status, headers, payload = self._upstream(body)
+            if self.server.answer is not None:
+                status, headers, payload = self.server.answer(self.command, self.path, self.headers, body)
+            else:
+                status, headers, payload = self._upstream(body)
+        except Refused as refused:
+            self._reply(refused.status, {"error": str(refused)})
+            return
         except (OSError, http.client.HTTPException) as exc:
             self._reply(503, {"error": f"the server is not answering ({reply_error(exc)})"})
+            return
+        except Exception as exc:  # the direct stack's own bug: this request fails, the server serves on
+            if self.server.answer is None:
+                raise
+            self._reply(500, {"error": reply_error(exc)})
             return
         self.send_response(status)
         for key, value in headers:

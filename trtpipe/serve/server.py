@@ -1,5 +1,7 @@
-"""`trtpipe serve`: runners behind Triton Inference Server, on a repository written for this run.
+"""`trtpipe serve`: runners behind the KServe v2 protocol, in this process or in Triton Inference Server.
 
+`--stack direct` (serve_direct): the fronts below answer what they accept with the runners in this
+process (direct.py); no Triton is started. `--stack triton`, the rest of this docstring:
 The models are written as `trtpipe triton` writes them for the Python backend (python_model.py runs
 trtpipe's runner in Triton's stub, one per instance) into a temporary repository, and the Triton
 server nvidia-pytriton bundles serves it: no proxy between Triton and the runner, and each request
@@ -48,6 +50,7 @@ class ServerOptions:
     instances: int = 1  # model instances, each with its own runner
     threads: int = 1  # ONNX Runtime threads per instance
     start_timeout_s: float = 300.0  # loading the models included
+    stack: str = "triton"  # "triton": Triton and its Python stub run the models; "direct": the fronts do (direct.py)
 
 
 def default_threads(instances: int, models: int) -> int:
@@ -78,8 +81,11 @@ def serve(models: Sequence[ServedModel], options: ServerOptions, on_ready: Calla
     for port, flag in ((options.http_port, "--http-port"), (options.grpc_port, "--grpc-port"),
                        (options.metrics_port, "--metrics-port")):
         check_port(port, flag, bind)
-    require("pytriton", "serve", "serving on Triton")
     stop = stop or threading.Event()
+    if options.stack == "direct":
+        serve_direct(models, options, bind, on_ready, stop)
+        return
+    require("pytriton", "serve", "serving on Triton")
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in STOP_SIGNALS:
@@ -122,6 +128,70 @@ def serve(models: Sequence[ServedModel], options: ServerOptions, on_ready: Calla
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def open_runners(model: ServedModel, options: ServerOptions) -> list:
+    """Return `options.instances` runners of `model`, opened as an instance of the Python-backend model opens them."""
+    if model.kind == "engine":
+        from trtpipe.runtime import Engine
+
+        return [Engine(model.path) for _ in range(options.instances)]
+    from trtpipe.runtime import OnnxRunner
+
+    # Not spinning, as in the stub: the intra-op threads share the cores with the fronts' threads.
+    return [OnnxRunner(model.path, threads=options.threads, spin=False) for _ in range(options.instances)]
+
+
+def serve_direct(models: Sequence[ServedModel], options: ServerOptions, bind: str, on_ready: Callable[[], None] | None,
+                 stop: threading.Event) -> None:
+    """Serve `models` with the runners in this process until `stop` is set; in flight requests are answered first."""
+    require("tritonclient", "serve", "serving")
+    from trtpipe.serve.direct import DirectModels, MetricsServer
+    from trtpipe.serve.grpc_guard import GrpcGuard
+    from trtpipe.serve.guard import Guard
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    runners: dict[str, list] = {}
+    servers: list = []
+    direct = grpc_guard = None
+    try:
+        texts = {}
+        for model in models:
+            repo_options = RepositoryOptions(model.max_batch or None, True, options.max_queue_delay_us, options.instances,
+                                             "gpu" if model.kind == "engine" else "cpu", options.threads, served_file=True)
+            texts[model.name] = config_text(model, "python", repo_options, version_files(model))
+            runners[model.name] = open_runners(model, options)
+        direct = DirectModels(models, runners, texts, options.max_queue_delay_us)
+        limits = direct.limits()
+        for make in (lambda: Guard(bind, options.http_port, None, limits, answer=direct.http_answer),
+                     lambda: MetricsServer(bind, options.metrics_port, direct)):
+            server = make()
+            servers.append(server)
+            threading.Thread(target=server.serve_forever, name=type(server).__name__, daemon=True).start()
+        grpc_guard = GrpcGuard(bind, options.grpc_port, None, limits, local=direct)
+        grpc_guard.start()
+        if on_ready:
+            on_ready()
+        stop.wait()
+    finally:
+        if direct is not None:
+            direct.flush()  # what the batchers hold runs now, without waiting for fuller batches
+            direct.wait_idle(EXIT_TIMEOUT_S)
+        if servers:
+            servers[0].wait_answered(EXIT_TIMEOUT_S)  # HTTP answers written before the process exits
+        if grpc_guard is not None:
+            grpc_guard.stop()
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+        for opened in runners.values():
+            for runner in opened:
+                runner.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _stop(process: subprocess.Popen) -> None:
