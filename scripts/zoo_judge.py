@@ -5,7 +5,7 @@ from the pinned wheel `make zoo` downloaded. Nothing here uses trtpipe's metrics
 the validation files into arrays (trtpipe.data, the same inputs validate saw).
 
     make zoo-judge                      # every model, build/zoo, table in build/zoo-judge/
-    .venv/bin/python scripts/zoo_judge.py --build /work/main/build/zoo yolov8n u2netp
+    .venv/bin/python scripts/zoo_judge.py --build build/zoo yolov8n ppocr-det   # some models
 
 Each judge's threshold is written once, beside it, and was fixed before validate's verdicts were read.
 The post-processing needs opencv-python-headless, pyclipper and shapely (`make zoo-judge` installs them
@@ -545,6 +545,12 @@ def validate_verdict(name: str, precision: str) -> tuple[str, str]:
     return ("FAIL" if reasons else "pass"), "; ".join(reasons)
 
 
+def refuse(message: str) -> int:
+    """Return exit code 2 after printing `message` as the one-line error."""
+    print(f"zoo_judge: {message}", file=sys.stderr)
+    return 2
+
+
 def main() -> int:
     global BUILD
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -555,16 +561,16 @@ def main() -> int:
     args = parser.parse_args()
     unknown = sorted(set(args.models) - set(JUDGES))
     if unknown:
-        sys.exit(f"zoo_judge: no judge for {', '.join(unknown)}; add one function to JUDGES (known: {', '.join(sorted(JUDGES))})")
+        return refuse(f"no judge for {', '.join(unknown)}; add one function to JUDGES (known: {', '.join(sorted(JUDGES))})")
     BUILD = args.build.resolve()
     for package, wheel in (("cv2", "opencv-python-headless"), ("pyclipper", "pyclipper"), ("shapely", "shapely")):
         if importlib.util.find_spec(package) is None:
-            sys.exit(f"zoo_judge: the packages' post-processing needs {wheel}; run `make zoo-judge` (it installs "
+            return refuse(f"the packages' post-processing needs {wheel}; run `make zoo-judge` (it installs "
                      "them into build/zoo-judge/packages)")
     rows = []
     for name in args.models or sorted(JUDGES):
         if not typed(name, "fp16").is_file():
-            sys.exit(f"zoo_judge: {typed(name, 'fp16')} is missing; run `make zoo ZOO={name}` or pass --build")
+            return refuse(f"{typed(name, 'fp16')} is missing; run `make zoo ZOO={name}` or pass --build")
         with tempfile.TemporaryDirectory(prefix=f"zoo-judge-{name}-") as tmp:
             judge = JUDGES[name](name, unpacked(name, Path(tmp)))
             for precision in PRECISIONS:
