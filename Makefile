@@ -4,6 +4,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
+comma := ,
 TRTPIPE := $(VENV)/bin/trtpipe
 MODELS ?= $(or $(MODEL),digits efficientnet-lite0 minilm)  # MODEL=digits picks one
 PRECISIONS ?= fp16 int8 fp8
@@ -225,6 +226,15 @@ bench-serve: $(BUILD)/$(or $(MODEL),efficientnet-lite0)/$(or $(MODEL),efficientn
 zoo: $(VENV)/.demo
 	$(PY) scripts/zoo.py $(if $(ZOO),--only $(ZOO))
 	TRTPIPE_DOCS_ZOO=1 $(PY) -m pytest -q tests/test_docs.py -k "guide or graph-passes"  # these pages download their model
+# An independent judge of every typed ONNX in ZOO_BUILD (default build/zoo, read only), each scored by
+# its package's own post-processing, beside validate's verdict: build/zoo-judge/judge.{json,md}. Its
+# post-processing packages go to build/zoo-judge/packages, never into the venv. Not part of `make test`.
+ZOO_BUILD ?= build/zoo
+JUDGE_PACKAGES := build/zoo-judge/packages
+.PHONY: zoo-judge
+zoo-judge: $(VENV)/.demo
+	test -d $(JUDGE_PACKAGES)/cv2 || $(PY) -m pip install --quiet --no-deps --target $(JUDGE_PACKAGES) opencv-python-headless pyclipper shapely
+	PYTHONPATH=$(CURDIR):$(CURDIR)/$(JUDGE_PACKAGES) nice $(PY) scripts/zoo_judge.py --build $(ZOO_BUILD) $(subst $(comma), ,$(ZOO))
 # `trtpipe deploy` on every zoo model's spec (ZOO=... for some), BUDGET minutes each (default 5): exit
 # code, chosen engine and time per model, a second table in docs/zoo.md. Not part of `make test`.
 .PHONY: zoo-deploy
