@@ -32,6 +32,8 @@ import bench_quality  # scripts/bench_quality.py: the calibration .npz and the p
 import zoo  # scripts/zoo.py: the zoo's entries, data and subprocess steps
 
 OUT = ROOT / "build" / "bench-methods"
+DOC = ROOT / "docs" / "zoo.md"
+PEERS_START, PEERS_END = "<!-- bench-peers:table -->", "<!-- /bench-peers:table -->"
 # (row name, calibrate's arguments): TensorRT's entropy, each fixed method, and auto.
 METHODS = {
     "entropy": ["--method", "entropy"],
@@ -182,6 +184,27 @@ def render_peers(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def merge_peers_table(table: str, doc: Path = DOC) -> None:
+    """Write `table` into doc's bench-peers block: its rows replace the block's rows of the same model and
+    precision, the block's other rows stay (each run measures a few models; the table holds them all)."""
+    from trtpipe.files import write_text
+
+    text = doc.read_text()
+    if PEERS_START not in text or PEERS_END not in text:
+        sys.exit(f"bench_methods: {doc} has no {PEERS_START} ... {PEERS_END} block; add one where the table goes")
+    head, rest = text.split(PEERS_START, 1)
+    block, tail = rest.split(PEERS_END, 1)
+
+    def keyed(lines: list[str]) -> dict[tuple[str, str], str]:
+        return {tuple(c.strip() for c in line.split("|")[1:3]): line for line in lines}
+
+    header, new = table.splitlines()[:2], table.splitlines()[2:]
+    old = [line for line in block.strip().splitlines()[2:] if line.startswith("|")]
+    rows = {**keyed(old), **keyed(new)}
+    ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1] != "int8"))]
+    write_text(doc, head + PEERS_START + "\n" + "\n".join(header + ordered) + "\n" + PEERS_END + tail)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated zoo model names (default: every zoo model)")
@@ -195,9 +218,14 @@ def main() -> int:
                              f"for --methods {MODELOPT},{ONNXRUNTIME}")
     parser.add_argument("--samples", type=int, default=32, help="calibration and validation samples, as make zoo")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--docs", action="store_true",
+                        help=f"with --table peers: merge the rows into {DOC.relative_to(ROOT)}'s peer table, keeping "
+                             "the rows of models not run")
     parser.add_argument("--results", default=str(OUT / "results.json"),
                         help="the rows, kept across runs (one file per concurrent run)")
     args = parser.parse_args()
+    if args.docs and args.table != "peers":
+        parser.error("--docs merges the peer table only: add --table peers")
     methods = [m.strip() for m in args.methods.split(",")]
     unknown = sorted(set(methods) - {*METHODS, *PEERS})
     if unknown:
@@ -216,7 +244,10 @@ def main() -> int:
                 rows = [r for r in rows if (r["model"], r["precision"], r["method"]) != (entry.name, precision, method)]
                 rows.append(row)
                 path.write_text(json.dumps(rows, indent=1) + "\n")
-    print(render_peers(rows) if args.table == "peers" else render(rows))
+    table = render_peers(rows) if args.table == "peers" else render(rows)
+    print(table)
+    if args.docs and args.table == "peers":
+        merge_peers_table(table)
     return 0
 
 
