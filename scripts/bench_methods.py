@@ -131,8 +131,11 @@ def validated(row: dict, entry: zoo.Entry, typed: Path, samples: int, timeout: f
     failed = zoo.judge_report(judged, json.loads(step.stdout), zoo.float_outputs(entry.onnx))
 
     report = json.loads(step.stdout)
+    # Every check, so a peer's cell can show the check that decides trtpipe's row: validate judges a
+    # peer's graph (FP16 around the Q/DQ) by other minimums, and its own deciding check may be another.
+    checks = [{k: c[k] for k in ("output", "metric", "value", "minimum", "passed")} for c in report["checks"]]
     row.update(passed=not failed, cosine=judged.cosine, cosine_output=judged.cosine_output, samples=judged.samples,
-               reason="; ".join(failed), decided_by=report.get("decided_by"))
+               reason="; ".join(failed), decided_by=report.get("decided_by"), checks=checks)
     return row
 
 
@@ -154,14 +157,16 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def decided(row: dict | None) -> str:
-    """Return one peer-table cell: the deciding metric's value and the verdict, or why there is none."""
+def decided(row: dict | None, like: dict | None = None) -> str:
+    """Return one peer-table cell: the value of the check `like` (trtpipe's deciding check) where the row
+    measured it, else the row's own deciding check, with the row's verdict; or why there is none."""
     if row is None:
         return "not run"
     if row.get("cosine") is None:
         return row.get("reason", "failed")[:70]
     verdict = "pass" if row["passed"] else "**FAIL**"
-    by = row.get("decided_by")
+    same = [c for c in row.get("checks", []) if like and (c["metric"], c["output"]) == (like["metric"], like["output"])]
+    by = same[0] if same else row.get("decided_by")
     if not by:
         return f"cosine {row['cosine']:.4f} {verdict}"
     return f"{by['metric']} {by['value']:.4g} {verdict}"
@@ -179,7 +184,7 @@ def render_peers(rows: list[dict]) -> str:
             continue
         by = found["auto"].get("decided_by") or {}
         minimum = f"{by['metric']} >= {by['minimum']:g}" if by.get("minimum") is not None else "-"
-        cells = [decided(found[m]) if not (m == ONNXRUNTIME and precision != "int8") else "-" for m in columns]
+        cells = [decided(found[m], by or None) if not (m == ONNXRUNTIME and precision != "int8") else "-" for m in columns]
         lines.append(f"| {model} | {precision} | {minimum} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
