@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -157,13 +158,19 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def short_reason(reason: str) -> str:
+    """Return why a row has no value, short enough for a table cell: paths and ONNX Runtime's boilerplate left out."""
+    reason = re.sub(r"\S+\.onnx: |\[ONNXRuntimeError\] : \d+ : \w+ : |This is an invalid model\. |; check it with .*", "", reason)
+    return (reason[:110] + "...") if len(reason) > 110 else reason
+
+
 def decided(row: dict | None, like: dict | None = None) -> str:
     """Return one peer-table cell: the value of the check `like` (trtpipe's deciding check) where the row
     measured it, else the row's own deciding check, with the row's verdict; or why there is none."""
     if row is None:
         return "not run"
     if row.get("cosine") is None:
-        return row.get("reason", "failed")[:70]
+        return short_reason(row.get("reason", "failed"))
     verdict = "pass" if row["passed"] else "**FAIL**"
     same = [c for c in row.get("checks", []) if like and (c["metric"], c["output"]) == (like["metric"], like["output"])]
     by = same[0] if same else row.get("decided_by")
