@@ -12,10 +12,11 @@ build/bench-methods/results.json, kept across runs per model and precision, and 
 both judged the same way. `--table peers` prints the zoo's peer table instead of the methods table:
 per model and precision trtpipe's default (`auto`), Model Optimizer and ONNX Runtime, each with the
 metric that decides validate's verdict (the failing check of the lowest margin, else the passing one
-closest to its minimum).
+closest to its minimum), measured on each peer's graph too; `--docs` merges those rows into docs/zoo.md's
+peer table, keeping the rows of models not rerun.
 
     python scripts/bench_methods.py --only ppocr-rec,yolov8n --precisions int8
-    python scripts/bench_methods.py --only yolov8n --methods auto,modelopt,onnxruntime --table peers
+    python scripts/bench_methods.py --only yolov8n --methods auto,modelopt,onnxruntime --table peers --docs
 """
 
 from __future__ import annotations
