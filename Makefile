@@ -272,7 +272,7 @@ lock-peers:
 # ZOO=a,b only (hours on 2 cores for all of them: each model is calibrated and judged three times).
 bench-quality: $(PEERS_VENV)/.created $(DEFAULT_CACHES) $(TUNED_CACHES)
 	$(PY) scripts/bench_quality.py --models $(MODELS) --target $(TARGET) --peers-python $(PEERS_VENV)/bin/python
-	$(PY) scripts/bench_methods.py $(if $(ZOO),--only $(ZOO)) --methods auto,modelopt,onnxruntime --table peers \
+	$(PY) scripts/bench_methods.py $(if $(ZOO),--only $(ZOO)) --methods auto,modelopt,onnxruntime --table peers --docs \
 	    --peers-python $(PEERS_VENV)/bin/python --results $(BUILD)/bench-methods/peers.json
 
 # GPU host only: the runtime's copies against torch's, in one run.

@@ -12,16 +12,18 @@ build/bench-methods/results.json, kept across runs per model and precision, and 
 both judged the same way. `--table peers` prints the zoo's peer table instead of the methods table:
 per model and precision trtpipe's default (`auto`), Model Optimizer and ONNX Runtime, each with the
 metric that decides validate's verdict (the failing check of the lowest margin, else the passing one
-closest to its minimum).
+closest to its minimum), measured on each peer's graph too; `--docs` merges those rows into docs/zoo.md's
+peer table, keeping the rows of models not rerun.
 
     python scripts/bench_methods.py --only ppocr-rec,yolov8n --precisions int8
-    python scripts/bench_methods.py --only yolov8n --methods auto,modelopt,onnxruntime --table peers
+    python scripts/bench_methods.py --only yolov8n --methods auto,modelopt,onnxruntime --table peers --docs
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -32,6 +34,8 @@ import bench_quality  # scripts/bench_quality.py: the calibration .npz and the p
 import zoo  # scripts/zoo.py: the zoo's entries, data and subprocess steps
 
 OUT = ROOT / "build" / "bench-methods"
+DOC = ROOT / "docs" / "zoo.md"
+PEERS_START, PEERS_END = "<!-- bench-peers:table -->", "<!-- /bench-peers:table -->"
 # (row name, calibrate's arguments): TensorRT's entropy, each fixed method, and auto.
 METHODS = {
     "entropy": ["--method", "entropy"],
@@ -129,8 +133,11 @@ def validated(row: dict, entry: zoo.Entry, typed: Path, samples: int, timeout: f
     failed = zoo.judge_report(judged, json.loads(step.stdout), zoo.float_outputs(entry.onnx))
 
     report = json.loads(step.stdout)
+    # Every check, so a peer's cell can show the check that decides trtpipe's row: validate judges a
+    # peer's graph (FP16 around the Q/DQ) by other minimums, and its own deciding check may be another.
+    checks = [{k: c[k] for k in ("output", "metric", "value", "minimum", "passed")} for c in report["checks"]]
     row.update(passed=not failed, cosine=judged.cosine, cosine_output=judged.cosine_output, samples=judged.samples,
-               reason="; ".join(failed), decided_by=report.get("decided_by"))
+               reason="; ".join(failed), decided_by=report.get("decided_by"), checks=checks)
     return row
 
 
@@ -152,14 +159,22 @@ def render(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def decided(row: dict | None) -> str:
-    """Return one peer-table cell: the deciding metric's value and the verdict, or why there is none."""
+def short_reason(reason: str) -> str:
+    """Return why a row has no value, short enough for a table cell: paths and ONNX Runtime's boilerplate left out."""
+    reason = re.sub(r"\S+\.onnx: |\[ONNXRuntimeError\] : \d+ : \w+ : |This is an invalid model\. |; check it with .*", "", reason)
+    return (reason[:110] + "...") if len(reason) > 110 else reason
+
+
+def decided(row: dict | None, like: dict | None = None) -> str:
+    """Return one peer-table cell: the value of the check `like` (trtpipe's deciding check) where the row
+    measured it, else the row's own deciding check, with the row's verdict; or why there is none."""
     if row is None:
         return "not run"
     if row.get("cosine") is None:
-        return row.get("reason", "failed")[:70]
+        return short_reason(row.get("reason", "failed"))
     verdict = "pass" if row["passed"] else "**FAIL**"
-    by = row.get("decided_by")
+    same = [c for c in row.get("checks", []) if like and (c["metric"], c["output"]) == (like["metric"], like["output"])]
+    by = same[0] if same else row.get("decided_by")
     if not by:
         return f"cosine {row['cosine']:.4f} {verdict}"
     return f"{by['metric']} {by['value']:.4g} {verdict}"
@@ -177,9 +192,30 @@ def render_peers(rows: list[dict]) -> str:
             continue
         by = found["auto"].get("decided_by") or {}
         minimum = f"{by['metric']} >= {by['minimum']:g}" if by.get("minimum") is not None else "-"
-        cells = [decided(found[m]) if not (m == ONNXRUNTIME and precision != "int8") else "-" for m in columns]
+        cells = [decided(found[m], by or None) if not (m == ONNXRUNTIME and precision != "int8") else "-" for m in columns]
         lines.append(f"| {model} | {precision} | {minimum} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def merge_peers_table(table: str, doc: Path = DOC) -> None:
+    """Write `table` into doc's bench-peers block: its rows replace the block's rows of the same model and
+    precision, the block's other rows stay (each run measures a few models; the table holds them all)."""
+    from trtpipe.files import write_text
+
+    text = doc.read_text()
+    if PEERS_START not in text or PEERS_END not in text:
+        sys.exit(f"bench_methods: {doc} has no {PEERS_START} ... {PEERS_END} block; add one where the table goes")
+    head, rest = text.split(PEERS_START, 1)
+    block, tail = rest.split(PEERS_END, 1)
+
+    def keyed(lines: list[str]) -> dict[tuple[str, str], str]:
+        return {tuple(c.strip() for c in line.split("|")[1:3]): line for line in lines}
+
+    header, new = table.splitlines()[:2], table.splitlines()[2:]
+    old = [line for line in block.strip().splitlines()[2:] if line.startswith("|")]
+    rows = {**keyed(old), **keyed(new)}
+    ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1] != "int8"))]
+    write_text(doc, head + PEERS_START + "\n" + "\n".join(header + ordered) + "\n" + PEERS_END + tail)
 
 
 def main() -> int:
@@ -195,9 +231,14 @@ def main() -> int:
                              f"for --methods {MODELOPT},{ONNXRUNTIME}")
     parser.add_argument("--samples", type=int, default=32, help="calibration and validation samples, as make zoo")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--docs", action="store_true",
+                        help=f"with --table peers: merge the rows into {DOC.relative_to(ROOT)}'s peer table, keeping "
+                             "the rows of models not run")
     parser.add_argument("--results", default=str(OUT / "results.json"),
                         help="the rows, kept across runs (one file per concurrent run)")
     args = parser.parse_args()
+    if args.docs and args.table != "peers":
+        parser.error("--docs merges the peer table only: add --table peers")
     methods = [m.strip() for m in args.methods.split(",")]
     unknown = sorted(set(methods) - {*METHODS, *PEERS})
     if unknown:
@@ -216,7 +257,10 @@ def main() -> int:
                 rows = [r for r in rows if (r["model"], r["precision"], r["method"]) != (entry.name, precision, method)]
                 rows.append(row)
                 path.write_text(json.dumps(rows, indent=1) + "\n")
-    print(render_peers(rows) if args.table == "peers" else render(rows))
+    table = render_peers(rows) if args.table == "peers" else render(rows)
+    print(table)
+    if args.docs and args.table == "peers":
+        merge_peers_table(table)
     return 0
 
 

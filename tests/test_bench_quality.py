@@ -97,3 +97,32 @@ def test_peer_output_reused_only_when_newer_than_every_input(tmp_path):
     os.utime(script, (later, later))
     run_peer(command, output, tmp_path / "log", 60, [model, script])
     assert output.read_text() == "2"  # the script changed: run again
+
+
+def test_peer_table_merge_keeps_rows_not_rerun_and_replaces_rerun_ones(tmp_path):
+    import bench_methods
+
+    doc = tmp_path / "zoo.md"
+    header = "| model | precision | minimum | trtpipe | peer |\n|---|---|---|---|---|"
+    doc.write_text(f"# zoo\n\n{bench_methods.PEERS_START}\n{header}\n| yolov8n | int8 | x | old | old |\n"
+                   f"| ppocr-det | int8 | y | kept | kept |\n{bench_methods.PEERS_END}\n\nafter\n")
+    bench_methods.merge_peers_table(f"{header}\n| yolov8n | int8 | x | new | new |\n| basic-pitch | fp8 | z | added | added |",
+                                    doc)
+    rows = [line.split("|")[1:5] for line in doc.read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [[c.strip() for c in r] for r in rows] == [["basic-pitch", "fp8", "z", "added"], ["ppocr-det", "int8", "y", "kept"],
+                                                      ["yolov8n", "int8", "x", "new"]]
+    assert doc.read_text().endswith(f"{bench_methods.PEERS_END}\n\nafter\n")
+
+
+def test_peer_cell_shows_trtpipes_deciding_check_when_the_peer_measured_it():
+    import bench_methods
+
+    ours = {"metric": "iou", "output": "y", "value": 0.82, "minimum": 0.9}
+    peer = {"cosine": 0.99, "passed": False, "decided_by": {"metric": "cosine", "output": "z", "value": 0.9967},
+            "checks": [{"metric": "cosine", "output": "z", "value": 0.9967, "minimum": 0.9999, "passed": False},
+                       {"metric": "iou", "output": "y", "value": 0.8282, "minimum": 0.95, "passed": False}]}
+    assert bench_methods.decided(peer, ours) == "iou 0.8282 **FAIL**"
+    assert bench_methods.decided(peer) == "cosine 0.9967 **FAIL**"  # no check to match: its own
+    failed = {"reason": "validate: build/x/m.int8.onnxruntime.onnx: ONNX Runtime cannot load the model "
+                        "([ONNXRuntimeError] : 1 : FAIL : This is an invalid model. Error: Duplicate name); check it with 'trtpipe inspect'"}
+    assert bench_methods.decided(failed) == "validate: ONNX Runtime cannot load the model (Error: Duplicate name)"
