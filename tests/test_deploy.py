@@ -157,3 +157,43 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, workdir, args, mes
     errors = [line for line in err.splitlines() if not line.startswith("-- ")]  # "-- " lines are progress
     assert code == 2 and len(errors) == 1 and message.format(w=workdir) in errors[0]
     assert not out.exists()
+
+
+def test_a_spent_deadline_stops_calibration_between_batches_and_deploy_says_so(workdir):
+    """40 crops of a photo calibrate in batches of 16; the clock (moved by the test, no timing) passes
+    the deadline after INT8's first batch: no INT8 cache, FP16 kept and served, the cut named."""
+    from PIL import Image
+    from skimage import data
+
+    photo = data.astronaut()
+    many = workdir / "many"
+    many.mkdir(exist_ok=True)
+    for row in range(8):
+        for col in range(5):
+            crop = np.ascontiguousarray(photo[row * 64:(row + 1) * 64, col * 96:(col + 1) * 96])
+            Image.fromarray(crop).save(many / f"{row}{col}.png")
+    spec = workdir / "many.toml"
+    spec.write_text(STRICT.replace('"photos"', '"many"\nvalidation = "photos"').replace("0.9999999", "0.99"))
+    armed, batches, at_cut = [False], [0], []
+
+    def clock() -> float:
+        if not armed[0]:
+            return 0.0
+        batches[0] += 1  # one check before each batch of the histogram pass
+        return 0.0 if batches[0] == 1 else 2.0
+
+    def on_step(text):
+        armed[0] = armed[0] or text.startswith("calibrating int8")
+        if text.startswith("int8 calibration: stopped"):
+            at_cut.append(batches[0])
+
+    options = DeployOptions(Target(8, 9), backend="tensorrt-rtx", deadline=Deadline(1.0, clock))
+    out = workdir / "cut"
+    steps = []
+    result = deploy(workdir / "m.onnx", out, options, spec_path=spec, on_step=lambda t: (on_step(t), steps.append(t)))
+    outcomes = {str(o.precision): o for o in result.outcomes}
+    assert at_cut == [2]  # the first batch ran, the second was refused
+    assert outcomes["int8"].note == "not tried: the budget ran out during its int8 calibration, which wrote no cache"
+    assert "int8 calibration (cut short), int8 build, fp8 calibration, fp8 build" in result.notes[-1]
+    assert not list(out.glob("*.cache")) and not list(out.glob("m.int8.*")) and not list(out.glob("m.fp8.*"))
+    assert outcomes["fp16"].passed and result.chosen is not None and (out / "triton").is_dir()

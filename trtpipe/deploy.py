@@ -22,7 +22,7 @@ from trtpipe import data
 from trtpipe.build import BuildOptions, build, caches_for
 from trtpipe.calibrate import DEFAULT_METHOD, CalibrationOptions, calibrate
 from trtpipe.config import ModelSpec, decided_inputs, load_spec, resolve_inputs
-from trtpipe.deadline import Deadline
+from trtpipe.deadline import Deadline, OutOfTime
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import check_output, ensure_dir, sidecar_path, write_text
 from trtpipe.graph import onnxio
@@ -380,11 +380,20 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
                 uncalibrated.add(cache)
             else:
                 on_step(f"calibrating {grid_of[cache]} on {spec.calibration}")
-                calibrate(model_path, spec.calibration, cache, CalibrationOptions(DEFAULT_METHOD[grid_of[cache]],
-                                                                                  grid=grid_of[cache]), spec)
-                calibrated.add(cache)
+                try:
+                    calibrate(model_path, spec.calibration, cache, CalibrationOptions(DEFAULT_METHOD[grid_of[cache]],
+                                                                                      grid=grid_of[cache]), spec,
+                              deadline=deadline)
+                except OutOfTime as cut:  # between two batches: no cache is written
+                    on_step(str(cut))
+                    untried.append(f"{cut.what} (cut short)")
+                    uncalibrated.add(cache)
+                else:
+                    calibrated.add(cache)
         if cache in uncalibrated or deadline.passed():
             outcome.note = OUT_OF_TIME.format(step="its build")
+            if cache in uncalibrated and f"{grid_of[cache]} calibration (cut short)" in untried:
+                outcome.note = f"not tried: the budget ran out during its {grid_of[cache]} calibration, which wrote no cache"
             untried.append(f"{precision} build")
             continue
         _build(outcome, model_path, output, build_options, on_step)
