@@ -223,8 +223,7 @@ def _validate(outcome: Outcome, model_path: Path, spec: ModelSpec, reports: Path
               batch_size: int) -> None:
     """Judge the outcome's engine (or, simulated, its typed ONNX) against FP32 on the validation data; write its report.
 
-    A candidate that cannot run (PP-OCR's recognizer at opset 12: its BF16 graph casts from bfloat16,
-    which Cast takes from opset 13 on, and ONNX Runtime refuses it) is the outcome's note, not bad
+    A candidate that cannot run (ONNX Runtime refuses its graph) is the outcome's note, not bad
     input: the data was probed before any step.
     """
     from trtpipe.quality.validate import compare, named_thresholds, thresholds_for, write_report
