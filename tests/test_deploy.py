@@ -87,7 +87,8 @@ def test_deploy_tunes_what_fails_and_leaves_no_failing_engine(cli, workdir):
     assert "tuning it" in err and "int8: tuned" in stdout and "no precision passes" in stdout
     assert (out / "m.int8.tuned.cache").is_file() and (out / "m.int8.tuned.toml").is_file()
     assert not list(out.glob("*.engine")) and not list(out.glob("*.engine.json")) and not (out / "triton").exists()
-    assert "FAIL" in (out / "summary.md").read_text()
+    assert "FAIL" in (out / "summary.md").read_text()  # exit 1 keeps the verdicts, and says where
+    assert f"the verdicts are in {out / 'summary.md'}" in stdout
 
 
 def test_no_step_starts_once_the_budget_is_spent(workdir):
@@ -193,3 +194,28 @@ def test_a_spent_deadline_stops_calibration_between_batches_and_deploy_says_so(w
     assert "int8 calibration (cut short), int8 build, fp8 calibration, fp8 build" in result.notes[-1]
     assert not list(out.glob("*.cache")) and not list(out.glob("m.int8.*")) and not list(out.glob("m.fp8.*"))
     assert outcomes["fp16"].passed and result.chosen is not None and (out / "triton").is_dir()
+
+
+def test_bad_data_found_after_engines_were_built_leaves_nothing(cli, workdir):
+    """40 crops of a photo, then a file of the wrong shape: the probe and FP16/BF16's range pass (the first
+    RANGE_SAMPLES samples) read only crops, FP16 and BF16 are built, INT8's calibration then meets the bad
+    file: exit 2, one line, and no engine, report or repository left."""
+    from skimage import data
+
+    from trtpipe.calibrate import RANGE_SAMPLES
+
+    photo = data.astronaut().astype(np.float32).transpose(2, 0, 1) / 255
+    crops = np.stack([photo[:, r * 64:(r + 1) * 64, c * 96:(c + 1) * 96] for r in range(8) for c in range(5)])
+    assert len(crops) > RANGE_SAMPLES
+    models.save_batches(workdir / "late-bad", crops[:36], per_file=4)
+    np.save(workdir / "late-bad" / "zzz.npy", np.zeros((4, 5), np.float32))
+    models.save_batches(workdir / "late-ok", crops[36:], per_file=4)
+    spec = workdir / "late.toml"
+    spec.write_text('[shapes]\ninput = "1x3x64x96/8x3x64x96/32x3x64x96"\n\n'
+                    '[data]\ncalibration = "late-bad"\nvalidation = "late-ok"\n')
+    out = workdir / "late"
+    code, stdout, err = cli("deploy", workdir / "m.onnx", "--spec", spec, *RTX, "-o", out)
+    errors = [line for line in err.splitlines() if not line.startswith("-- ")]
+    assert code == 2 and len(errors) == 1 and "zzz.npy" in errors[0], stdout + err
+    assert "-- built " in err  # the engines that need no calibration were built before
+    assert not out.exists()

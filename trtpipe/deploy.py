@@ -301,7 +301,7 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
     """Return what deploy left in `output`: engines that pass, their reports, a summary and a Triton repository.
 
     Bad input (model, data, spec, target, a missing backend) is a TrtpipeError that leaves nothing
-    behind. A precision whose engine does not build, fails validation after tuning, or was not reached
+    this run wrote behind, however late it is found. A precision whose engine does not build, fails validation after tuning, or was not reached
     before the deadline (`options.deadline`, else `budget_minutes` from now) is reported in its Outcome
     and leaves no engine. `validation_dir` (None: the spec's, else files held out of the calibration
     data): what the engines are judged on.
@@ -329,24 +329,39 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
         precisions = [p for p in backends.plan_precisions(["auto"], options.target, backend_spec) if p is not Precision.FP32]
     ran = "fp32 is the baseline" if Precision.FP32 not in precisions else "as asked"
     on_step(f"{backend_spec.name} on {options.target.sm}: {' '.join(map(str, precisions))} ({ran}; 'trtpipe plan' says why not others)")
-    created = not output.exists()
-    # What this run makes before it can find bad input (data the model cannot read): a rerun must not
-    # take a spec or a split written for data that does not work as the user's.
-    fresh = [p for p in ([output / f"{model_path.stem}.toml"] if spec_path is None else []) + [output / "data"]
-             if not p.exists()]
+    before, had_output = _files(output), output.is_dir()
     try:
         inputs = _inputs(model, model_path, data_dir, validation_dir, Path(spec_path) if spec_path else None,
                          output, on_step)
         return _run(model_path, output, options, precisions, inputs, deadline, on_step)
     except TrtpipeError:
-        for path in fresh:
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
-        if created and output.is_dir() and not any(output.iterdir()):
-            output.rmdir()
+        # Bad input found late (a calibration sample the model cannot read, after FP16 and BF16 were
+        # built): nothing this run wrote stays, a spec or split for data that does not work included.
+        _remove_written(output, before, had_output)
         raise
+
+
+def _files(directory: Path) -> dict[Path, tuple[int, int]]:
+    """Return {path: (inode, mtime ns)} of every file and link under `directory` (links not followed)."""
+    found = {}
+    for root, dirs, names in os.walk(directory):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            stat = os.lstat(os.path.join(root, name))
+            found[Path(root) / name] = (stat.st_ino, stat.st_mtime_ns)
+    return found
+
+
+def _remove_written(output: Path, before: dict[Path, tuple[int, int]], had_output: bool) -> None:
+    """Delete what this run wrote in `output` (files new or changed since `before`), then the folders it left empty.
+
+    A file of an earlier run that this one replaced goes too: what is there is no longer that run's."""
+    for path, stamp in _files(output).items():
+        if before.get(path) != stamp:
+            path.unlink(missing_ok=True)
+    kept = {parent for path in before for parent in path.parents} | ({output} if had_output else set())
+    for root, dirs, names in os.walk(output, topdown=False):
+        if Path(root) not in kept and not os.listdir(root):
+            os.rmdir(root)
 
 
 def _run(model_path: Path, output: Path, options: DeployOptions, precisions: list[Precision], inputs: _Inputs,

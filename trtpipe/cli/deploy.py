@@ -48,7 +48,8 @@ def deploy(model, data_dir, validation_dir, target_text, backend_name, precision
     their reports, summary.md (the table 'trtpipe summary' prints) and triton/, a Triton model
     repository of the engine --prefer picks among those that pass; it says why in one line. Exit 0
     when the precision asked for (by default any beyond fp32) passes, 1 when none does (or the budget
-    ran out first), 2 on bad input.
+    ran out first; summary.md stays), 2 on bad input, however late it is found (nothing this run
+    wrote stays).
 
     \b
     Examples:
@@ -72,7 +73,8 @@ def deploy(model, data_dir, validation_dir, target_text, backend_name, precision
     how = "simulated: the typed ONNX in ONNX Runtime, no such GPU here" if result.simulated else "measured on this GPU"
     click.echo(result.validation)
     if result.chosen is None:
-        click.echo(f"no precision passes ({how}); no engine is left and no Triton repository written")
+        click.echo(f"no precision passes ({how}); no engine is left and no Triton repository written"
+                   + (f"; the verdicts are in {result.summary_path}" if result.summary_path else ""))
     else:
         click.echo(f"chose {result.chosen.engine} ({how}): {result.why}")
         click.echo(f"wrote {result.repository}: a Triton model repository ('tritonserver --model-repository "
