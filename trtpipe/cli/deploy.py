@@ -32,7 +32,8 @@ PREFERENCES = ("size", "precision")
               help="model.toml; default: OUT/<model>.toml, written as 'trtpipe init' writes it when missing")
 @click.option("--budget-min", type=AT_LEAST_ZERO_FLOAT, default=10.0, show_default=True,
               help="minutes the whole deploy may take: no calibration, build, validation or tuning step starts "
-                   "after them (one that has started finishes), and what they left untried is said")
+                   "after them, calibration stops between batches (writing no cache), a build or validation "
+                   "that has started finishes, and what they left untried or cut short is said")
 @click.option("--prefer", type=click.Choice(PREFERENCES), default="size", show_default=True,
               help="which passing engine to serve: size, the smallest engine file (engines within 5% of it are "
                    "equals, and the narrowest precision among them, then the one nearer FP32, wins); precision, the "
