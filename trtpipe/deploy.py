@@ -381,6 +381,13 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
     calibrated, uncalibrated = set(), set()  # the second: caches the deadline left unwritten
     build_options.caches = caches
 
+    if not deadline.passed():
+        # Every build would observe the same ranges again: a minute of ppocr-det's, per precision.
+        from trtpipe.calibrate import observe_data_ranges
+
+        on_step(f"observing activation ranges on {spec.calibration} (for the half-precision parts)")
+        build_options.ranges = observe_data_ranges(onnxio.load(model_path), spec.calibration, spec)
+
     on_engine = _runs_here(options.target)
     reports = output / "reports"
     outcomes = []
