@@ -73,8 +73,8 @@ def fp32(name: str) -> Path:
 
 def samples(name: str) -> list[dict[str, np.ndarray]]:
     """Return the zoo's validation samples of `name` as batches of input arrays, read by its spec."""
-    from trtpipe.config import load_spec
     from trtpipe.data import iter_batches
+    from trtpipe.spec import load_spec
 
     spec = load_spec(ROOT / "models" / "zoo" / name / "model.toml")
     return [batch.arrays for batch in iter_batches(spec, BUILD / name / "data" / "val", batch_size=16)]

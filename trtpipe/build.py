@@ -54,6 +54,9 @@ class BuildOptions:
     # nodes whose activations on it leave FP16's range in FP32.
     calibration_data: Path | None = None
     spec: ModelSpec | None = None  # how calibration_data maps to inputs
+    # What calibration_data showed (calibrate.observe_data_ranges), given by a caller that builds one
+    # model many times (deploy: one build a precision); None: observed here, each build.
+    ranges: dict | None = None
     batch_size: int = 8
     verbose: bool = False
     block_size: int | None = None  # int4: --block-size; None: the AWQ model's, the spec's, else 128
@@ -379,7 +382,8 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
         if on_cache is not None:
             on_cache(grid, path, fresh)
     options = replace(options, caches=caches)  # the sidecars record the cache each engine was built from
-    if options.calibration_data is not None and options.calibration == "explicit" \
+    ranges = options.ranges
+    if ranges is None and options.calibration_data is not None and options.calibration == "explicit" \
             and any(p not in (Precision.FP32, Precision.TF32) for p in chosen):
         typed_plan = typed_plan.observing(model, options.calibration_data, options.spec)
     results = []

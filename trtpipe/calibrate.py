@@ -13,6 +13,7 @@ from trtpipe.calibrators.amax import DEFAULT_PERCENTILE, METHODS, compute_amax
 from trtpipe.calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, parse, read_cache, render
 from trtpipe.calibrators.graph import quantized_activations
 from trtpipe.calibrators.histogram import DEFAULT_BINS
+from trtpipe.deadline import Deadline
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import check_output, read_text_input, sha256, sidecar_path, write_json, write_text
 from trtpipe.graph import onnxio
@@ -116,11 +117,15 @@ def calibrated_graph(model, spec: ModelSpec | None):
 
 def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output: str | os.PathLike,
               options: CalibrationOptions = CalibrationOptions(), spec: ModelSpec | None = None,
-              force: bool = False, show_progress: bool = True) -> tuple[CalibrationTable, bool]:
+              force: bool = False, show_progress: bool = True,
+              deadline: Deadline | None = None) -> tuple[CalibrationTable, bool]:
     """Return the calibration table for the model on the data, and whether it was computed anew.
 
     The cache at `output` is reused only when its sidecar records the same model, data and options.
     A reused cache is touched, so make and other timestamp-driven tools see it as made now.
+    `deadline`: checked before each batch (the histogram pass and `auto`'s choice); once it has
+    passed, OutOfTime is raised and no cache is written (scales from part of the data are not the
+    cache these options and data describe).
     """
     from trtpipe.calibrators.collect import collect_histograms
 
@@ -140,6 +145,8 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
         os.utime(output)
         return read_cache(output), False
     batches = data.iter_batches(spec, data_dir, options.batch_size, options.limit, options.shuffle, options.seed)
+    if deadline is not None:
+        batches = deadline.paced(batches, f"{options.grid} calibration")
     total = data.count_samples(data_dir, options.limit)
     with progress_bar(total, f"calibrating {Path(model_path).name}", "samples", show_progress) as bar, \
             data.model_runs_on(data_dir):
@@ -148,7 +155,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
         raise TrtpipeError(f"--data {data_dir}: no samples were read; add calibration samples or raise --limit")
     table = CalibrationTable(algorithm=ALGORITHMS[options.method])
     if options.method == "auto":
-        table.amax, chosen = choose_per_tensor(model, spec, data_dir, histograms, options, show_progress)
+        table.amax, chosen = choose_per_tensor(model, spec, data_dir, histograms, options, show_progress, deadline)
     else:
         chosen = {}
         for name, hist in histograms.items():
@@ -164,13 +171,16 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
 
 
 def choose_per_tensor(model, spec: ModelSpec, data_dir, histograms, options: CalibrationOptions,
-                      show_progress: bool = True) -> tuple[dict[str, float], dict[str, str]]:
+                      show_progress: bool = True, deadline: Deadline | None = None
+                      ) -> tuple[dict[str, float], dict[str, str]]:
     """Return ({tensor: amax}, {tensor: candidate}) of the `auto` method, judged on the first
-    CHOICE_SAMPLES calibration samples (trtpipe.calibrators.choose)."""
+    CHOICE_SAMPLES calibration samples (trtpipe.calibrators.choose); `deadline` as calibrate's."""
     from trtpipe.calibrators.choose import CHOICE_BATCH, CHOICE_SAMPLES, choose_amax
 
     limit = min(options.limit or CHOICE_SAMPLES, CHOICE_SAMPLES)
     batches = data.iter_batches(spec, data_dir, min(options.batch_size, CHOICE_BATCH), limit, options.shuffle, options.seed)
+    if deadline is not None:
+        batches = deadline.paced(batches, f"{options.grid} calibration")
     with progress_bar(data.count_samples(data_dir, limit), "choosing each tensor's method", "samples", show_progress) as bar, \
             data.model_runs_on(data_dir):
         return choose_amax(model, histograms, data.feeds(batches, bar.update), options.grid)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trtpipe.deadline import OutOfTime
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import read_text_input
 from trtpipe.spec import InputSpec, ModelSpec, Preprocess
@@ -298,8 +299,8 @@ def model_runs_on(directory: str | os.PathLike):
     """Turn ONNX Runtime's rejection of the data (wrong shape or dtype) into a one-line error."""
     try:
         yield
-    except (TrtpipeError, ImportError, NameError, AttributeError):
-        raise  # ours already one line; the others are bugs of ours, not of the data: show them whole
+    except (TrtpipeError, OutOfTime, ImportError, NameError, AttributeError):
+        raise  # ours already one line, or the budget's; the others are bugs of ours, not of the data: show them whole
     except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own types for bad feeds
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise TrtpipeError(f"--data {directory}: the model cannot run on this data ({first}); "

@@ -21,7 +21,7 @@ from pathlib import Path
 from trtpipe import data
 from trtpipe.build import BuildOptions, build, caches_for
 from trtpipe.calibrate import DEFAULT_METHOD, CalibrationOptions, calibrate
-from trtpipe.deadline import Deadline
+from trtpipe.deadline import Deadline, OutOfTime
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import check_output, ensure_dir, sidecar_path, write_text
 from trtpipe.graph import onnxio
@@ -223,8 +223,7 @@ def _validate(outcome: Outcome, model_path: Path, spec: ModelSpec, reports: Path
               batch_size: int) -> None:
     """Judge the outcome's engine (or, simulated, its typed ONNX) against FP32 on the validation data; write its report.
 
-    A candidate that cannot run (PP-OCR's recognizer at opset 12: its BF16 graph casts from bfloat16,
-    which Cast takes from opset 13 on, and ONNX Runtime refuses it) is the outcome's note, not bad
+    A candidate that cannot run (ONNX Runtime refuses its graph) is the outcome's note, not bad
     input: the data was probed before any step.
     """
     from trtpipe.quality.validate import compare, named_thresholds, thresholds_for, write_report
@@ -302,7 +301,7 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
     """Return what deploy left in `output`: engines that pass, their reports, a summary and a Triton repository.
 
     Bad input (model, data, spec, target, a missing backend) is a TrtpipeError that leaves nothing
-    behind. A precision whose engine does not build, fails validation after tuning, or was not reached
+    this run wrote behind, however late it is found. A precision whose engine does not build, fails validation after tuning, or was not reached
     before the deadline (`options.deadline`, else `budget_minutes` from now) is reported in its Outcome
     and leaves no engine. `validation_dir` (None: the spec's, else files held out of the calibration
     data): what the engines are judged on.
@@ -330,24 +329,39 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
         precisions = [p for p in backends.plan_precisions(["auto"], options.target, backend_spec) if p is not Precision.FP32]
     ran = "fp32 is the baseline" if Precision.FP32 not in precisions else "as asked"
     on_step(f"{backend_spec.name} on {options.target.sm}: {' '.join(map(str, precisions))} ({ran}; 'trtpipe plan' says why not others)")
-    created = not output.exists()
-    # What this run makes before it can find bad input (data the model cannot read): a rerun must not
-    # take a spec or a split written for data that does not work as the user's.
-    fresh = [p for p in ([output / f"{model_path.stem}.toml"] if spec_path is None else []) + [output / "data"]
-             if not p.exists()]
+    before, had_output = _files(output), output.is_dir()
     try:
         inputs = _inputs(model, model_path, data_dir, validation_dir, Path(spec_path) if spec_path else None,
                          output, on_step)
         return _run(model_path, output, options, precisions, inputs, deadline, on_step)
     except TrtpipeError:
-        for path in fresh:
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
-        if created and output.is_dir() and not any(output.iterdir()):
-            output.rmdir()
+        # Bad input found late (a calibration sample the model cannot read, after FP16 and BF16 were
+        # built): nothing this run wrote stays, a spec or split for data that does not work included.
+        _remove_written(output, before, had_output)
         raise
+
+
+def _files(directory: Path) -> dict[Path, tuple[int, int]]:
+    """Return {path: (inode, mtime ns)} of every file and link under `directory` (links not followed)."""
+    found = {}
+    for root, dirs, names in os.walk(directory):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            stat = os.lstat(os.path.join(root, name))
+            found[Path(root) / name] = (stat.st_ino, stat.st_mtime_ns)
+    return found
+
+
+def _remove_written(output: Path, before: dict[Path, tuple[int, int]], had_output: bool) -> None:
+    """Delete what this run wrote in `output` (files new or changed since `before`), then the folders it left empty.
+
+    A file of an earlier run that this one replaced goes too: what is there is no longer that run's."""
+    for path, stamp in _files(output).items():
+        if before.get(path) != stamp:
+            path.unlink(missing_ok=True)
+    kept = {parent for path in before for parent in path.parents} | ({output} if had_output else set())
+    for root, dirs, names in os.walk(output, topdown=False):
+        if Path(root) not in kept and not os.listdir(root):
+            os.rmdir(root)
 
 
 def _run(model_path: Path, output: Path, options: DeployOptions, precisions: list[Precision], inputs: _Inputs,
@@ -367,6 +381,13 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
     calibrated, uncalibrated = set(), set()  # the second: caches the deadline left unwritten
     build_options.caches = caches
 
+    if not deadline.passed():
+        # Every build would observe the same ranges again: a minute of ppocr-det's, per precision.
+        from trtpipe.calibrate import observe_data_ranges
+
+        on_step(f"observing activation ranges on {spec.calibration} (for the half-precision parts)")
+        build_options.ranges = observe_data_ranges(onnxio.load(model_path), spec.calibration, spec)
+
     on_engine = _runs_here(options.target)
     reports = output / "reports"
     outcomes = []
@@ -380,11 +401,20 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
                 uncalibrated.add(cache)
             else:
                 on_step(f"calibrating {grid_of[cache]} on {spec.calibration}")
-                calibrate(model_path, spec.calibration, cache, CalibrationOptions(DEFAULT_METHOD[grid_of[cache]],
-                                                                                  grid=grid_of[cache]), spec)
-                calibrated.add(cache)
+                try:
+                    calibrate(model_path, spec.calibration, cache, CalibrationOptions(DEFAULT_METHOD[grid_of[cache]],
+                                                                                      grid=grid_of[cache]), spec,
+                              deadline=deadline)
+                except OutOfTime as cut:  # between two batches: no cache is written
+                    on_step(str(cut))
+                    untried.append(f"{cut.what} (cut short)")
+                    uncalibrated.add(cache)
+                else:
+                    calibrated.add(cache)
         if cache in uncalibrated or deadline.passed():
             outcome.note = OUT_OF_TIME.format(step="its build")
+            if cache in uncalibrated and f"{grid_of[cache]} calibration (cut short)" in untried:
+                outcome.note = f"not tried: the budget ran out during its {grid_of[cache]} calibration, which wrote no cache"
             untried.append(f"{precision} build")
             continue
         _build(outcome, model_path, output, build_options, on_step)

@@ -48,6 +48,17 @@ def test_half_runs_and_stays_close(case, precision, minimum, tmp_path):
     assert cosine(out, ref) >= minimum
 
 
+def test_bf16_of_an_opset_12_model_is_raised_to_opset_13_and_runs(tmp_path):
+    """Cast takes bfloat16 from opset 13 on: at 12 ONNX Runtime refused the BF16 graph (PP-OCR's recognizer)."""
+    old, feeds = models.conv_net(batch=8), CASES["conv_net"][1]
+    old.opset_import[0].version = 12
+    bf16 = to_half(old, Precision.BF16)
+    assert onnxio.opset(bf16) == 13 and onnxio.opset(old) == 12  # the model given is not changed
+    ref, _ = run(old, feeds, tmp_path, "fp32")
+    out, _ = run(bf16, feeds, tmp_path, "bf16")
+    assert cosine(out, ref) >= 0.999
+
+
 def test_typed_precision_is_read_from_the_graph():
     model, feeds = CASES["conv_net"]
     table = table_for(model, feeds)

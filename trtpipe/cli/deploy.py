@@ -39,7 +39,8 @@ PREFERENCES = ("size", "precision")
 @spec_option("default: OUT/<model>.toml, written as 'trtpipe init' writes it when missing")
 @click.option("--budget-min", type=AT_LEAST_ZERO_FLOAT, default=10.0, show_default=True,
               help="minutes the whole deploy may take: no calibration, build, validation or tuning step starts "
-                   "after them (one that has started finishes), and what they left untried is said")
+                   "after them, calibration stops between batches (writing no cache), a build or validation "
+                   "that has started finishes, and what they left untried or cut short is said")
 @click.option("--prefer", type=click.Choice(PREFERENCES), default="size", show_default=True,
               help="which passing engine to serve: size, the smallest engine file (engines within 5% of it are "
                    "equals, and the narrowest precision among them, then the one nearer FP32, wins); precision, the "
@@ -54,7 +55,8 @@ def deploy(model, data_dir, validation_dir, target_text, backend_name, precision
     their reports, summary.md (the table 'trtpipe summary' prints) and triton/, a Triton model
     repository of the engine --prefer picks among those that pass; it says why in one line. Exit 0
     when the precision asked for (by default any beyond fp32) passes, 1 when none does (or the budget
-    ran out first), 2 on bad input.
+    ran out first; summary.md stays), 2 on bad input, however late it is found (nothing this run
+    wrote stays).
 
     \b
     Examples:
@@ -78,7 +80,8 @@ def deploy(model, data_dir, validation_dir, target_text, backend_name, precision
     how = "simulated: the typed ONNX in ONNX Runtime, no such GPU here" if result.simulated else "measured on this GPU"
     click.echo(result.validation)
     if result.chosen is None:
-        click.echo(f"no precision passes ({how}); no engine is left and no Triton repository written")
+        click.echo(f"no precision passes ({how}); no engine is left and no Triton repository written"
+                   + (f"; the verdicts are in {result.summary_path}" if result.summary_path else ""))
     else:
         click.echo(f"chose {result.chosen.engine} ({how}): {result.why}")
         click.echo(f"wrote {result.repository}: a Triton model repository ('tritonserver --model-repository "

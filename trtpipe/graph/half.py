@@ -51,6 +51,8 @@ def convert(model, precision: Precision, keep: Iterable[str] = (), default_keep:
     if precision not in HALF_RANGE:
         raise TrtpipeError(f"--precision {precision}: half conversion makes fp16 or bf16 only")
     half = TensorProto.FLOAT16 if precision is Precision.FP16 else TensorProto.BFLOAT16
+    if precision is Precision.BF16:
+        model = _bf16_opset(model)
     model = toolkit.copy(model)
     graph = model.graph
     types = onnxio.tensor_types(model)
@@ -59,6 +61,19 @@ def convert(model, precision: Precision, keep: Iterable[str] = (), default_keep:
     kept = [KeptNode(toolkit.label(node), node.op_type, reasons[i]) for i, node in enumerate(graph.node) if i in reasons]
     _rewrite(model, half, precision, is_float, reasons)
     return HalfResult(model, kept)
+
+
+# Cast takes bfloat16 from opset 13 on: below it a BF16 graph is not valid ONNX and ONNX Runtime
+# refuses it (PP-OCR's recognizer, exported at opset 12).
+BF16_OPSET = 13
+
+
+def _bf16_opset(model):
+    """Return `model` at opset BF16_OPSET or later (onnx's version converter), or say in one line why BF16 cannot be written."""
+    try:
+        return onnxio.with_opset(model, BF16_OPSET)
+    except TrtpipeError as exc:
+        raise TrtpipeError(f"bf16 needs opset {BF16_OPSET} (Cast from bfloat16): {exc}; use fp16") from None
 
 
 def _fixed_float_slots(node, opset: int) -> set[int]:
