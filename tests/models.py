@@ -183,6 +183,17 @@ def ctc_head(steps=24, features=8, classes=12, seed=4) -> onnx.ModelProto:
     return _model(graph)
 
 
+def tagger(table: np.ndarray) -> onnx.ModelProto:
+    """A per-token tagger as slovorez is one: int32 token ids `ids` [batch, steps] (0 is padding) -> Gather of
+    `table` [vocabulary, tags] -> Softmax -> `tags` [batch, steps, tags]; row 0 is what it emits on padding."""
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["logits"], axis=0, name="embed"),
+             helper.make_node("Softmax", ["logits"], ["tags"], axis=-1, name="softmax")]
+    graph = helper.make_graph(nodes, "tagger", [helper.make_tensor_value_info("ids", TensorProto.INT32, ["N", "T"])],
+                              [helper.make_tensor_value_info("tags", TensorProto.FLOAT, ["N", "T", table.shape[1]])],
+                              [_init("table", table)])
+    return _model(graph)
+
+
 def face_head(seed=6) -> onnx.ModelProto:
     """A CenterNet-style face head as CenterFace writes it, on 3x32x32 images: a 4x4 stride-4 Conv to 15
     channels on an 8x8 grid, split into `heatmap` [N, 1, 8, 8] (Sigmoid; a cell's mean brightness above 0.6

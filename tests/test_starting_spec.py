@@ -33,8 +33,9 @@ def test_a_token_tagger_is_a_sequence_of_tags_and_an_encoder_an_embedding():
     """khmersm's [1, characters, 2] B/I scores and Slovorez's 27 morpheme tags were guessed embeddings."""
     chars = facts(("x", [-1, -1], "int64"), ("mask", [-1, -1], "bool"))
     tagger = guess_task(chars, facts(("emissions", [1, -1, 2], "float32")))
-    assert tagger.task == "sequence" and tagger.keys == {"decode": "tags"} and "1x?x2" in tagger.why
-    assert guess_task(facts(("input_layer", [-1, -1], "int32")), facts(("output_0", [-1, -1, 27], "float16"))).task == "sequence"
+    assert tagger.task == "sequence" and tagger.keys == {"decode": "tags", "padding_input": "mask"} and "1x?x2" in tagger.why
+    ids = guess_task(facts(("input_layer", [-1, -1], "int32")), facts(("output_0", [-1, -1, 27], "float16")))
+    assert ids.task == "sequence" and ids.keys == {"decode": "tags", "padding_input": "input_layer", "padding_value": 0}
     tokens = facts(("input_ids", [-1, -1], "int64"), ("attention_mask", [-1, -1], "int64"))
     assert guess_task(tokens, facts(("last_hidden_state", [-1, -1, 384], "float32"))).task == "embedding"
     assert guess_task(tokens, facts(("pooled", [-1, -1, 2, 2], "float32"))).task != "sequence"
@@ -152,6 +153,20 @@ def test_init_writes_a_spec_that_loads_and_builds_shapes_from_data(cli, tmp_path
     assert [(i.name, i.shape, i.dtype) for i in spec.inputs] == [("input", [-1, 3, 16, 16], "float32")]
     assert spec.shapes == {"input": ((1, 3, 16, 16), (8, 3, 16, 16), (32, 3, 16, 16))}
     assert spec.calibration == data.resolve()
+
+
+def test_init_marks_a_taggers_padding_and_says_why(cli, tmp_path):
+    """slovorez's ids are 0 after the word: init names them as the padding, so the tags there are not judged."""
+    table = np.random.default_rng(0).normal(0, 1, (9, 4))
+    models.save(models.tagger(table), tmp_path / "m.onnx")
+    ids = np.where(np.arange(12) < 6, np.arange(1, 13) % 8 + 1, 0).astype(np.int32)
+    models.save_batches(tmp_path / "calib", np.tile(ids, (4, 1)))
+    code, _out, err = cli("init", tmp_path / "m.onnx", "--data", tmp_path / "calib", "-o", tmp_path / "m.toml")
+    assert code == 0, err
+    text = (tmp_path / "m.toml").read_text()
+    assert "a tagger's tags after the word mean nothing" in text
+    output = load_spec(tmp_path / "m.toml").outputs[0]
+    assert (output.decode, output.padding_input, output.padding_value) == ("tags", "ids", 0)
 
 
 def test_init_refuses_to_replace_a_spec(cli, tmp_path):

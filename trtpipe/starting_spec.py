@@ -73,11 +73,12 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> TaskGue
     if not floats:
         return TaskGuess("generic", "no float output to judge by a task")
     first = floats[0]
-    token_input = any(i.dtype.startswith("int") and len(i.shape) == 2 for i in inputs)
+    token_input = next((i for i in inputs if i.dtype.startswith("int") and len(i.shape) == 2), None)
     image = next((i for i in inputs if len(i.shape) == 4), None)
     if token_input and len(first.shape) == 3 and first.shape[1] < 0 and 2 <= first.shape[2] <= MOST_TAGS:
         return TaskGuess("sequence", f"integer token inputs and output '{first.name}' [{'x'.join(map(_dim, first.shape))}]: "
-                                     "a few tag scores per token, a tagger", {"decode": "tags"})
+                                     "a few tag scores per token, a tagger",
+                         _padding_keys(inputs, token_input))
     if token_input and len(first.shape) in (2, 3):
         return TaskGuess("embedding", f"integer token inputs and a {len(first.shape)}-D float output '{first.name}'")
     if len(first.shape) == 2 and (first.shape[1] == -1 or first.shape[1] >= 2):
@@ -94,6 +95,14 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> TaskGue
     if len(first.shape) == 4 and image is not None and first.shape[2:] == image.shape[2:]:
         return TaskGuess("dense", f"output '{first.name}' has the input's height and width: a per-pixel map")
     return TaskGuess("generic", f"no task recognised from output '{first.name}' {first.shape}")
+
+
+def _padding_keys(inputs: list[TensorFacts], token_input: TensorFacts) -> dict[str, int | str]:
+    """Return a tagger's keys: a bool mask [batch, steps] marks its padding where there is one, else id 0."""
+    mask = next((i for i in inputs if i.dtype == "bool" and len(i.shape) == 2), None)
+    if mask is not None:
+        return {"decode": "tags", "padding_input": mask.name}
+    return {"decode": "tags", "padding_input": token_input.name, "padding_value": 0}
 
 
 def _rank3_guess(first: TensorFacts, image: TensorFacts, floats: list[TensorFacts]) -> TaskGuess:
@@ -340,6 +349,13 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     return "\n".join(lines) + "\n"
 
 
+# Why init writes a key that the outputs' shapes do not decide.
+OUTPUT_SHAPES = "read from the outputs' shapes"
+KEY_WHY = {"padding_input": ("its padded steps (padding_value, or false in a mask) are not judged: a tagger's tags "
+                             "after the word mean nothing"),
+           "padding_value": "the id taken as padding; set the tokenizer's, or remove both if every id is a token"}
+
+
 def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, int]],
                   first_keys: dict[str, int] | None = None) -> list[str]:
     """Return [[outputs]] entries when an output is shaped like an input that stacks samples on a later
@@ -355,15 +371,16 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
         return []
     first_keys = dict(first_keys or {})
     keyed = first_keys.pop("name", floats[0].name)
-    read = {value for value in first_keys.values() if isinstance(value, str)}  # a face head's maps: read by the heatmap's entry
+    # a face head's maps (its *_output keys): read by the heatmap's entry; other string keys name no output
+    read = {value for key, value in first_keys.items() if key.endswith("_output")}
     lines = []
     for output in floats:
         if output.name in read:
             continue
         lines += ["[[outputs]]", f"name = {toml_string(output.name)}"]
         if output.name == keyed and first_keys:
-            lines += [f"{key} = {toml_string(value) if isinstance(value, str) else value}  # CHECK: read from the "
-                      "outputs' shapes" for key, value in first_keys.items()]
+            lines += [f"{key} = {toml_string(value) if isinstance(value, str) else value}  # CHECK: "
+                      f"{KEY_WHY.get(key, OUTPUT_SHAPES)}" for key, value in first_keys.items()]
         elif read:  # beside a face head: the spec's task would make it a heatmap
             lines.append('task = "generic"  # CHECK: not one of the face head\'s maps')
         elif axis_of(output):

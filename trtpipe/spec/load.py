@@ -67,7 +67,38 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
         path=path,
     )
     check_thresholds(spec)
+    check_padding(spec, f"--spec {path}")
     return spec
+
+
+def check_padding(spec: ModelSpec, where: str) -> None:
+    """Raise unless each [[outputs]] padding_input is a tags sequence's and names an integer or bool input
+    [batch, steps] of the spec (checked again once the model's inputs fill a spec that lists none)."""
+    inputs = {i.name: i for i in spec.inputs}
+    for output in spec.outputs:
+        name, fix = output.padding_input, f"[[outputs]] {output.name}: padding_input"
+        if name is None:
+            if output.padding_value is not None:
+                raise TrtpipeError(f"{where}: [[outputs]] {output.name}: padding_value without padding_input; "
+                                   "name the input whose padding it is")
+            continue
+        if output.task != "sequence" or output.decode != "tags":
+            raise TrtpipeError(f"{where}: {fix} is for a tagger (task = \"sequence\", decode = \"tags\"); a CTC "
+                               "recognizer's steps are not its input's; remove it or set decode = \"tags\"")
+        if not inputs:
+            continue  # the model's own inputs are checked when they are known (resolve_inputs)
+        if name not in inputs:
+            raise TrtpipeError(f"{where}: {fix} '{name}' is not an input (the inputs are {', '.join(inputs)})"
+                               f"{did_you_mean(name, inputs, repr)}")
+        item = inputs[name]
+        if item.dtype.startswith("float"):
+            raise TrtpipeError(f"{where}: {fix} '{name}' is {item.dtype}; padding is marked by token ids "
+                               "(an integer input) or a mask (bool): name one of those")
+        if item.dtype == "bool" and output.padding_value is not None:
+            raise TrtpipeError(f"{where}: {fix} '{name}' is a bool mask, padded where false; remove padding_value")
+        if item.batch_axis != 0 or len(item.shape) != 2:
+            raise TrtpipeError(f"{where}: {fix} '{name}' has shape {item.shape}; padding is read from an input "
+                               "[batch, steps]: name one of that shape")
 
 
 def check_thresholds(spec: ModelSpec) -> None:
@@ -111,6 +142,7 @@ def resolve_inputs(spec: ModelSpec, model, model_path: str | os.PathLike) -> Mod
         if name not in names:
             raise TrtpipeError(f"{where}: [shapes] names '{name}' but {model_path} has no such input "
                                f"(it has {', '.join(names)}){did_you_mean(name, names, repr)}")
+    check_padding(spec, where)
     return spec
 
 

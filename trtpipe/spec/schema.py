@@ -50,7 +50,8 @@ SCHEMA = {
                                         "threshold": number, "blank": class_or_none, "step_axis": integer,
                                         "scale_output": string, "offset_output": string,
                                         "landmark_output": string, "stride": integer,
-                                        "decode": choice("ctc", "tags"), "batch_axis": axis_or_none}, "outputs",
+                                        "decode": choice("ctc", "tags"), "padding_input": string,
+                                        "padding_value": integer, "batch_axis": axis_or_none}, "outputs",
                                        required=("name",)),
                              "outputs"),
     # The public model zoo's pins and input recipe (scripts/zoo.py reads it; the pipeline does not).
@@ -125,6 +126,11 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.stride": ("the input's size over the heatmap's", "face: input pixels per heatmap cell (CenterFace: 4)"),
     "outputs.decode": ("ctc", ("sequence: ctc (a recognizer: repeats collapsed, then the blank dropped) or tags (a "
                                "per-token tagger, a segmenter: every step's class kept, only the blank, its padding, dropped)")),
+    "outputs.padding_input": ("none", ("sequence, decode = \"tags\": the integer or bool input [batch, steps] whose padding "
+                                       "marks the steps not judged (what a tagger emits after the word means nothing): "
+                                       "they are dropped from FP32's tags and the candidate's; a bool input is a mask, "
+                                       "padded where false")),
+    "outputs.padding_value": ("0", "sequence: the id that is padding in padding_input (an integer input; a mask needs none)"),
     "zoo": (None, "make zoo's pins and input recipe for a public model; the pipeline ignores it"),
 }
 TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs", "zoo")

@@ -8,7 +8,7 @@ import onnx
 import pytest
 from damage import favour_class
 
-from models import ctc_head, save, save_batches, unbatched
+from models import ctc_head, save, save_batches, tagger, unbatched
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.tasks import make_task
 from trtpipe.quality.tasks.sequence import ctc_greedy, edit_distance, tags
@@ -154,3 +154,75 @@ def test_samples_of_their_own_lengths_are_judged_one_run_each(tmp_path, cli):
     probs = json.loads(out)["outputs"]["probs"]
     assert probs["samples"] == len(lengths) and probs["exact_match"] == 1.0
     assert len(lengths) * 2 < probs["baseline_characters"] <= sum(lengths)
+
+
+TAGGER_SPEC = ('[[inputs]]\nname = "ids"\nshape = [-1, -1]\ndtype = "int32"\n'
+               '[[outputs]]\nname = "tags"\ntask = "sequence"\ndecode = "tags"\nblank = "none"\n')
+
+
+def _tagger_table(rng, padding_tag: int) -> np.ndarray:
+    """Return a tagger's [9 ids, 4 tags] logits: each real id one clear tag, id 0 (padding) `padding_tag`."""
+    table = rng.normal(0, 0.3, (9, 4))
+    table[np.arange(1, 9), rng.integers(0, 4, 8)] += 4
+    table[0] = 0
+    table[0, padding_tag] = 1
+    return table
+
+
+def test_a_tagger_is_judged_on_its_real_steps_only(tmp_path, cli):
+    """slovorez: candidates that differ only in what they emit after the word pass with padding_input, and
+    fail without it; one real id tagged otherwise fails either way."""
+    rng = np.random.default_rng(3)
+    table = _tagger_table(rng, padding_tag=1)
+    save(tagger(table), tmp_path / "fp32.onnx")
+    save(tagger(_tagger_table(np.random.default_rng(3), padding_tag=2)), tmp_path / "padding.onnx")
+    damaged = table.copy()
+    damaged[5] = np.roll(damaged[5], 1)  # id 5's tag changes: a real step
+    save(tagger(damaged), tmp_path / "damaged.onnx")
+    lengths = rng.integers(3, 12, 64)
+    ids = np.where(np.arange(16) < lengths[:, None], rng.integers(1, 9, (64, 16)), 0).astype(np.int32)
+    assert (ids == 5).any(axis=1).mean() > 0.3 and (ids == 0).any(axis=1).all()
+    save_batches(tmp_path / "val", ids)
+
+    def judged(candidate, padding):
+        (tmp_path / "model.toml").write_text(TAGGER_SPEC + padding)
+        code, out, err = cli("validate", tmp_path / f"{candidate}.onnx", "--baseline", tmp_path / "fp32.onnx",
+                             "--data", tmp_path / "val", "--spec", tmp_path / "model.toml", "--json")
+        assert code in (0, 1), err
+        return code, json.loads(out)["outputs"]["tags"]
+
+    padding = 'padding_input = "ids"\npadding_value = 0\n'
+    code, tags_out = judged("padding", padding)
+    assert code == 0 and tags_out["exact_match"] == 1.0 and tags_out["baseline_characters"] == lengths.sum()
+    assert tags_out["padding_input"] == "ids"
+    code, tags_out = judged("padding", "")
+    assert code == 1 and tags_out["exact_match"] == 0.0  # every sample has padding, all of it tagged otherwise
+    code, tags_out = judged("damaged", padding)
+    assert code == 1 and tags_out["exact_match"] < 0.7 and tags_out["changed_sequences"] == (ids == 5).any(axis=1).sum()
+
+
+@pytest.mark.parametrize("padding, message", [
+    ('padding_input = "idz"\n', "'idz' is not an input"),
+    ('padding_input = "ids"\ndecode = "ctc"\n', 'is for a tagger'),
+    ('padding_value = 0\n', "padding_value without padding_input"),
+])
+def test_a_padding_input_that_cannot_mark_the_steps_is_refused_at_load(tmp_path, padding, message):
+    spec = TAGGER_SPEC.replace('decode = "tags"\n', "" if "decode" in padding else 'decode = "tags"\n')
+    (tmp_path / "model.toml").write_text(spec + padding)
+    with pytest.raises(TrtpipeError, match=message):
+        load_spec(tmp_path / "model.toml")
+
+
+def test_a_float_padding_input_is_refused_and_a_mask_needs_no_value(tmp_path):
+    (tmp_path / "model.toml").write_text(TAGGER_SPEC.replace("int32", "float32") + 'padding_input = "ids"\n')
+    with pytest.raises(TrtpipeError, match="is float32"):
+        load_spec(tmp_path / "model.toml")
+    (tmp_path / "model.toml").write_text(TAGGER_SPEC.replace("int32", "bool") + 'padding_input = "ids"\npadding_value = 0\n')
+    with pytest.raises(TrtpipeError, match="remove padding_value"):
+        load_spec(tmp_path / "model.toml")
+
+
+def test_a_mask_marks_the_padding_where_it_is_false():
+    steps = np.eye(3)[[[1, 2, 1, 2], [2, 2, 1, 1]]]
+    mask = np.array([[True, True, False, False], [True, True, True, False]])
+    assert tags(steps, NO_BLANK, mask) == [(1, 2), (2, 2, 1)]

@@ -1,6 +1,6 @@
 """Sequences: a CTC recognizer's per-step class scores decoded greedily (argmax per step, repeats
 collapsed, the blank dropped), or a tagger's (`decode = "tags"`: argmax per step, only the blank, its
-padding, dropped), judged by whether the candidate reads the string FP32 reads: the share of samples
+padding, dropped, and with `padding_input` the steps its input marks as padding), judged by whether the candidate reads the string FP32 reads: the share of samples
 whose strings agree exactly, and the characters that agree (1 - character error rate)."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from trtpipe.spec import NO_BLANK
 BLANK = 0  # PaddleOCR's, and PyTorch's nn.CTCLoss default
 STEP_AXIS = 1  # [batch, steps, classes]
 DECODE = "ctc"
+PADDING_VALUE = 0  # the id after a word in the token inputs seen (slovorez); a mask needs none
 CHANGES_KEPT = 12
 
 
@@ -31,10 +32,13 @@ def ctc_greedy(steps: np.ndarray, blank: int) -> list[tuple[int, ...]]:
     return decoded
 
 
-def tags(steps: np.ndarray, blank: int) -> list[tuple[int, ...]]:
+def tags(steps: np.ndarray, blank: int, judged: np.ndarray | None = None) -> list[tuple[int, ...]]:
     """Return each sample's class per step from scores [samples, steps, classes], `blank` (padding)
-    dropped: a tagger's two equal tags in a row are two tokens, not one."""
-    return [tuple(int(c) for c in row if c != blank) for row in steps.argmax(-1)]
+    dropped, and the steps where `judged` [samples, steps] is false: a tagger's two equal tags in a row
+    are two tokens, not one."""
+    best = steps.argmax(-1)
+    kept = np.ones(best.shape, bool) if judged is None else judged
+    return [tuple(int(c) for c in row[keep] if c != blank) for row, keep in zip(best, kept)]
 
 
 def edit_distance(a: tuple, b: tuple) -> int:
@@ -91,7 +95,11 @@ class SequenceTask(Task):
         if self.blank != NO_BLANK and not 0 <= self.blank < baseline.shape[-1]:
             raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank {self.blank} is not one of its "
                                f"{baseline.shape[-1]} classes; fix blank")
-        wanted, gotten = self.decode(baseline, self.blank), self.decode(candidate, self.blank)
+        if self.spec.padding_input is None:
+            wanted, gotten = self.decode(baseline, self.blank), self.decode(candidate, self.blank)
+        else:
+            judged = self._judged(inputs, baseline.shape[:2])
+            wanted, gotten = tags(baseline, self.blank, judged), tags(candidate, self.blank, judged)
         for sample, base, cand in zip(ids, wanted, gotten):
             distance = edit_distance(base, cand)
             self.count += 1
@@ -100,6 +108,21 @@ class SequenceTask(Task):
             self.characters += len(base)
             if distance and len(self.changes) < CHANGES_KEPT:
                 self.changes.append(Change(sample, base, cand, distance))
+
+    def _judged(self, inputs, shape: tuple[int, int]) -> np.ndarray:
+        """Return [samples, steps]: True where padding_input is not padding (a mask: where it is true)."""
+        name = self.spec.padding_input
+        if name not in inputs:
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: padding_input '{name}' is not fed (the inputs are "
+                               f"{', '.join(inputs)}); name one of them")
+        values = np.asarray(inputs[name])
+        if values.shape != shape:
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: padding_input '{name}' has shape {list(values.shape)}, "
+                               f"but the output has {shape[1]} steps for {shape[0]} samples; name the input whose "
+                               "steps are the output's")
+        if values.dtype == bool:
+            return values
+        return values != (self.spec.padding_value if self.spec.padding_value is not None else PADDING_VALUE)
 
     def finish(self) -> None:
         super().finish()
@@ -116,7 +139,8 @@ class SequenceTask(Task):
                 "baseline_characters": self.characters, "blank": self.blank, "step_axis": self.step_axis}
 
     def described(self) -> dict[str, str]:
-        return {**super().described(), "decode": self.spec.decode or DECODE}
+        padding = {} if self.spec.padding_input is None else {"padding_input": self.spec.padding_input}
+        return {**super().described(), "decode": self.spec.decode or DECODE, **padding}
 
     def picture(self):
         from trtpipe.quality.pictures import SequenceChanges
