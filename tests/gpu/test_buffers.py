@@ -1,6 +1,6 @@
 """The runtime's buffer layer on a real GPU, driven by a stand-in execution context.
 
-TensorRT itself cannot run on the GPU the team has (see README), so `standin.StandInContext` plays
+TensorRT itself cannot run on the GPU the team has (see README), so `gpu_standin.StandInContext` plays
 IExecutionContext: execute_async_v3 launches a real CUDA kernel (y = 2x + 1) on the addresses the
 session bound, on the session's stream. Everything else (pinned and device buffers, asynchronous
 copies, growth for new shapes, zero-copy device inputs, threads, freeing) is the real code.

@@ -128,7 +128,7 @@ def test_close_with_an_unread_result_does_not_hang(ctx, kernel):
 
 def _in_fresh_process(code: str) -> str:
     """Run `code` in a Python without torch (nobody else holds the primary context); return its output."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "scripts"), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=False, capture_output=True, text=True, env=env,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -63,7 +63,7 @@ def test_sixteen_threads_a_thousand_calls_each_all_right(engines):
 def test_ten_thousand_open_close_cycles_leave_nothing_behind():
     code = textwrap.dedent("""
         import numpy as np, pycuda.driver as cuda
-        from standin import compile_kernel, standin_engine
+        from gpu_standin import compile_kernel, standin_engine
         from trtpipe.runtime import driver_api
         from trtpipe.runtime.cuda import CudaContext
         holder = CudaContext(0)  # keeps the kernel's module loaded across the cycles
@@ -87,7 +87,7 @@ def test_ten_thousand_open_close_cycles_leave_nothing_behind():
         print("primary context released: every retain was given back")
     """)
     root = HERE.parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "scripts"), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=600)
     print(result.stdout)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -99,7 +99,7 @@ def test_results_held_past_close_free_nothing_late():
     code = textwrap.dedent("""
         import gc
         import numpy as np, pycuda.driver as cuda
-        from standin import compile_kernel, standin_engine
+        from gpu_standin import compile_kernel, standin_engine
         from trtpipe.runtime.cuda import CudaContext
         holder = CudaContext(0)
         kernel = compile_kernel(holder)
@@ -120,7 +120,7 @@ def test_results_held_past_close_free_nothing_late():
         holder.release()
     """)
     root = HERE.parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "scripts"), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=300)
     print(result.stdout)
     assert result.returncode == 0, result.stderr[-3000:]
