@@ -228,13 +228,15 @@ zoo: $(VENV)/.demo
 	TRTPIPE_DOCS_ZOO=1 $(PY) -m pytest -q tests/test_docs.py -k "guide or graph-passes"  # these pages download their model
 # An independent judge of every typed ONNX in ZOO_BUILD (default build/zoo, read only), each scored by
 # its package's own post-processing, beside validate's verdict: build/zoo-judge/judge.{json,md}. Its
-# post-processing packages (pinned: releases move) go to build/zoo-judge/packages, never into the venv. Not part of `make test`.
+# post-processing packages (pinned in constraints-judge.txt) go to build/zoo-judge/packages, never into the venv. Not part of `make test`.
 ZOO_BUILD ?= build/zoo
 JUDGE_PACKAGES := build/zoo-judge/packages
 .PHONY: zoo-judge
-zoo-judge: $(VENV)/.demo
-	test -d $(JUDGE_PACKAGES)/cv2 || $(PY) -m pip install --quiet --no-deps --target $(JUDGE_PACKAGES) opencv-python-headless==5.0.0.93 pyclipper==1.4.0 shapely==2.2.0
+zoo-judge: $(VENV)/.demo $(JUDGE_PACKAGES)/.installed
 	PYTHONPATH=$(CURDIR):$(CURDIR)/$(JUDGE_PACKAGES) nice $(PY) scripts/zoo_judge.py --build $(ZOO_BUILD) $(subst $(comma), ,$(ZOO))
+$(JUDGE_PACKAGES)/.installed: constraints-judge.txt
+	PIP_CONSTRAINT=constraints-judge.txt $(PY) -m pip install --quiet --no-deps --target $(JUDGE_PACKAGES) opencv-python-headless pyclipper shapely
+	touch $@
 # `trtpipe deploy` on every zoo model's spec (ZOO=... for some), BUDGET minutes each (default 5): exit
 # code, chosen engine and time per model, a second table in docs/zoo.md. Not part of `make test`.
 .PHONY: zoo-deploy

@@ -43,9 +43,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "serve"))
 
-from serve_helpers import Server, bundled_triton, start_server  # tests/serve, put on the path above
+from serve_process import Server, bundled_triton, start_server
 
 LEVELS = (1, 4, 16)
 BLOCK = 10  # latency calls of one path in a row, so each follows a call of its own kind

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import needs_rtx
-from serve_helpers import bundled_triton, needs_pytriton
+from serve_helpers import needs_pytriton
+from serve_process import bundled_triton
 
 import models
 from trtpipe.build import BuildOptions, build

@@ -9,7 +9,8 @@ import urllib.request
 
 import numpy as np
 import pytest
-from serve_helpers import STACKS, needs_pytriton, start_server
+from serve_helpers import STACKS, needs_pytriton
+from serve_process import start_server
 
 import models
 from trtpipe.graph import onnxio

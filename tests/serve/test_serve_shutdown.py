@@ -11,7 +11,8 @@ import urllib.request
 
 import numpy as np
 import pytest
-from serve_helpers import STACKS, needs_pytriton, start_server
+from serve_helpers import STACKS, needs_pytriton
+from serve_process import start_server
 
 import models
 from trtpipe.runtime import OnnxRunner
