@@ -122,8 +122,8 @@ def read_transitions(path: Path, where: str) -> Transitions:
 
 
 def check_decoders(spec: ModelSpec, where: str) -> None:
-    """Raise unless each decode = "viterbi" output names a readable transition file, and transitions and
-    emissions appear only there."""
+    """Raise unless each decode = "viterbi" output names transitions, a file that decodes (when it exists yet:
+    validate reads it again before it runs anything), and transitions and emissions appear only there."""
     for output in spec.outputs:
         named = f"{where}: [[outputs]] {output.name}"
         if output.decode == "viterbi":
@@ -132,7 +132,8 @@ def check_decoders(spec: ModelSpec, where: str) -> None:
             if output.transitions is None:
                 raise TrtpipeError(f"{named}: decode = \"viterbi\" needs transitions, the file of the decoder's "
                                    "transition scores; name it")
-            read_transitions(output.transitions, f"{named}: transitions")
+            if output.transitions.exists():  # one made with the data (the zoo's) is checked when validate reads it
+                read_transitions(output.transitions, f"{named}: transitions")
         elif output.transitions is not None or output.emissions is not None:
             key = "transitions" if output.transitions is not None else "emissions"
             raise TrtpipeError(f"{named}: {key} is for decode = \"viterbi\"; set decode = \"viterbi\" or remove {key}")

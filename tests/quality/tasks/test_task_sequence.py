@@ -294,7 +294,6 @@ def test_a_tagger_is_judged_by_the_path_its_decoder_takes(tmp_path, cli):
     ({"transitions": np.zeros((4, 4)), "start": np.zeros(3)}, r"start has shape \[3\], not \[4\]"),
     ({"scores": np.zeros((4, 4))}, "holds scores"),
     (None, "not a numpy file"),
-    ("missing", "cannot read it"),
 ])
 def test_a_transition_file_that_cannot_decode_is_refused_at_load(tmp_path, arrays, message):
     if arrays is None:
@@ -304,6 +303,14 @@ def test_a_transition_file_that_cannot_decode_is_refused_at_load(tmp_path, array
     (tmp_path / "model.toml").write_text(VITERBI_SPEC)
     with pytest.raises(TrtpipeError, match=message):
         load_spec(tmp_path / "model.toml")
+
+
+def test_a_missing_transition_file_is_named_before_anything_runs(tmp_path):
+    """The zoo makes its files with the data: the spec loads without it, and validate's task names it."""
+    (tmp_path / "model.toml").write_text(VITERBI_SPEC)
+    output = load_spec(tmp_path / "model.toml").outputs[0]
+    with pytest.raises(TrtpipeError, match=r"transitions .*tags.npz: cannot read it \(No such file"):
+        make_task(output)
 
 
 def test_viterbi_needs_its_transitions_and_they_need_viterbi(tmp_path):
