@@ -117,7 +117,7 @@ class SequenceTask(Task):
             spec.transitions, f"--spec: [[outputs]] {self.output}: transitions")
         if self.blank == NO_BLANK and self.decode == "ctc":
             # Without a blank, CTC cannot tell a repeated character from one held over two steps.
-            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank = \"none\" needs decode = \"tags\" "
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank = \"none\" needs decode = \"tags\" or \"viterbi\" "
                                "(a CTC recognizer has a blank class); give its index, or set decode = \"tags\"")
         self.count = self.exact = self.edits = self.characters = 0
         self.changes: list[Change] = []
