@@ -285,6 +285,18 @@ def make_data(entry: Entry, samples: int) -> None:
             (tmp / "recipe.json").write_text(json.dumps(recipe))
 
         replace_dir(directory, fill)
+    if entry.inputs in inputs.DECODERS:
+        # The package's own decoder, which the spec's [[outputs]] transitions names: made from the wheel
+        # beside the data, not committed.
+        import io
+
+        import numpy as np
+
+        from trtpipe.files import write_bytes
+
+        arrays = io.BytesIO()
+        np.savez(arrays, **inputs.DECODERS[entry.inputs](**maker_options(entry)))
+        write_bytes(entry.dir / f"{entry.name}.transitions.npz", arrays.getvalue())
 
 
 # ---- running the pipeline ------------------------------------------------------------------------

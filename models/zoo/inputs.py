@@ -513,6 +513,48 @@ def write_khmer_text(directory: Path, count: int, seed: int, wheel: Path, vocabu
         np.savez(directory / f"{i:04d}.npz", x=x, mask=np.ones_like(x, bool))
 
 
+def bies_transitions(wheel: Path, vocabulary: str, **_other_options) -> dict[str, np.ndarray]:
+    """Return Slovorez's decoder as validate's decode = "viterbi" reads it, from its tag list (config.json's
+    label2id in the wheel) and the BIES rules its decoder keeps: after B or I only I or E of the same
+    morpheme type; after E or S, B or S of any type; a word starts with B or S of a type that can begin
+    one (not an ending, suffix, link or hyphen) and ends with E or S of one that can end it (not a prefix,
+    link or hyphen); <PAD> and <UNK> never. -inf where not allowed, 0 where it is."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        label2id = json.loads(archive.read(vocabulary))["mapping"]["label2id"]
+    classes = max(label2id.values()) + 1
+    parsed = [(i, *(tag.split("-", 1) if "-" in tag else ("S", tag)))
+              for tag, i in label2id.items() if tag not in ("<PAD>", "<UNK>")]
+    allowed, start, end = np.zeros((classes, classes), bool), np.zeros(classes, bool), np.zeros(classes, bool)
+    for i, position, kind in parsed:
+        start[i] = position in "BS" and kind not in ("END", "SUFF", "LINK", "HYPH")
+        end[i] = position in "ES" and kind not in ("PREF", "LINK", "HYPH")
+        for j, then, then_kind in parsed:
+            allowed[i, j] = then in "IE" and then_kind == kind if position in "BI" else then in "BS"
+    scores = {"transitions": allowed, "start": start, "end": end}
+    return {name: np.where(ok, 0.0, -np.inf) for name, ok in scores.items()}
+
+
+def crf_transitions(wheel: Path, vocabulary: str, **_other_options) -> dict[str, np.ndarray]:
+    """Return khmersm's CRF as validate's decode = "viterbi" reads it: its transition, start and end
+    scores, from config.json in the wheel (the emissions are the model's output, added as they are)."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        config = json.loads(archive.read(vocabulary))
+    return {"transitions": np.array(config["crf_transitions"], np.float64),
+            "start": np.array(config["crf_start_transitions"], np.float64),
+            "end": np.array(config["crf_end_transitions"], np.float64)}
+
+
+# The decoders the packages ship, for the inputs of the taggers that decode a path (make_data writes them).
+DECODERS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
+    "morpheme_words": bies_transitions, "khmer_text": crf_transitions,
+}
+
 MAKERS: dict[str, Callable[..., None]] = {
     "photos": write_photos, "pages": write_pages, "text_lines": write_text_lines, "tokens": write_tokens,
     "audio": write_audio, "file_bytes": write_file_bytes, "captchas": write_captchas,

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
 
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import read_text_input
@@ -63,12 +66,77 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
         validation=rel("validation"), labels=rel("labels"), thresholds=raw.get("thresholds", {}),
         smooth=quantize.get("smooth"), exclude=quantize.get("exclude", []), block_size=quantize.get("block_size"),
         min_weights=quantize.get("min_weights", 0),
-        outputs=[OutputSpec(**{"task": raw.get("task", "generic"), **o}) for o in raw.get("outputs", [])],
+        outputs=[OutputSpec(**{"task": raw.get("task", "generic"), **o,
+                               **({"transitions": (root / o["transitions"]).resolve()} if "transitions" in o else {})})
+                 for o in raw.get("outputs", [])],
         path=path,
     )
     check_thresholds(spec)
     check_padding(spec, f"--spec {path}")
+    check_decoders(spec, f"--spec {path}")
     return spec
+
+
+class Transitions(NamedTuple):
+    """A tagger's decoder: scores [from, to] of each transition (-inf: not allowed), and of each class
+    starting and ending a sequence ([classes]; zeros when the file gives none)."""
+
+    scores: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+def read_transitions(path: Path, where: str) -> Transitions:
+    """Return the transitions in a .npy ([classes, classes]) or .npz (`transitions`, optional `start`,
+    `end`), or raise naming `where` and what is wrong."""
+    fix = "give a .npy [classes, classes] of transition scores, or a .npz of transitions, start, end"
+    try:
+        with open(path, "rb") as file:
+            loaded = np.load(file, allow_pickle=False)
+            arrays = dict(loaded) if isinstance(loaded, np.lib.npyio.NpzFile) else {"transitions": loaded}
+    except OSError as exc:
+        raise TrtpipeError(f"{where} {path}: cannot read it ({exc.strerror or exc}); {fix}") from None
+    except (ValueError, EOFError) as exc:
+        raise TrtpipeError(f"{where} {path}: not a numpy file ({exc}); {fix}") from None
+    unknown = sorted(set(arrays) - {"transitions", "start", "end"})
+    if "transitions" not in arrays or unknown:
+        raise TrtpipeError(f"{where} {path}: holds {', '.join(sorted(arrays)) or 'nothing'}; {fix}")
+    scores = arrays["transitions"]
+    if scores.ndim != 2 or scores.shape[0] != scores.shape[1] or not scores.size:
+        raise TrtpipeError(f"{where} {path}: transitions has shape {list(scores.shape)}; {fix}")
+    classes = scores.shape[0]
+    found = {}
+    for name in ("transitions", "start", "end"):
+        values = arrays.get(name, np.zeros(classes))
+        if values.dtype.kind not in "fiu":
+            raise TrtpipeError(f"{where} {path}: {name} is {values.dtype}; scores are numbers")
+        values = values.astype(np.float64)
+        if name != "transitions" and values.shape != (classes,):
+            raise TrtpipeError(f"{where} {path}: {name} has shape {list(values.shape)}, not [{classes}] (one score "
+                               "per class); fix the file")
+        # -inf forbids a transition; NaN or +inf would make every path's score meaningless.
+        if np.isnan(values).any() or np.isposinf(values).any():
+            raise TrtpipeError(f"{where} {path}: {name} holds NaN or +inf; scores are finite, or -inf where not allowed")
+        found[name] = values
+    return Transitions(found["transitions"], found["start"], found["end"])
+
+
+def check_decoders(spec: ModelSpec, where: str) -> None:
+    """Raise unless each decode = "viterbi" output names transitions, a file that decodes (when it exists yet:
+    validate reads it again before it runs anything), and transitions and emissions appear only there."""
+    for output in spec.outputs:
+        named = f"{where}: [[outputs]] {output.name}"
+        if output.decode == "viterbi":
+            if output.task != "sequence":
+                raise TrtpipeError(f"{named}: decode = \"viterbi\" is for task = \"sequence\"; set the task or remove decode")
+            if output.transitions is None:
+                raise TrtpipeError(f"{named}: decode = \"viterbi\" needs transitions, the file of the decoder's "
+                                   "transition scores; name it")
+            if output.transitions.exists():  # one made with the data (the zoo's) is checked when validate reads it
+                read_transitions(output.transitions, f"{named}: transitions")
+        elif output.transitions is not None or output.emissions is not None:
+            key = "transitions" if output.transitions is not None else "emissions"
+            raise TrtpipeError(f"{named}: {key} is for decode = \"viterbi\"; set decode = \"viterbi\" or remove {key}")
 
 
 def check_padding(spec: ModelSpec, where: str) -> None:
@@ -82,9 +150,9 @@ def check_padding(spec: ModelSpec, where: str) -> None:
                 raise TrtpipeError(f"{where}: [[outputs]] {output.name}: padding_value without padding_input; "
                                    "name the input whose padding it is")
             continue
-        if output.task != "sequence" or output.decode != "tags":
-            raise TrtpipeError(f"{where}: {fix} is for a tagger (task = \"sequence\", decode = \"tags\"); a CTC "
-                               "recognizer's steps are not its input's; remove it or set decode = \"tags\"")
+        if output.task != "sequence" or output.decode not in ("tags", "viterbi"):
+            raise TrtpipeError(f"{where}: {fix} is for a tagger (task = \"sequence\", decode = \"tags\" or \"viterbi\"); "
+                               "a CTC recognizer's steps are not its input's; remove it or set decode = \"tags\"")
         if not inputs:
             continue  # the model's own inputs are checked when they are known (resolve_inputs)
         if name not in inputs:

@@ -65,7 +65,7 @@ class OutputSpec:
 
     Keys: name, task, layout, batch_axis, and per task: conf, iou (NMS), classes, score_output,
     class_output (detection), margin (classification), neighbours (embedding), threshold (dense, face),
-    blank, step_axis, decode, padding_input, padding_value (sequence), scale_output, offset_output, landmark_output, stride (face: a
+    blank, step_axis, decode, padding_input, padding_value, transitions, emissions (sequence), scale_output, offset_output, landmark_output, stride (face: a
     CenterNet-style face head, this entry its heatmap).
     None means the task's default (trtpipe.quality.tasks says which and why).
     """
@@ -94,6 +94,10 @@ class OutputSpec:
     # means nothing), and the id that is padding; a bool input is a mask, padded where false.
     padding_input: str | None = None
     padding_value: int | None = None
+    # viterbi: the transition file (resolved against the spec's folder at load), and what the output is:
+    # scores added as they are (a CRF's emissions) or probabilities, whose logs are added.
+    transitions: Path | None = None
+    emissions: str | None = None
     # The axis samples stack on (1 for an RNN state [layers, batch, hidden]); None: the output has no
     # batch axis ([seq_len]) and the whole tensor is one sample per run.
     batch_axis: int | None = 0

@@ -50,7 +50,8 @@ SCHEMA = {
                                         "threshold": number, "blank": class_or_none, "step_axis": integer,
                                         "scale_output": string, "offset_output": string,
                                         "landmark_output": string, "stride": integer,
-                                        "decode": choice("ctc", "tags"), "padding_input": string,
+                                        "decode": choice("ctc", "tags", "viterbi"), "padding_input": string,
+                                        "transitions": string, "emissions": choice("scores", "probabilities"),
                                         "padding_value": integer, "batch_axis": axis_or_none}, "outputs",
                                        required=("name",)),
                              "outputs"),
@@ -124,8 +125,14 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.landmark_output": ("inferred", ("face: 5 landmarks [batch, 10, h, w], y then x of each, as shares of the "
                                              "box's height and width from its top-left corner")),
     "outputs.stride": ("the input's size over the heatmap's", "face: input pixels per heatmap cell (CenterFace: 4)"),
-    "outputs.decode": ("ctc", ("sequence: ctc (a recognizer: repeats collapsed, then the blank dropped) or tags (a "
-                               "per-token tagger, a segmenter: every step's class kept, only the blank, its padding, dropped)")),
+    "outputs.decode": ("ctc", ("sequence: ctc (a recognizer: repeats collapsed, then the blank dropped), tags (a "
+                               "per-token tagger, a segmenter: every step's class kept, only the blank, its padding, dropped) "
+                               "or viterbi (a tagger that ships a decoder: the best path through transitions, kept as tags)")),
+    "outputs.transitions": ("none", ("sequence, decode = \"viterbi\": a .npy [classes, classes] of transition scores "
+                                     "(row: from, column: to; -inf where not allowed), or a .npz of it as `transitions` "
+                                     "with optional `start` and `end` [classes] scores; relative to this file")),
+    "outputs.emissions": ('"scores"', ("sequence, decode = \"viterbi\": what the output is per step: scores, added as "
+                                       "they are (a CRF's emissions), or probabilities, whose logs are added")),
     "outputs.padding_input": ("none", ("sequence, decode = \"tags\": the integer or bool input [batch, steps] whose padding "
                                        "marks the steps not judged (what a tagger emits after the word means nothing): "
                                        "they are dropped from FP32's tags and the candidate's; a bool input is a mask, "

@@ -11,9 +11,10 @@ from damage import favour_class
 from models import ctc_head, save, save_batches, tagger, unbatched
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.tasks import make_task
-from trtpipe.quality.tasks.sequence import ctc_greedy, edit_distance, tags
+from trtpipe.quality.tasks.sequence import ctc_greedy, edit_distance, tags, viterbi
 from trtpipe.quality.validate import DEFAULT_THRESHOLDS, judge
 from trtpipe.spec import NO_BLANK, OutputSpec, load_spec
+from trtpipe.spec.load import Transitions
 
 SPEC = '[[outputs]]\nname = "probs"\ntask = "sequence"\n'
 
@@ -226,3 +227,96 @@ def test_a_mask_marks_the_padding_where_it_is_false():
     steps = np.eye(3)[[[1, 2, 1, 2], [2, 2, 1, 1]]]
     mask = np.array([[True, True, False, False], [True, True, True, False]])
     assert tags(steps, NO_BLANK, mask) == [(1, 2), (2, 2, 1)]
+
+
+def test_viterbi_takes_the_best_allowed_path_where_argmax_does_not():
+    """Two tags, B (0) and I (1), I never after I: the argmax path B I I is not allowed, and the best
+    allowed path, summed by hand, is another one than argmax's on every step."""
+    no = -np.inf
+    transitions = Transitions(np.array([[0.0, 0.0], [0.0, no]]), np.zeros(2), np.zeros(2))
+    scores = np.array([[[0.0, -1.0], [-0.2, 0.0], [-0.5, 0.0]]])  # argmax: B I I
+    # allowed paths: B B B -0.7, B B I -0.2, B I B -0.5, I B B -1.7, I B I -1.2; the best is B B I
+    assert tags(scores, NO_BLANK) == [(0, 1, 1)]
+    assert viterbi(scores, transitions).tolist() == [[0, 0, 1]]
+    ending = transitions._replace(end=np.array([0.0, -1.0]))  # ending on I costs 1: B I B (-0.5) wins
+    assert viterbi(scores, ending).tolist() == [[0, 1, 0]]
+    starting = transitions._replace(start=np.array([no, 0.0]))  # only I starts: I B I (-1.2) beats I B B (-1.7)
+    assert viterbi(scores, starting).tolist() == [[1, 0, 1]]
+    # a step not judged is skipped: over steps 0 and 2 alone, B I (0) beats B B (-0.5)
+    assert viterbi(scores, transitions, np.array([[True, False, True]])).tolist()[0][::2] == [0, 1]
+
+
+VITERBI_SPEC = TAGGER_SPEC.replace('decode = "tags"', 'decode = "viterbi"') + (
+    'transitions = "tags.npz"\nemissions = "probabilities"\npadding_input = "ids"\n')
+
+
+def test_a_tagger_is_judged_by_the_path_its_decoder_takes(tmp_path, cli):
+    """slovorez's case: a near-tie between a tag the decoder never takes (its padding and unknown tags)
+    and a real one flips under INT8. Argmax (tags) fails it; the decoder reads the same words, so viterbi
+    passes; a real id tagged otherwise fails either way."""
+    rng = np.random.default_rng(5)
+    table = _tagger_table(rng, padding_tag=3)
+    table[4] = [0.0, 2.0, 0.0, 2.05]  # id 4: tag 3 (never allowed) just over tag 1
+    flipped = table.copy()
+    flipped[4] = [0.0, 2.0, 0.0, 1.95]
+    damaged = table.copy()
+    damaged[6] = np.roll(damaged[6], 1)  # id 6's tag changes: a real step
+    for name, weights in (("fp32", table), ("flipped", flipped), ("damaged", damaged)):
+        save(tagger(weights), tmp_path / f"{name}.onnx")
+    no = -np.inf
+    allowed = np.zeros((4, 4))
+    allowed[:, 3] = no
+    np.savez(tmp_path / "tags.npz", transitions=allowed, start=np.array([0, 0, 0, no]))
+    lengths = rng.integers(3, 12, 64)
+    ids = np.where(np.arange(16) < lengths[:, None], rng.integers(1, 9, (64, 16)), 0).astype(np.int32)
+    save_batches(tmp_path / "val", ids)
+
+    def judged(candidate, spec):
+        (tmp_path / "model.toml").write_text(spec)
+        code, out, err = cli("validate", tmp_path / f"{candidate}.onnx", "--baseline", tmp_path / "fp32.onnx",
+                             "--data", tmp_path / "val", "--spec", tmp_path / "model.toml", "--json")
+        assert code in (0, 1), err
+        return code, json.loads(out)["outputs"]["tags"]
+
+    argmax = TAGGER_SPEC + 'padding_input = "ids"\n'
+    code, out = judged("flipped", argmax)
+    assert code == 1 and out["changed_sequences"] == (ids == 4).any(axis=1).sum() > 10
+    code, out = judged("flipped", VITERBI_SPEC)
+    assert code == 0 and out["exact_match"] == 1.0 and out["decode"] == "viterbi"
+    assert out["baseline_characters"] == lengths.sum()
+    code, out = judged("damaged", VITERBI_SPEC)
+    assert code == 1 and out["changed_sequences"] >= (ids == 6).any(axis=1).sum() // 2 > 5
+
+
+@pytest.mark.parametrize("arrays, message", [
+    ({"transitions": np.zeros((4, 3))}, r"transitions has shape \[4, 3\]"),
+    ({"transitions": np.full((4, 4), np.nan)}, "NaN or \\+inf"),
+    ({"transitions": np.zeros((4, 4)), "start": np.zeros(3)}, r"start has shape \[3\], not \[4\]"),
+    ({"scores": np.zeros((4, 4))}, "holds scores"),
+    (None, "not a numpy file"),
+])
+def test_a_transition_file_that_cannot_decode_is_refused_at_load(tmp_path, arrays, message):
+    if arrays is None:
+        (tmp_path / "tags.npz").write_text("not numpy")
+    elif arrays != "missing":
+        np.savez(tmp_path / "tags.npz", **arrays)
+    (tmp_path / "model.toml").write_text(VITERBI_SPEC)
+    with pytest.raises(TrtpipeError, match=message):
+        load_spec(tmp_path / "model.toml")
+
+
+def test_a_missing_transition_file_is_named_before_anything_runs(tmp_path):
+    """The zoo makes its files with the data: the spec loads without it, and validate's task names it."""
+    (tmp_path / "model.toml").write_text(VITERBI_SPEC)
+    output = load_spec(tmp_path / "model.toml").outputs[0]
+    with pytest.raises(TrtpipeError, match=r"transitions .*tags.npz: cannot read it \(No such file"):
+        make_task(output)
+
+
+def test_viterbi_needs_its_transitions_and_they_need_viterbi(tmp_path):
+    (tmp_path / "model.toml").write_text(VITERBI_SPEC.replace('transitions = "tags.npz"\n', ""))
+    with pytest.raises(TrtpipeError, match="needs transitions"):
+        load_spec(tmp_path / "model.toml")
+    (tmp_path / "model.toml").write_text(TAGGER_SPEC + 'transitions = "tags.npz"\n')
+    with pytest.raises(TrtpipeError, match='transitions is for decode = "viterbi"'):
+        load_spec(tmp_path / "model.toml")

@@ -1,7 +1,10 @@
 """Sequences: a CTC recognizer's per-step class scores decoded greedily (argmax per step, repeats
 collapsed, the blank dropped), or a tagger's (`decode = "tags"`: argmax per step, only the blank, its
-padding, dropped, and with `padding_input` the steps its input marks as padding), judged by whether the candidate reads the string FP32 reads: the share of samples
-whose strings agree exactly, and the characters that agree (1 - character error rate)."""
+padding, dropped, and with `padding_input` the steps its input marks as padding), or a tagger that ships a
+decoder (`decode = "viterbi"`: the best path through a [[outputs]] transitions file, as a CRF or a tagger
+with allowed tag sequences decodes, the steps kept as with tags), judged by whether the candidate reads
+the string FP32 reads: the share of samples whose strings agree exactly, and the characters that agree
+(1 - character error rate)."""
 
 from __future__ import annotations
 
@@ -12,12 +15,16 @@ import numpy as np
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.tasks.base import Degenerate, Task
 from trtpipe.spec import NO_BLANK
+from trtpipe.spec.load import Transitions, read_transitions
 
 BLANK = 0  # PaddleOCR's, and PyTorch's nn.CTCLoss default
 STEP_AXIS = 1  # [batch, steps, classes]
 DECODE = "ctc"
+EMISSIONS = "scores"  # viterbi: the output is added as it is (CRF emissions), unless it says probabilities
 PADDING_VALUE = 0  # the id after a word in the token inputs seen (slovorez); a mask needs none
 CHANGES_KEPT = 12
+# log(0) would be -inf, a score only a forbidden transition has; a probability of 0 is 1e-9 instead.
+PROBABILITY_FLOOR = 1e-9
 
 
 def ctc_greedy(steps: np.ndarray, blank: int) -> list[tuple[int, ...]]:
@@ -36,9 +43,43 @@ def tags(steps: np.ndarray, blank: int, judged: np.ndarray | None = None) -> lis
     """Return each sample's class per step from scores [samples, steps, classes], `blank` (padding)
     dropped, and the steps where `judged` [samples, steps] is false: a tagger's two equal tags in a row
     are two tokens, not one."""
-    best = steps.argmax(-1)
-    kept = np.ones(best.shape, bool) if judged is None else judged
-    return [tuple(int(c) for c in row[keep] if c != blank) for row, keep in zip(best, kept)]
+    return kept(steps.argmax(-1), blank, judged)
+
+
+def kept(best: np.ndarray, blank: int, judged: np.ndarray | None = None) -> list[tuple[int, ...]]:
+    """Return each sample's classes from `best` [samples, steps], `blank` and the steps `judged` marks false dropped."""
+    keep = np.ones(best.shape, bool) if judged is None else judged
+    return [tuple(int(c) for c in row[k] if c != blank) for row, k in zip(best, keep)]
+
+
+def viterbi(scores: np.ndarray, transitions: Transitions, judged: np.ndarray | None = None) -> np.ndarray:
+    """Return [samples, steps]: the class path with the highest total score through `scores` [samples, steps,
+    classes] (per-step log-probabilities or CRF emissions), with start + transition + end scores added.
+
+    A step `judged` marks false is skipped (the path is the best over the judged steps alone, as a decoder
+    run on the word without its padding); what the path holds there means nothing.
+    """
+    samples, steps, classes = scores.shape
+    judged = np.ones((samples, steps), bool) if judged is None else judged
+    every = np.arange(classes)
+    total = np.broadcast_to(transitions.start, (samples, classes)).astype(np.float64)
+    begun = np.zeros(samples, bool)  # whether a judged step came yet: the first one takes no transition
+    back = np.empty((samples, steps, classes), np.intp)
+    for t in range(steps):
+        through = total[:, :, None] + transitions.scores  # [samples, from, to]
+        came = np.where(begun[:, None], through.argmax(1), every)
+        arrived = np.take_along_axis(through, came[:, None, :], 1)[:, 0]
+        moved = np.where(begun[:, None], arrived, total) + scores[:, t]
+        here = judged[:, t]
+        total = np.where(here[:, None], moved, total)
+        back[:, t] = np.where(here[:, None], came, every)
+        begun |= here
+    path = np.empty((samples, steps), np.intp)
+    path[:, -1] = (total + transitions.end).argmax(-1)
+    rows = np.arange(samples)
+    for t in range(steps - 1, 0, -1):
+        path[:, t - 1] = back[rows, t, path[:, t]]
+    return path
 
 
 def edit_distance(a: tuple, b: tuple) -> int:
@@ -71,10 +112,12 @@ class SequenceTask(Task):
         super().__init__(spec)
         self.blank = spec.blank if spec.blank is not None else BLANK
         self.step_axis = spec.step_axis if spec.step_axis is not None else STEP_AXIS
-        self.decode = {"ctc": ctc_greedy, "tags": tags}[spec.decode or DECODE]
-        if self.blank == NO_BLANK and self.decode is not tags:
+        self.decode = spec.decode or DECODE
+        self.transitions = None if spec.transitions is None else read_transitions(
+            spec.transitions, f"--spec: [[outputs]] {self.output}: transitions")
+        if self.blank == NO_BLANK and self.decode == "ctc":
             # Without a blank, CTC cannot tell a repeated character from one held over two steps.
-            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank = \"none\" needs decode = \"tags\" "
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank = \"none\" needs decode = \"tags\" or \"viterbi\" "
                                "(a CTC recognizer has a blank class); give its index, or set decode = \"tags\"")
         self.count = self.exact = self.edits = self.characters = 0
         self.changes: list[Change] = []
@@ -95,11 +138,8 @@ class SequenceTask(Task):
         if self.blank != NO_BLANK and not 0 <= self.blank < baseline.shape[-1]:
             raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank {self.blank} is not one of its "
                                f"{baseline.shape[-1]} classes; fix blank")
-        if self.spec.padding_input is None:
-            wanted, gotten = self.decode(baseline, self.blank), self.decode(candidate, self.blank)
-        else:
-            judged = self._judged(inputs, baseline.shape[:2])
-            wanted, gotten = tags(baseline, self.blank, judged), tags(candidate, self.blank, judged)
+        judged = None if self.spec.padding_input is None else self._judged(inputs, baseline.shape[:2])
+        wanted, gotten = self._decoded(baseline, judged), self._decoded(candidate, judged)
         for sample, base, cand in zip(ids, wanted, gotten):
             distance = edit_distance(base, cand)
             self.count += 1
@@ -108,6 +148,21 @@ class SequenceTask(Task):
             self.characters += len(base)
             if distance and len(self.changes) < CHANGES_KEPT:
                 self.changes.append(Change(sample, base, cand, distance))
+
+    def _decoded(self, steps: np.ndarray, judged: np.ndarray | None) -> list[tuple[int, ...]]:
+        """Return each sample's classes from `steps` [samples, steps, classes], decoded as the spec says."""
+        if self.decode == "ctc":
+            return ctc_greedy(steps, self.blank)
+        if self.decode == "tags":
+            return tags(steps, self.blank, judged)
+        classes = self.transitions.scores.shape[0]
+        if steps.shape[-1] != classes:
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: transitions {self.spec.transitions} is for {classes} "
+                               f"classes, but the output has {steps.shape[-1]}; give the model's transition file")
+        steps = steps.astype(np.float64)
+        if self.spec.emissions == "probabilities":
+            steps = np.log(np.maximum(steps, PROBABILITY_FLOOR))
+        return kept(viterbi(steps, self.transitions, judged), self.blank, judged)
 
     def _judged(self, inputs, shape: tuple[int, int]) -> np.ndarray:
         """Return [samples, steps]: True where padding_input is not padding (a mask: where it is true)."""
@@ -140,7 +195,9 @@ class SequenceTask(Task):
 
     def described(self) -> dict[str, str]:
         padding = {} if self.spec.padding_input is None else {"padding_input": self.spec.padding_input}
-        return {**super().described(), "decode": self.spec.decode or DECODE, **padding}
+        path = {} if self.spec.transitions is None else {"transitions": str(self.spec.transitions),
+                                                         "emissions": self.spec.emissions or EMISSIONS}
+        return {**super().described(), "decode": self.decode, **padding, **path}
 
     def picture(self):
         from trtpipe.quality.pictures import SequenceChanges
