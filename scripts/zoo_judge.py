@@ -495,11 +495,49 @@ def silero_vad(name: str, code: Path) -> Judge:
     return lambda precision: same_share(want, speech(typed(name, precision)), "speech decisions", LABELS_SAME)
 
 
+def khmersm(name: str, code: Path) -> Judge:
+    """Phrases split into words by khmersm's own Segmenter (its CRF's Viterbi over the emissions), FP32's
+    words against the typed file's: the phrases split the same, and the word boundaries both put."""
+    sys.path.insert(0, str(code))
+    from khmersm.inference import Segmenter
+
+    segmenter = Segmenter(config_path=code / "khmersm" / "config.json", onnx_path=BUILD / name / f"{name}.onnx")
+    characters = {i: c for c, i in segmenter.char2id.items()}
+    phrases = ["".join(characters[int(i)] for i in np.load(p)["x"][0])
+               for p in sorted((BUILD / name / "data" / "val").glob("*.npz"))]
+
+    def words(model) -> list[str]:
+        segmenter.sess = model  # the package's decoding, on a session with graph optimizations off
+        return [segmenter.segment(phrase) for phrase in phrases]
+
+    want = words(session(BUILD / name / f"{name}.onnx"))
+
+    def judge(precision: str) -> Score:
+        got = words(session(typed(name, precision)))
+        boundaries = [(set(_cuts(a)), set(_cuts(b))) for a, b in zip(want, got)]
+        found = sum(len(a & b) for a, b in boundaries)
+        wanted, gotten = sum(len(a) for a, _ in boundaries), sum(len(b) for _, b in boundaries)
+        score = same_share(want, got, "phrases split", STRINGS_SAME)
+        return Score(f"{score.text}; word boundaries: FP32 {wanted}, typed {gotten}, {found} shared", score.passed)
+
+    return judge
+
+
+def _cuts(spaced: str) -> list[int]:
+    """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
+    offsets, at = [], 0
+    for word in spaced.split(" ")[:-1]:
+        at += len(word)
+        offsets.append(at)
+    return offsets
+
+
 JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "basic-pitch": basic_pitch,
     "captcha-crnn": captcha_crnn,
     "centerface": centerface,
     "ddddocr-det": ddddocr_det,
+    "khmersm": khmersm,
     "effword-resnet50": embedding("feature_output"),
     "magika": classifier(argmax_labels),
     "minilm-l3": embedding("461"),
@@ -522,6 +560,7 @@ CHECKS = {
     "captcha-crnn": f"strings equal on >= {STRINGS_SAME:.0%}",
     "ppocr-rec": f"strings equal on >= {STRINGS_SAME:.0%}",
     "slovorez": f"segmentations equal on >= {STRINGS_SAME:.0%}",
+    "khmersm": f"segmentations equal on >= {STRINGS_SAME:.0%}",
     "magika": f"labels equal on >= {LABELS_SAME:.0%}",
     "open-nsfw": f"labels equal on >= {LABELS_SAME:.0%}",
     "orientation": f"labels equal on >= {LABELS_SAME:.0%}",
@@ -595,45 +634,6 @@ def main() -> int:
     return 0
 
 
-def khmersm(name: str, code: Path) -> Callable[[str], str]:
-    """Phrases split into words by khmersm's own Segmenter (its CRF's Viterbi over the emissions), FP32's
-    words against the typed file's: the phrases split the same, and the word boundaries both put."""
-    sys.path.insert(0, str(code))
-    from khmersm.inference import Segmenter
-
-    segmenter = Segmenter(config_path=code / "khmersm" / "config.json", onnx_path=BUILD / name / f"{name}.onnx")
-    characters = {i: c for c, i in segmenter.char2id.items()}
-    phrases = ["".join(characters[int(i)] for i in np.load(p)["x"][0])
-               for p in sorted((BUILD / name / "data" / "val").glob("*.npz"))]
-
-    def words(model) -> list[str]:
-        segmenter.sess = model  # the package's decoding, on a session with graph optimizations off
-        return [segmenter.segment(phrase) for phrase in phrases]
-
-    want = words(session(BUILD / name / f"{name}.onnx"))
-
-    def judge(precision: str) -> str:
-        got = words(session(BUILD / name / "engines" / f"{name}.{precision}.onnx"))
-        same = sum(a == b for a, b in zip(want, got))
-        boundaries = [(set(_cuts(a)), set(_cuts(b))) for a, b in zip(want, got)]
-        found = sum(len(a & b) for a, b in boundaries)
-        wanted, gotten = sum(len(a) for a, _ in boundaries), sum(len(b) for _, b in boundaries)
-        return (f"phrases split the same: {same} of {len(phrases)}; word boundaries: FP32 {wanted}, typed {gotten}, "
-                f"{found} shared")
-
-    return judge
-
-
-def _cuts(spaced: str) -> list[int]:
-    """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
-    offsets, at = [], 0
-    for word in spaced.split(" ")[:-1]:
-        at += len(word)
-        offsets.append(at)
-    return offsets
-
-
-JUDGES["khmersm"] = khmersm
 
 
 if __name__ == "__main__":
