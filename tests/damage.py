@@ -132,6 +132,25 @@ def permuted(output: str, channels, axis: int = 1):
     return _changed(output, change)
 
 
+def sides_moved(output: str, bins: int, sides, by: int):
+    """Each of a box distribution `output`'s `sides` (0..3: left, top, right, bottom; [batch, cells, 4*bins])
+    rolled `by` bins: that side's distance moved by `by` strides (a box shifted, grown or shrunk)."""
+    def change(values, call):
+        grouped = values.reshape(*values.shape[:-1], 4, bins)
+        grouped[..., sides, :] = np.roll(grouped[..., sides, :], by, axis=-1)
+        return grouped.reshape(values.shape)
+    return _changed(output, change)
+
+
+def together(*damages):
+    """Every one of `damages`, in turn."""
+    def damage(outputs, call):
+        for each in damages:
+            outputs = each(outputs, call)
+        return outputs
+    return damage
+
+
 def relabelled(output: str, classes: int):
     """Each class index of an integer `output` (a detector's labels) moved to the next: classes swapped."""
     return _changed(output, lambda values, call: (values + 1) % classes)

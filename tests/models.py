@@ -169,6 +169,33 @@ def separate_boxes(classes=18) -> onnx.ModelProto:
     return model
 
 
+def picodet_like(classes=3, bins=8, seed=9) -> onnx.ModelProto:
+    """PicoDet's heads as PaddleDetection's export writes them, on 3x64x48 images: per stride 8 and 16 a Conv
+    (kernel = stride) to Sigmoid class scores `scores8`/`scores16` [batch, cells, classes] and one to box
+    distribution logits `boxes8`/`boxes16` [batch, cells, 4*bins] (left, top, right, bottom), cells in rows."""
+    rng = np.random.default_rng(seed)
+    inits, nodes, outputs = [], [], []
+    for stride in (8, 16):
+        cells = (64 // stride) * (48 // stride)
+        for kind, width in (("scores", classes), ("boxes", 4 * bins)):
+            name = f"{kind}{stride}"
+            inits += [_init(f"{name}.w", rng.normal(0, 0.3 if kind == "boxes" else 0.15, (width, 3, stride, stride)) * 8 / stride),
+                      _init(f"{name}.b", np.zeros(width) if kind == "boxes" else np.full(width, -1.0)),
+                      numpy_helper.from_array(np.array([0, width, -1], np.int64), f"{name}.flat")]
+            nodes.append(helper.make_node("Conv", ["images", f"{name}.w", f"{name}.b"], [f"{name}.conv"],
+                                          strides=[stride, stride], name=f"{name}.conv"))
+            head = f"{name}.conv"
+            if kind == "scores":
+                nodes.append(helper.make_node("Sigmoid", [head], [f"{name}.sig"], name=f"{name}.sigmoid"))
+                head = f"{name}.sig"
+            nodes += [helper.make_node("Reshape", [head, f"{name}.flat"], [f"{name}.cells"], name=f"{name}.flatten"),
+                      helper.make_node("Transpose", [f"{name}.cells"], [name], perm=[0, 2, 1], name=f"{name}.cells_first")]
+            outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["N", cells, width]))
+    graph = helper.make_graph(nodes, "picodet_like", [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, 64, 48])],
+                              outputs, inits)
+    return _model(graph)
+
+
 def ctc_head(steps=24, features=8, classes=12, seed=4) -> onnx.ModelProto:
     """A CTC recognizer's last layer: features [batch, steps, features] -> MatMul-Add -> Softmax ->
     `probs` [batch, steps, classes], class 0 the blank."""

@@ -64,7 +64,7 @@ class OutputSpec:
     """One `[[outputs]]` entry: an output that validation judges, its task and how to read it.
 
     Keys: name, task, layout, batch_axis, and per task: conf, iou (NMS), classes, score_output,
-    class_output (detection), margin (classification), neighbours (embedding), threshold (dense, face),
+    class_output, score_outputs, box_outputs (detection), margin (classification), neighbours (embedding), threshold (dense, face),
     blank, step_axis, decode, padding_input, padding_value, transitions, emissions (sequence), scale_output, offset_output, landmark_output, stride (face: a
     CenterNet-style face head, this entry its heatmap).
     None means the task's default (trtpipe.quality.tasks says which and why).
@@ -72,12 +72,15 @@ class OutputSpec:
 
     name: str
     task: str = "generic"
-    layout: str | None = None  # detection: yolov8, yolov5, yolox, separate; dense/generic: e.g. NCHW, NHWC
+    layout: str | None = None  # detection: yolov8, yolov5, yolox, separate, picodet; dense/generic: e.g. NCHW, NHWC
     conf: float | None = None
     iou: float | None = None
     classes: int | None = None
     score_output: str | None = None
     class_output: str | None = None
+    # detection, layout picodet: each level's class-score and box-distribution outputs, finest stride first
+    score_outputs: list[str] | None = None
+    box_outputs: list[str] | None = None
     margin: float | None = None
     neighbours: int | None = None
     threshold: float | None = None

@@ -46,7 +46,8 @@ SCHEMA = {
     # Per-output tasks: what validation judges each output by (OutputSpec says what each key means).
     "outputs": array_of_tables(table({"name": string, "task": choice(*TASKS), "layout": string, "conf": number,
                                         "iou": number, "classes": integer, "score_output": string,
-                                        "class_output": string, "margin": number, "neighbours": integer,
+                                        "class_output": string, "score_outputs": list_of(string),
+                                        "box_outputs": list_of(string), "margin": number, "neighbours": integer,
                                         "threshold": number, "blank": class_or_none, "step_axis": integer,
                                         "scale_output": string, "offset_output": string,
                                         "landmark_output": string, "stride": integer,
@@ -102,7 +103,8 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.task": ("the spec's task, else generic", "classification, embedding, detection, dense, sequence, face or generic"),
     "outputs.layout": ("inferred", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" (also decoded YOLOX) '
                                     '[batch, boxes, 5+classes], "yolox" (YOLOX undecoded: grid offsets at strides 8, 16, 32) '
-                                    'or "separate" (score_output, class_output); without it, the shorter of the last two '
+                                    '"separate" (score_output, class_output) or "picodet" (PicoDet/GFL heads: score_outputs, '
+                                    'box_outputs, strides from the cells per level); without it, the shorter of the last two '
                                     'axes is read as the values per box, and one box per grid cell in cell offsets as yolox. '
                                     'dense/generic: where C is, e.g. NCHW')),
     "outputs.conf": ("0.25", "detection: the confidence threshold"),
@@ -110,6 +112,10 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.classes": ("from the shape", "detection: the number of classes"),
     "outputs.score_output": ("none", "detection, separate layout: the scores output"),
     "outputs.class_output": ("none", "detection, separate layout: the classes output"),
+    "outputs.score_outputs": ("none", ("detection, picodet layout: each level's class scores [batch, cells, classes] "
+                                       "(probabilities), finest stride first")),
+    "outputs.box_outputs": ("none", ("detection, picodet layout: each level's box distributions [batch, cells, "
+                                     "4*(reg_max+1)], left, top, right, bottom, in the order of score_outputs")),
     "outputs.margin": ("0.25", "classification: how far FP32's top class must beat the runner-up (probability) to count as confident"),
     "outputs.neighbours": ("5", "embedding: how many nearest neighbours must agree"),
     "outputs.threshold": ("0.5", "dense: the foreground threshold of the map; face: the heatmap score a face needs"),

