@@ -18,7 +18,7 @@ from trtpipe.errors import TrtpipeError
 from trtpipe.files import check_output, read_text_input, sha256, sidecar_path, write_json, write_text
 from trtpipe.graph import onnxio
 from trtpipe.progress import progress_bar
-from trtpipe.spec import ModelSpec, decided_inputs, resolve_inputs, spec_from_onnx
+from trtpipe.spec import ModelSpec, decided_inputs, spec_for, spec_from_onnx
 
 # `auto` chooses per tensor among the fixed methods (trtpipe.calibrators.choose); TensorRT's own implicit
 # calibrator is entropy, which stays available by name.
@@ -139,7 +139,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
     check_output(output, [model_path, spec.path if spec is not None else None, data_dir], "-o",
                  siblings=[sidecar_path(output)])
-    spec = resolve_inputs(spec, model, model_path) if spec is not None else spec_from_onnx(model, model_path)
+    spec = spec_for(spec, model, model_path)
     made_from = provenance(model_path, data_dir, options, spec, tensors)
     if not force and is_fresh(output, made_from):
         os.utime(output)

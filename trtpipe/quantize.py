@@ -20,7 +20,7 @@ from trtpipe.graph import onnxio
 from trtpipe.graph.keep import check_exclude
 from trtpipe.graph.lowbit import int4_block
 from trtpipe.graph.typed import kept_nodes, unquantized_layers, write_typed_onnx
-from trtpipe.spec import ModelSpec, decided_inputs, resolve_inputs, spec_from_onnx
+from trtpipe.spec import ModelSpec, decided_inputs, spec_for
 from trtpipe.targets import Precision
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def quantize(model_path: str | os.PathLike, precision: Precision | str, output: 
     check_output(output, [model_path, cache, spec.path if spec is not None else None, data_dir, *reads])
     graph = onnxio.load(model_path)
     table = load_table(cache, [str(precision)]) if cache is not None else None
-    spec = resolve_inputs(spec, graph, model_path) if spec is not None else spec_from_onnx(graph, model_path)
+    spec = spec_for(spec, graph, model_path)
     plan = plan_typed(graph, model_path, [precision], spec, exclude, block_size=block_size,
                          unquantized=unquantized, min_weights=min_weights)
     if data_dir is not None:

@@ -65,9 +65,7 @@ def min_weights_or_spec(given, spec) -> int:
 
 def model_spec(spec_path, model=None, model_path=None):
     """Return the spec at `spec_path`; without one, the inputs of `model` (loaded from `model_path`), else None."""
-    from trtpipe.spec import load_spec, resolve_inputs, spec_from_onnx
+    from trtpipe.spec import load_spec, spec_for
 
-    if spec_path:
-        spec = load_spec(spec_path)
-        return resolve_inputs(spec, model, model_path) if model is not None else spec
-    return spec_from_onnx(model, model_path) if model is not None else None
+    spec = load_spec(spec_path) if spec_path else None
+    return spec_for(spec, model, model_path) if model is not None else spec

@@ -353,11 +353,11 @@ def validate(candidate: Path, baseline: Path, spec: ModelSpec | None = None, dat
     from trtpipe.files import check_output
     from trtpipe.graph import onnxio
     from trtpipe.runtime.onnxrt import OnnxRunner
-    from trtpipe.spec import resolve_inputs, spec_from_onnx
+    from trtpipe.spec import spec_for
 
     baseline_model = onnxio.load(baseline)
     spec_path = spec.path if spec is not None else None
-    spec = resolve_inputs(spec, baseline_model, baseline) if spec is not None else spec_from_onnx(baseline_model, baseline)
+    spec = spec_for(spec, baseline_model, baseline)
     data_dir = data.chosen_directory(data_dir, spec.validation, "validation")
     labels = data.labels_path(labels, spec.labels, data_dir)
     if report_dir:

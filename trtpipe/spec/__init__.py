@@ -9,7 +9,15 @@ Where each part lives:
 - toml_text.py: TOML read and written.
 """
 
-from trtpipe.spec.load import check_thresholds, decided_inputs, load_exclusions, load_spec, resolve_inputs, spec_from_onnx
+from trtpipe.spec.load import (
+           check_thresholds,
+           decided_inputs,
+           load_exclusions,
+           load_spec,
+           resolve_inputs,
+           spec_for,
+           spec_from_onnx,
+)
 from trtpipe.spec.model import NO_BLANK, InputSpec, ModelSpec, OutputSpec, Preprocess, Shape, ShapeRange
 from trtpipe.spec.schema import DTYPES, TASKS
 from trtpipe.spec.shapes import parse_shapes
@@ -17,5 +25,5 @@ from trtpipe.spec.toml_text import toml_string, tomllib
 
 __all__ = ["DTYPES", "NO_BLANK", "TASKS", "InputSpec", "ModelSpec", "OutputSpec", "Preprocess", "Shape", "ShapeRange",
            "check_thresholds",
-           "decided_inputs", "load_exclusions", "load_spec", "parse_shapes", "resolve_inputs", "spec_from_onnx",
+           "decided_inputs", "load_exclusions", "load_spec", "parse_shapes", "resolve_inputs", "spec_for", "spec_from_onnx",
            "toml_string", "tomllib"]

@@ -244,6 +244,12 @@ def spec_from_onnx(model, path: str | os.PathLike) -> ModelSpec:
     return ModelSpec(name=Path(path).stem, root=Path(path).parent, inputs=inputs)
 
 
+def spec_for(spec: ModelSpec | None, model, path: str | os.PathLike) -> ModelSpec:
+    """Return `spec` checked against `model`'s inputs (resolve_inputs), or without one a spec of those
+    inputs alone (spec_from_onnx): what every command that reads a model works from."""
+    return resolve_inputs(spec, model, path) if spec is not None else spec_from_onnx(model, path)
+
+
 def decided_inputs(spec: ModelSpec | None) -> tuple[dict[str, ShapeRange], dict]:
     """Return what a spec fixes of the inputs: ({input: ShapeRange} from [shapes], {input: array} from values)."""
     import numpy as np
