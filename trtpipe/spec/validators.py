@@ -64,26 +64,23 @@ def boolean(value, where):
 boolean.kind = "boolean"
 
 
-def axis_or_none(value, where):
-    if value == "none":
-        return None
-    if isinstance(value, str):
-        raise Invalid(f"{where} is {value!r}; write an axis (an integer) or \"none\" for an output without a batch axis")
-    return integer(value, where)
+def integer_or_none(none_is, what: str, none_means: str):
+    """Return the check of an integer or "none", which it gives back as `none_is`; its error says `what`
+    the integer is and what "none" means."""
+
+    def check(value, where):
+        if value == "none":
+            return none_is
+        if isinstance(value, str):
+            raise Invalid(f"{where} is {value!r}; write {what} or \"none\" {none_means}")
+        return integer(value, where)
+
+    check.kind = 'integer or "none"'
+    return check
 
 
-axis_or_none.kind = 'integer or "none"'
-
-
-def class_or_none(value, where):
-    if value == "none":
-        return NO_BLANK
-    if isinstance(value, str):
-        raise Invalid(f"{where} is {value!r}; write a class index (an integer) or \"none\" for a tagger with no padding class")
-    return integer(value, where)
-
-
-class_or_none.kind = 'integer or "none"'
+axis_or_none = integer_or_none(None, "an axis (an integer)", "for an output without a batch axis")
+class_or_none = integer_or_none(NO_BLANK, "a class index (an integer)", "for a tagger with no padding class")
 
 
 def choice(*choices):
