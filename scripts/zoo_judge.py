@@ -7,7 +7,9 @@ the validation files into arrays (trtpipe.data, the same inputs validate saw).
     make zoo-judge                      # every model, build/zoo, table in build/zoo-judge/
     .venv/bin/python scripts/zoo_judge.py --build build/zoo yolov8n ppocr-det   # some models
 
-Each judge's threshold is written once, beside it, and was fixed before validate's verdicts were read.
+Each judge's threshold is written once, beside it. They were fixed before validate's verdicts were
+read; after the first comparison on all 20 models three were raised to the budget validate keeps
+(what a user reads may change on 2% of samples; an embedding keeps cosine 0.99), each comment says why.
 The post-processing needs opencv-python-headless, pyclipper and shapely (`make zoo-judge` installs them
 into build/zoo-judge/packages, never into the venv).
 """
@@ -136,9 +138,12 @@ def box_score(want: list[tuple[np.ndarray, np.ndarray]], got: list[tuple[np.ndar
 
 
 # Labels, strings and per-window decisions: 1% of them may change (one flip in 128; none in 32 would
-# be stricter than the data can tell, so 32-sample models allow one, below). Strings: 95%, one of 32.
+# be stricter than the data can tell, so 32-sample models allow one, below). Strings and
+# segmentations: 2%. It was 5% until the first full comparison: 3 of 128 Khmer phrases and 5 of 128
+# Russian words split differently (INT8, FP8) passed, which no one shipping a tokenizer would accept
+# when FP16 changes none.
 LABELS_SAME = 0.99
-STRINGS_SAME = 0.95
+STRINGS_SAME = 0.98
 
 
 def same_share(want: list, got: list, what: str, need: float) -> Score:
@@ -185,7 +190,9 @@ def unpacked(name: str, directory: Path) -> Path:
     return directory
 
 
-NOTES_F1 = 0.95  # note F1 (onset within 50 ms, same key): transcription scores move by a few points per model
+# Note F1 (onset within 50 ms, same key), 2% of the notes as for strings. It was 0.95 until the first
+# full comparison, which passed INT8 losing 16 of a piece's 340 notes (F1 0.961).
+NOTES_F1 = 0.98
 
 
 def basic_pitch(name: str, code: Path) -> Judge:
@@ -228,10 +235,12 @@ def basic_pitch(name: str, code: Path) -> Judge:
 
 
 # Embeddings are compared to each other by cosine: the typed model must keep every sample's direction
-# (cosine to FP32 >= 0.98 on each) and each sample's nearest other sample (>= 95% of them). A typed
+# (cosine to FP32 >= 0.99 on each) and each sample's nearest other sample (>= 95% of them). A typed
 # neighbour within 0.01 of FP32's best similarity is a near-tie FP32 itself hardly separates, and counts
-# as the same (first run without it: effword and minilm failed on ties at cosine >= 0.996).
-EMBED_COSINE_MIN, EMBED_NEIGHBOURS, EMBED_TIE = 0.98, 0.95, 0.01
+# as the same (first run without it: effword and minilm failed on ties at cosine >= 0.996). The cosine
+# was 0.98 until the first full comparison, which passed effword FP8 at 0.982 where FP16 and INT8 keep
+# 0.996 and more: 0.99 is what validate's embedding task asks.
+EMBED_COSINE_MIN, EMBED_NEIGHBOURS, EMBED_TIE = 0.99, 0.95, 0.01
 
 
 def embedding(output: str) -> Callable[[str, Path], Judge]:
