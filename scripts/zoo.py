@@ -552,10 +552,14 @@ def write_deploy_doc(names: list[str], stamp: str) -> None:
 
 # ---- the table -----------------------------------------------------------------------------------
 
-def render_table(results: dict[str, list[dict]], names: list[str]) -> str:
+def render_table(results: dict[str, list[dict]], names: list[str], kept: dict[str, list[str]] | None = None) -> str:
+    """The zoo table; a model without results keeps its lines from `kept` (the table as it stood), else 'not run'."""
     lines = [("| model | precision | builds | engine MB | typed ONNX vs FP32: cosine, lowest float output "
               "| weights under Q/DQ | verdict | why it fails |"), "|---|---|---|---|---|---|---|---|"]
     for name in names:
+        if name not in results and (kept or {}).get(name):
+            lines.extend(kept[name])
+            continue
         for row in results.get(name) or [{"model": name, "family": "", "precision": "-", "builds": None, "engine_mb": None,
                                           "cosine": None, "coverage": None, "verdict": "not run", "reason": ""}]:
             builds = {True: "yes", False: "no", None: "-"}[row["builds"]]
@@ -570,6 +574,19 @@ def render_table(results: dict[str, list[dict]], names: list[str]) -> str:
     return "\n".join(lines)
 
 
+def table_lines(text: str, names: list[str]) -> dict[str, list[str]]:
+    """The rows each named model has in the zoo table of `text` (none when it has no table)."""
+    if TABLE_START not in text or TABLE_END not in text:
+        return {}
+    body = text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0]
+    found: dict[str, list[str]] = {}
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] in names and len(cells) > 1 and cells[1] != "-":
+            found.setdefault(cells[0], []).append(line)
+    return found
+
+
 def write_doc(names: list[str], stamp: str) -> None:
     """Replace the table between the markers in docs/zoo.md with the rows of every model's last result."""
     from trtpipe.files import write_text
@@ -579,8 +596,12 @@ def write_doc(names: list[str], stamp: str) -> None:
         path = BUILD / name / "result.json"
         if path.is_file():
             results[name] = json.loads(path.read_text())["rows"]
-    table = f"{TABLE_START}\n{stamp}\n\n{render_table(results, names)}\n{TABLE_END}"
     text = DOC.read_text() if DOC.is_file() else f"# The model zoo\n\n{TABLE_START}\n{TABLE_END}\n"
+    # A checkout without build/zoo/<name> has not run that model: its last published rows stay, and say so.
+    kept = table_lines(text, [n for n in names if n not in results])
+    if kept:
+        stamp += f" Rows of {', '.join(kept)} are kept from the table before (no build/zoo/<name>/result.json here)."
+    table = f"{TABLE_START}\n{stamp}\n\n{render_table(results, names, kept)}\n{TABLE_END}"
     if TABLE_START not in text or TABLE_END not in text:
         text = text.rstrip() + f"\n\n{TABLE_START}\n{TABLE_END}\n"
     head, rest = text.split(TABLE_START, 1)
