@@ -26,15 +26,19 @@ from trtpipe.spec import ModelSpec
 # PP-OCRv4's text detector on real photos (docs/validation.md lists the measurements).
 # A sequence's exact_match is held like top-1 agreement (a decoded string is one decision per sample):
 # a CTC captcha recognizer whose INT8 build changed 6.2% of its strings passed the generic cosine.
-# F1 is lower than mAP and box IoU for INT8/FP8: it counts boxes whose score crosses `conf` either
-# way, which any requantization moves (YOLOv8n INT8: F1 0.903 with mAP@0.5 0.997 and box IoU 0.941).
+# The boxes a user gets at the detector's own threshold are held to 0.95 of FP32's each way (recall and
+# precision, faces too) at every precision: an F1 of 0.85, the old INT8 minimum, passed a YOLOv8n FP8
+# that lost 3 of NudeNet's 32 boxes (recall 0.906 by NudeNet's own decode). A box whose score crosses
+# `conf` is a box the user loses or gains, however close to the line it was.
+# An embedding keeps each sample's nearest neighbour (what a retrieval returns first) on 0.95 of the
+# samples: 5-neighbour agreement passed a MiniLM-L3 INT8 that moved 4 of 32 sentences' best match.
 _LOOSE = {"top1_agreement": 0.98, "confident_top1_agreement": 0.99, "neighbour_agreement": 0.9,
-          "map50": 0.9, "f1": 0.85, "box_iou": 0.9, "iou": 0.9, "pixel_agreement": 0.98,
-          "exact_match": 0.98, "char_agreement": 0.99,
-          "face_recall": 0.98, "face_precision": 0.98, "landmark_agreement": 0.98}
+          "nearest_agreement": 0.95, "map50": 0.9, "f1": 0.95, "precision": 0.95, "recall": 0.95, "box_iou": 0.9,
+          "iou": 0.9, "pixel_agreement": 0.98, "exact_match": 0.98, "char_agreement": 0.99,
+          "face_recall": 0.95, "face_precision": 0.95, "landmark_agreement": 0.98}
 _TIGHT = {"top1_agreement": 0.98, "confident_top1_agreement": 0.995, "neighbour_agreement": 0.95,
-          "map50": 0.95, "f1": 0.95, "box_iou": 0.95, "iou": 0.95, "pixel_agreement": 0.99,
-          "exact_match": 0.99, "char_agreement": 0.995,
+          "nearest_agreement": 0.98, "map50": 0.95, "f1": 0.95, "precision": 0.98, "recall": 0.98, "box_iou": 0.95,
+          "iou": 0.95, "pixel_agreement": 0.99, "exact_match": 0.99, "char_agreement": 0.995,
           "face_recall": 0.99, "face_precision": 0.99, "landmark_agreement": 0.995}
 
 
@@ -63,9 +67,9 @@ DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
     "fp4": {**_generic(0.99, 0.95), **_LOOSE},
 }
 CHECKED_METRICS = ("cosine", "cosine_min", "snr_db", "channel_cosine_min", "channel_snr_db_min", "top1_agreement",
-                   "confident_top1_agreement", "top5_agreement", "accuracy", "neighbour_agreement", "map50", "f1",
-                   "box_iou", "precision", "recall", "iou", "pixel_agreement", "exact_match", "char_agreement",
-                   "face_recall", "face_precision", "landmark_agreement")
+                   "confident_top1_agreement", "top5_agreement", "accuracy", "neighbour_agreement", "nearest_agreement",
+                   "map50", "f1", "box_iou", "precision", "recall", "iou", "pixel_agreement", "exact_match",
+                   "char_agreement", "face_recall", "face_precision", "landmark_agreement")
 
 
 def thresholds_for(precision: str, spec: ModelSpec | None = None, overrides: dict[str, float] | None = None) -> dict[str, float]:

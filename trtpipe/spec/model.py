@@ -64,7 +64,7 @@ class OutputSpec:
     """One `[[outputs]]` entry: an output that validation judges, its task and how to read it.
 
     Keys: name, task, layout, batch_axis, and per task: conf, iou (NMS), classes, score_output,
-    class_output, score_outputs, box_outputs (detection), margin (classification), neighbours (embedding), threshold (dense, face),
+    class_output, score_outputs, box_outputs (detection), margin (classification), neighbours (embedding), threshold (dense, face, heatmap detection), min_area,
     blank, step_axis, decode, padding_input, padding_value, transitions, emissions (sequence), scale_output, offset_output, landmark_output, stride (face: a
     CenterNet-style face head, this entry its heatmap).
     None means the task's default (trtpipe.quality.tasks says which and why).
@@ -84,6 +84,7 @@ class OutputSpec:
     margin: float | None = None
     neighbours: int | None = None
     threshold: float | None = None
+    min_area: int | None = None  # detection, layout heatmap: the fewest pixels a region has
     blank: int | None = None  # NO_BLANK: no class is padding (a tagger whose padding a mask input marks)
     step_axis: int | None = None
     # face: the heatmap's sibling maps, by role, and the cells' size in input pixels (None: the

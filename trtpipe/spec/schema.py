@@ -48,7 +48,7 @@ SCHEMA = {
                                         "iou": number, "classes": integer, "score_output": string,
                                         "class_output": string, "score_outputs": list_of(string),
                                         "box_outputs": list_of(string), "margin": number, "neighbours": integer,
-                                        "threshold": number, "blank": class_or_none, "step_axis": integer,
+                                        "threshold": number, "min_area": integer, "blank": class_or_none, "step_axis": integer,
                                         "scale_output": string, "offset_output": string,
                                         "landmark_output": string, "stride": integer,
                                         "decode": choice("ctc", "tags", "viterbi"), "padding_input": string,
@@ -103,8 +103,9 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.task": ("the spec's task, else generic", "classification, embedding, detection, dense, sequence, face or generic"),
     "outputs.layout": ("inferred", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" (also decoded YOLOX) '
                                     '[batch, boxes, 5+classes], "yolox" (YOLOX undecoded: grid offsets at strides 8, 16, 32) '
-                                    '"separate" (score_output, class_output) or "picodet" (PicoDet/GFL heads: score_outputs, '
-                                    'box_outputs, strides from the cells per level); without it, the shorter of the last two '
+                                    '"separate" (score_output, class_output), "picodet" (PicoDet/GFL heads: score_outputs, '
+                                    'box_outputs, strides from the cells per level) or "heatmap" (regions of a saliency '
+                                    'map: threshold, min_area, conf on their peaks); without it, the shorter of the last two '
                                     'axes is read as the values per box, and one box per grid cell in cell offsets as yolox. '
                                     'dense/generic: where C is, e.g. NCHW')),
     "outputs.conf": ("0.25", "detection: the confidence threshold"),
@@ -118,7 +119,9 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
                                      "4*(reg_max+1)], left, top, right, bottom, in the order of score_outputs")),
     "outputs.margin": ("0.25", "classification: how far FP32's top class must beat the runner-up (probability) to count as confident"),
     "outputs.neighbours": ("5", "embedding: how many nearest neighbours must agree"),
-    "outputs.threshold": ("0.5", "dense: the foreground threshold of the map; face: the heatmap score a face needs"),
+    "outputs.threshold": ("0.5", ("dense: the foreground threshold of the map; face: the heatmap score a face needs; "
+                                  "detection, layout heatmap: the share of the map's range a region's pixels are over (0.8)")),
+    "outputs.min_area": ("100", "detection, layout heatmap: the fewest pixels a region has"),
     "outputs.batch_axis": ("0", ("the axis samples stack on: 1 for an RNN state [layers, batch, hidden] "
                                  "(else its layers are judged as the samples); \"none\" for an output without one "
                                  "([seq_len]): the whole tensor is one sample per run")),

