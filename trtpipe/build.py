@@ -345,7 +345,7 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     --cache gives are calibrated from the data first (`caches_for`), reported to `on_cache(grid, path, fresh)`.
     """
     model_path = Path(model_path)
-    model = onnxio.load(model_path)  # a bad model fails here, before any file is written
+    model = onnxio.load_float(model_path)  # a bad model fails here, before any file is written
     spec = backends.choose_spec(options.backend, options.target)
     chosen = backends.plan_precisions(precisions, options.target, spec)
     output_dir = Path(output_dir)

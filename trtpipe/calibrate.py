@@ -133,7 +133,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
         raise TrtpipeError(f"--method {options.method}: unknown method; use one of {', '.join(METHOD_CHOICES)}")
     # Scales are keyed by tensor name: calibrate the cleaned graph, the one the typed passes rewrite
     # (folding Transposes or BatchNorms renames the tensors that feed Conv and MatMul).
-    model = calibrated_graph(onnxio.load(model_path), spec)
+    model = calibrated_graph(onnxio.load_float(model_path), spec)
     tensors = quantized_activations(model)
     if not tensors:
         raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")

@@ -316,7 +316,7 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
         raise TrtpipeError(f"-o {output}: is a file; deploy writes engines, reports and a Triton repository into a directory")
     if options.budget_minutes < 0:
         raise TrtpipeError(f"--budget-min {options.budget_minutes:g}: give 0 or more minutes")
-    model = onnxio.load(model_path)
+    model = onnxio.load_float(model_path)
     if data_dir is not None:
         data.list_files(data_dir)  # no such directory, or no samples: before anything is written
     if validation_dir is not None:

@@ -89,7 +89,7 @@ def quantize(model_path: str | os.PathLike, precision: Precision | str, output: 
     """
     model_path, output, precision = Path(model_path), Path(output), Precision.parse(str(precision))
     check_output(output, [model_path, cache, spec.path if spec is not None else None, data_dir, *reads])
-    graph = onnxio.load(model_path)
+    graph = onnxio.load_float(model_path)
     table = load_table(cache, [str(precision)]) if cache is not None else None
     spec = spec_for(spec, graph, model_path)
     plan = plan_typed(graph, model_path, [precision], spec, exclude, block_size=block_size,

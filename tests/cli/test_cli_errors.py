@@ -131,3 +131,54 @@ def test_missing_or_short_external_weights_name_the_data_file(tmp_path):
     data.unlink()
     code, _, err = trtpipe("inspect", model)
     assert_one_line_error(code, err, "'ext.onnx.data'", "missing")
+
+
+@pytest.fixture(scope="module")
+def already_quantized(tmp_path_factory):
+    """The MLP as ONNX Runtime's quantize_dynamic (MatMulInteger) and quantize_static (Q/DQ) write it, its
+    FP32 original's cache, samples and a spec naming them."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize_dynamic, quantize_static
+
+    root = tmp_path_factory.mktemp("quantized")
+    models.save(models.mlp(batch="N"), root / "mlp.onnx")
+    samples = [np.random.default_rng(i).normal(0, 1, 16).astype(np.float32) for i in range(8)]
+    (root / "data").mkdir()
+    for i, sample in enumerate(samples):
+        np.save(root / "data" / f"{i}.npy", sample)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([{"x": s[None]} for s in samples])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    quantize_dynamic(root / "mlp.onnx", root / "dynamic.onnx", weight_type=QuantType.QInt8)
+    quantize_static(root / "mlp.onnx", root / "static.onnx", Reader())
+    (root / "model.toml").write_text('name = "mlp"\n[data]\ncalibration = "data"\nvalidation = "data"\n')
+    code, _, err = trtpipe("calibrate", root / "mlp.onnx", "--data", root / "data", "-o", root / "mlp.cache")
+    assert code == 0, err
+    return root
+
+
+# Every command that takes the model trtpipe is to quantize, or the FP32 baseline: {m} the model, {r} the folder.
+QUANTIZED_INPUT = {
+    "calibrate": "calibrate {m} --data {r}/data -o {r}/out/c.cache",
+    "quantize": "quantize {m} --precision fp16 -o {r}/out/m.onnx",
+    "build": "build {m} --precision fp16 --target sm_89 -o {r}/out",
+    "smooth": "smooth {m} --data {r}/data -o {r}/out/m.onnx",
+    "awq": "awq {m} --data {r}/data -o {r}/out/m.onnx",
+    "sensitivity": "sensitivity {m} --cache {r}/mlp.cache --data {r}/data",
+    "tune": "tune {m} --spec {r}/model.toml --precision int8 --target sm_89 --budget-min 0.1 -o {r}/out/t.cache",
+    "deploy": "deploy {m} --data {r}/data --target sm_89 --budget-min 0.1 -o {r}/out",
+    "validate --baseline": "validate {r}/mlp.onnx --baseline {m} --data {r}/data",
+}
+
+
+@pytest.mark.parametrize("command", QUANTIZED_INPUT)
+@pytest.mark.parametrize("kind,nodes", [("dynamic", "MatMulInteger"), ("static", "QuantizeLinear")])
+def test_an_already_quantized_model_is_refused_naming_its_nodes(already_quantized, command, kind, nodes):
+    root, model = already_quantized, already_quantized / f"{kind}.onnx"
+    code, _, err = trtpipe(*QUANTIZED_INPUT[command].format(m=model, r=root).split())
+    assert_one_line_error(code, err, str(model), "already quantized", nodes, "FP32")
+    assert not (root / "out").exists()

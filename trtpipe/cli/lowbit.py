@@ -47,7 +47,7 @@ def awq(model, data_dir, block_size, tokens, clip, gptq, rtn, batch_size, limit,
     from trtpipe.progress import progress_bar
 
     check_output(output, [model, spec_path, data_dir])
-    graph = onnxio.load(model)
+    graph = onnxio.load_float(model)
     spec = model_spec(spec_path, graph, model) if spec_path is not None or not rtn else None
     block_size = int(block_size or (spec.block_size if spec else None) or DEFAULT_INT4_BLOCK)
     if rtn:

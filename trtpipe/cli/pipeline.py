@@ -124,7 +124,7 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
     from trtpipe.progress import progress_bar
 
     check_output(output, [model, spec_path, data_dir])
-    graph = onnxio.load(model)
+    graph = onnxio.load_float(model)
     spec = model_spec(spec_path, graph, model)
     data_dir = data.chosen_directory(data_dir, spec.calibration, "calibration")
     check_output(output, [data_dir])  # the spec's

@@ -53,7 +53,7 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     from trtpipe.quality.sensitivity import layer_sensitivity, quantizable_layers
     from trtpipe.targets import Precision
 
-    original = onnxio.load(model)
+    original = onnxio.load_float(model)
     spec = model_spec(spec_path, original, model)
     graph = calibrated_graph(original, spec)  # the graph the cache's names and the typed passes refer to
     data_dir = data.chosen_directory(data_dir, spec.calibration, "calibration")

@@ -48,6 +48,30 @@ def load(path: str | os.PathLike, flag: str = "MODEL"):
     return model
 
 
+# Nodes that only a quantized graph has: ONNX Runtime's quantize_static (Q/DQ) and quantize_dynamic
+# (DynamicQuantizeLinear, MatMulInteger), its QOperator format, weight-only INT4, and the typed ONNX
+# trtpipe and Model Optimizer write.
+QUANTIZED_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger",
+                 "QLinearConv", "QLinearMatMul", "QGemm", "QAttention", "DynamicQuantizeMatMul", "MatMulNBits",
+                 "TRT_FP4DynamicQuantize")
+
+
+def load_float(path: str | os.PathLike, flag: str = "MODEL"):
+    """Return the ModelProto at `path` (as `load`), refusing one that is already quantized: calibrating or
+    typing it again would quantize twice, and the scales it carries are not the ones trtpipe would choose."""
+    model = load(path, flag)
+    found: dict[str, int] = {}
+    for node in model.graph.node:
+        if node.op_type in QUANTIZED_OPS:
+            found[node.op_type] = found.get(node.op_type, 0) + 1
+    if found:
+        nodes = ", ".join(f"{count} {op}" for op, count in sorted(found.items(), key=lambda item: -item[1]))
+        where = path if flag == "MODEL" else f"{flag} {path}"
+        raise TrtpipeError(f"{where}: already quantized ({nodes}); give trtpipe the FP32 (or FP16) model it was "
+                           "made from, which it calibrates and quantizes itself")
+    return model
+
+
 def _missing_external_data(model, directory: Path) -> str | None:
     """Return the first external data file `model` names that does not exist in `directory`."""
     from onnx.external_data_helper import ExternalDataInfo, uses_external_data

@@ -381,8 +381,8 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
 
     if precision not in (Precision.INT8, Precision.FP8):
         raise TrtpipeError(f"--precision {precision}: tune searches int8 or fp8")
-    model = calibrated_graph(onnxio.load(model_path), spec)  # the graph whose tensor names the typed passes and caches use
-    baseline = onnxio.load(options.baseline_path) if options.baseline_path else model
+    model = calibrated_graph(onnxio.load_float(model_path), spec)  # the graph whose tensor names the typed passes and caches use
+    baseline = onnxio.load_float(options.baseline_path, "--baseline") if options.baseline_path else model
     thresholds = thresholds_for(precision, spec)
     # Before any data is read: a named metric no output's task judges (inferred or the spec's) is refused, as validate refuses it
     named = require_named(spec, precision, baseline, Path(options.baseline_path or model_path).name)
