@@ -101,8 +101,12 @@ def run_method(entry: zoo.Entry, precision: str, method: str, samples: int, time
         if method == ONNXRUNTIME and precision != "int8":
             row["reason"] = "quantize_static writes no FP8 activations TensorRT reads"
             return row
-        typed = modelopt_onnx(entry, precision, peers_python, timeout) if method == MODELOPT else \
-            ort_onnx(entry, peers_python, timeout)
+        try:
+            typed = modelopt_onnx(entry, precision, peers_python, timeout) if method == MODELOPT else \
+                ort_onnx(entry, peers_python, timeout)
+        except bench_quality.RaggedSamples as exc:
+            row["reason"] = str(exc)
+            return row
         if typed is None:
             row["reason"] = f"{PEERS[method]} failed: see {work / f'{entry.name}.{precision}.{method}.log'}"
             return row

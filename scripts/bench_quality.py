@@ -37,9 +37,18 @@ def stack_calibration(spec, out: Path) -> Path:
     for batch in data.iter_batches(spec, spec.calibration, 64):
         for name, value in batch.arrays.items():
             arrays.setdefault(name, []).append(value)
+    for name, values in arrays.items():
+        shapes = sorted({tuple(v.shape[1:]) for v in values})
+        if len(shapes) > 1:  # khmersm's phrases: each its own length
+            raise RaggedSamples(f"the calibration samples' '{name}' differ in shape ({list(shapes[0])} to "
+                                f"{list(shapes[-1])}); the peers read one stacked array per input, so they do not run here")
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez(out, **{name: np.concatenate(values) for name, values in arrays.items()})
     return out
+
+
+class RaggedSamples(ValueError):
+    """Calibration samples of different shapes, which no stacked array holds."""
 
 
 def run_peer(command: list[str], output: Path, log: Path, timeout: float, inputs: list[Path]) -> Path | None:
