@@ -532,6 +532,41 @@ def khmersm(name: str, code: Path) -> Judge:
     return judge
 
 
+def romanizer_enc(name: str, code: Path) -> Judge:
+    """Latin spellings by arabic-name-romanizer's own beam search (its meta.json's beam width 2, length
+    alpha and 32 steps) over its FP32 decoder, from the FP32 encoder's states against the typed one's:
+    the best spelling of each name unit, as the package returns it (top_k 1). The units are the
+    validation files' ids, each run alone at its own length as the package runs a one-unit name."""
+    sys.path.insert(0, str(code))
+    from arabic_name_romanizer.inference import OnnxBackend, beam_search, load_meta
+    from arabic_name_romanizer.vocab import CharVocab
+
+    resources = code / "arabic_name_romanizer" / "resources"
+    meta, vocab = load_meta(resources), CharVocab.load(resources / "vocab.json")
+    backend = OnnxBackend(resources, meta)
+    backend.decoder = session(resources / "decoder.onnx")  # the package's decoder, graph optimizations off
+    units = [np.load(p)["src"][0].tolist() for p in sorted((BUILD / name / "data" / "val").glob("*.npz"))]
+
+    def spellings(path: Path) -> list[list[tuple[str, float]]]:
+        backend.encoder = session(path)
+        return [beam_search(backend, [unit], vocab, int(meta["beam_width"]), int(meta["max_tgt_len"]),
+                            float(meta.get("length_alpha", 1.0)))[0] for unit in units]
+
+    want = spellings(fp32(name))
+    # FP32's own near-ties: its best and second spelling within 0.05 of mean log-probability.
+    close = [len(h) > 1 and h[0][1] - h[1][1] < 0.05 for h in want]
+
+    def judge(precision: str) -> Score:
+        got = spellings(typed(name, precision))
+        changed = [a[0][0] != b[0][0] for a, b in zip(want, got)]
+        score = same_share([h[0][0] for h in want], [h[0][0] for h in got], "best spellings", STRINGS_SAME)
+        ties = sum(c and t for c, t in zip(changed, close))
+        return Score(f"{score.text}; of the {sum(changed)} changed, {ties} were FP32 near-ties (best two within 0.05, "
+                     f"{sum(close)} units have one)", score.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -553,6 +588,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "open-nsfw": classifier(argmax_labels),
     "orientation": classifier(argmax_labels),
     "picodet-layout": picodet_layout,
+    "romanizer-enc": romanizer_enc,
     "ppocr-cls": classifier(ppocr_cls_labels),
     "ppocr-det": ppocr_det,
     "ppocr-rec": ppocr_rec,
@@ -570,6 +606,7 @@ CHECKS = {
     "ppocr-rec": f"strings equal on >= {STRINGS_SAME:.0%}",
     "slovorez": f"segmentations equal on >= {STRINGS_SAME:.0%}",
     "khmersm": f"segmentations equal on >= {STRINGS_SAME:.0%}",
+    "romanizer-enc": f"best spellings (package's beam search, FP32 decoder) equal on >= {STRINGS_SAME:.0%}",
     "magika": f"labels equal on >= {LABELS_SAME:.0%}",
     "open-nsfw": f"labels equal on >= {LABELS_SAME:.0%}",
     "orientation": f"labels equal on >= {LABELS_SAME:.0%}",

