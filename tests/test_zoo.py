@@ -103,6 +103,19 @@ def test_weight_coverage_counts_elements_through_dequantize_and_constant_chains(
     assert found.fraction == pytest.approx(108 / 156)
 
 
+def test_weight_coverage_counts_recurrent_weights_that_q_dq_leaves_in_float():
+    # romanizer-enc's shape: a GRU holding most weights beside a small quantized layer must not read as 100%.
+    hidden, width = 4, 3
+    w = numpy_helper.from_array(np.ones((1, 3 * hidden, width), np.float32), "W")
+    r = numpy_helper.from_array(np.ones((1, 3 * hidden, hidden), np.float32), "R")
+    graph = helper.make_graph([helper.make_node("GRU", ["x", "W", "R"], ["y"], hidden_size=hidden)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 1, width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, r])
+    found = weight_coverage(helper.make_model(graph))
+    assert (found.quantized, found.total, found.layers, found.quantized_layers) == (0, 36 + 48, 1, 0)
+    assert found.fraction == 0.0
+
+
 def test_weight_coverage_of_a_model_without_weights_is_none():
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],

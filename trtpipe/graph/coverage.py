@@ -1,5 +1,7 @@
 """How much of a model's weights a typed ONNX quantizes: the weight elements of Conv, ConvTranspose,
-MatMul and Gemm that reach the layer through a DequantizeLinear, against all of them.
+MatMul and Gemm that reach the layer through a DequantizeLinear, against all of them and against the
+weights of the recurrent layers (GRU, LSTM, RNN), which Q/DQ does not reach: a GRU encoder whose only
+quantized layer is a small Gemm must not read as fully quantized.
 
 A weight is a constant operand of one of those layers: an initializer or a Constant node, seen
 through the Transpose/Reshape/Cast/... chains exporters put in front of it, on either side of a
@@ -18,10 +20,13 @@ from trtpipe.graph import toolkit
 # Ops a constant passes through on its way into a layer without becoming an activation.
 PASS_THROUGH = ("Transpose", "Reshape", "Cast", "Identity", "Unsqueeze", "Squeeze", "Flatten")
 
+# Layers that hold weights Q/DQ leaves in float: the input slots of W and R (the input and recurrence weights).
+RECURRENT_WEIGHT_SLOTS = {"GRU": (1, 2), "LSTM": (1, 2), "RNN": (1, 2)}
+
 
 @dataclass(frozen=True)
 class WeightCoverage:
-    """Weight elements of the model's Conv/ConvTranspose/MatMul/Gemm layers, and those under Q/DQ."""
+    """Weight elements of the model's Conv/ConvTranspose/MatMul/Gemm and recurrent layers, and those under Q/DQ."""
 
     quantized: int
     total: int
@@ -43,7 +48,7 @@ def _constant_sizes(model) -> dict[str, int]:
 
 
 def weight_coverage(model) -> WeightCoverage:
-    """Return how many weight elements of `model`'s Conv/ConvTranspose/MatMul/Gemm run through Q/DQ."""
+    """Return how many weight elements of `model`'s weighted layers run through Q/DQ."""
     sizes = _constant_sizes(model)
     producer = toolkit.producers(model.graph)
 
@@ -62,6 +67,16 @@ def weight_coverage(model) -> WeightCoverage:
 
     quantized = total = layers = quantized_layers = 0
     for node in model.graph.node:
+        if node.op_type in RECURRENT_WEIGHT_SLOTS:
+            weights = [trace(node.input[slot]) for slot in RECURRENT_WEIGHT_SLOTS[node.op_type]
+                       if slot < len(node.input) and node.input[slot]]
+            weights = [found for found in weights if found is not None]
+            if weights:
+                total += sum(elements for elements, _ in weights)
+                quantized += sum(elements for elements, is_quantized in weights if is_quantized)
+                layers += 1
+                quantized_layers += all(is_quantized for _, is_quantized in weights)
+            continue
         if node.op_type not in QUANTIZED_OPS:
             continue
         _, slots = QUANTIZED_OPS[node.op_type]
