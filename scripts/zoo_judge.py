@@ -599,7 +599,7 @@ def capspot_sim(name: str, code: Path) -> Judge:
         for strip, crops, _order in puzzles:
             boxes = [[j, 0, j + 1, 1] for j in range(len(crops))]  # the crop's index as its box
             found = {id(strip): [png(t) for t in strip], id(crops): [png(c) for c in crops]}
-            matcher.extract_and_match = lambda data: (found[data], boxes)
+            matcher.extract_and_match = lambda data, found=found, boxes=boxes: (found[data], boxes)
             result = matcher.match_images(id(strip), id(crops))
             chosen += [result[f"img{i}"][0] if f"img{i}" in result else -1 for i in range(len(strip))]
             probabilities += [float(np.ravel(matcher.onnx_model.detect_image(
