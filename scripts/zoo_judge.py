@@ -567,6 +567,62 @@ def romanizer_enc(name: str, code: Path) -> Judge:
     return judge
 
 
+def capspot_sim(name: str, code: Path) -> Judge:
+    """Clicks by CapSpot's own matcher (ImageMatcher.match_images: for each template in order, the unused
+    crop of highest probability, its ONNXModel's letterbox of each PNG-encoded crop) with the typed siamese
+    model against FP32's. Its detector is replaced by the puzzles' own crops (models/zoo/inputs.py's
+    glyph_puzzles, the validation seed), which must give the validation files' arrays exactly."""
+    import io
+
+    sys.path.insert(0, str(code))
+    matcher_module = module(code / "CapSpot" / "image_matcher.py", "capspot_image_matcher")
+    inputs = module(ROOT / "models" / "zoo" / "inputs.py", "zoo_inputs_for_judge")
+    import cv2
+    from PIL import Image
+
+    files = sorted((BUILD / name / "data" / "val").glob("*.npz"))
+    per = 9  # the spec's 3 templates x 3 crops
+    puzzles = inputs.glyph_puzzles(len(files) // per, 2)
+    for k, (strip, crops, _order) in enumerate(puzzles):  # the crops are the files validate read
+        first = np.load(files[k * per])
+        assert np.array_equal(first["input_1"], inputs.letterbox_60(strip[0])), "glyph_puzzles and the data differ"
+        assert np.array_equal(first["input_2"], inputs.letterbox_60(crops[0])), "glyph_puzzles and the data differ"
+
+    def png(image) -> bytes:
+        return cv2.imencode(".png", cv2.cvtColor(np.asarray(image), cv2.COLOR_RGB2BGR))[1]
+
+    def clicks(path: Path) -> tuple[list[int], list[float]]:
+        matcher = matcher_module.ImageMatcher.__new__(matcher_module.ImageMatcher)
+        matcher.onnx_model = matcher_module.ONNXModel(str(fp32(name)))
+        matcher.onnx_model.session = session(path)
+        chosen, probabilities = [], []
+        for strip, crops, _order in puzzles:
+            boxes = [[j, 0, j + 1, 1] for j in range(len(crops))]  # the crop's index as its box
+            found = {id(strip): [png(t) for t in strip], id(crops): [png(c) for c in crops]}
+            matcher.extract_and_match = lambda data, found=found, boxes=boxes: (found[data], boxes)
+            result = matcher.match_images(id(strip), id(crops))
+            chosen += [result[f"img{i}"][0] if f"img{i}" in result else -1 for i in range(len(strip))]
+            probabilities += [float(np.ravel(matcher.onnx_model.detect_image(
+                Image.open(io.BytesIO(png(t).tobytes())), Image.open(io.BytesIO(png(c).tobytes()))))[0])
+                for t in strip for c in crops]
+        return chosen, probabilities
+
+    want, p_want = clicks(fp32(name))
+    truth = [place for _strip, _crops, order in puzzles for place in order]
+    right = sum(a == b for a, b in zip(want, truth))
+
+    def judge(precision: str) -> Score:
+        got, p_got = clicks(typed(name, precision))
+        score = same_share(want, got, "clicks", LABELS_SAME)
+        flips = sum((a > 0.5) != (b > 0.5) for a, b in zip(p_want, p_got))
+        worst = max(abs(a - b) for a, b in zip(p_want, p_got))
+        return Score(f"{score.text}; same-character decisions (p > 0.5) changed on {flips} of {len(p_want)} pairs, "
+                     f"largest probability change {worst:.4f}; FP32 clicks the right crop {right} of {len(truth)}",
+                     score.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -578,6 +634,7 @@ def _cuts(spaced: str) -> list[int]:
 
 JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "basic-pitch": basic_pitch,
+    "capspot-sim": capspot_sim,
     "captcha-crnn": captcha_crnn,
     "centerface": centerface,
     "ddddocr-det": ddddocr_det,
@@ -610,6 +667,7 @@ CHECKS = {
     "magika": f"labels equal on >= {LABELS_SAME:.0%}",
     "open-nsfw": f"labels equal on >= {LABELS_SAME:.0%}",
     "orientation": f"labels equal on >= {LABELS_SAME:.0%}",
+    "capspot-sim": f"clicks (CapSpot's matcher over the puzzles' crops) equal on >= {LABELS_SAME:.0%}",
     "ppocr-cls": f"rotate decisions equal on >= {LABELS_SAME:.0%}",
     "silero-vad": f"speech decisions equal on >= {LABELS_SAME:.0%}",
     "u2netp": f"mask IoU >= {MASK_IOU}",

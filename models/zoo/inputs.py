@@ -324,6 +324,65 @@ def write_click_captchas(directory: Path, count: int, seed: int, size: tuple[int
         letterbox.save(directory / f"{i:04d}.png")
 
 
+def glyph_puzzles(count: int, seed: int, templates: int = 3) -> list[tuple[list, list, list[int]]]:
+    """Click-captcha puzzles as CapSpot's matcher sees them once its detector has cropped them: `templates`
+    characters of the template strip (dark ink on white, upright, cut to their ink with a 2 pixel
+    margin) and as many crops of the target picture (each character of the strip in its own colour,
+    outline, size and tilt on a photo, cut as a detector's box would be), shuffled. Returns per
+    puzzle the template crops, the target crops (PIL RGB images) and the target index of each template."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    puzzles = []
+    for _ in range(count):
+        characters = [str(c) for c in rng.choice(list(CAPTCHA_CHARACTERS), templates, replace=False)]
+        strip = []
+        for character in characters:
+            tile = glyph(character, int(rng.integers(24, 34)), (20, 20, 20, 255), 0.0)
+            cell = Image.new("RGB", (tile.width + 4, tile.height + 4), (255, 255, 255))
+            cell.paste(tile, (2, 2), tile)
+            strip.append(cell)
+        order = [int(i) for i in rng.permutation(templates)]
+        crops = [None] * templates
+        for template, place in enumerate(order):
+            ink = tuple(int(v) for v in rng.integers(0, 256, 3))
+            outline = tuple(255 - v for v in ink)
+            tile = glyph(characters[template], int(rng.integers(28, 46)), ink + (255,), rng.uniform(-40, 40),
+                         outline + (255,))
+            margin = [int(m) for m in rng.integers(1, 7, 4)]  # a detector's box is a few pixels off the ink
+            crop = photo_crop(rng, tile.height + margin[1] + margin[3], tile.width + margin[0] + margin[2])
+            crop.paste(tile, (margin[0], margin[1]), tile)
+            crops[place] = crop
+        puzzles.append((strip, crops, order))
+    return puzzles
+
+
+def letterbox_60(image, size: int = 60) -> np.ndarray:
+    """CapSpot's own preprocessing of a crop: RGB, letterboxed (bicubic) into size x size on grey 128,
+    divided by 255, [1, size, size, 3] float32."""
+    from PIL import Image
+
+    scale = min(size / image.width, size / image.height)
+    width, height = int(image.width * scale), int(image.height * scale)
+    boxed = Image.new("RGB", (size, size), (128, 128, 128))
+    boxed.paste(image.convert("RGB").resize((width, height), Image.BICUBIC), ((size - width) // 2, (size - height) // 2))
+    return (np.asarray(boxed, np.float32) / 255.0)[None]
+
+
+def write_glyph_pairs(directory: Path, count: int, seed: int, templates: int = 3) -> None:
+    """Every (template, target crop) pair of the puzzles of glyph_puzzles, as CapSpot's siamese model reads
+    them (`input_1` the template, `input_2` the crop, each [1, 60, 60, 3]): templates x templates pairs a
+    puzzle, one in `templates` the same character; `count` pairs in all, the last puzzle maybe cut short."""
+    pairs = templates * templates
+    i = 0
+    for strip, crops, _order in glyph_puzzles(-(-count // pairs), seed, templates):
+        for template in strip:
+            for crop in crops:
+                if i < count:
+                    np.savez(directory / f"{i:04d}.npz", input_1=letterbox_60(template), input_2=letterbox_60(crop))
+                i += 1
+
+
 def write_faces(directory: Path, count: int, seed: int, size: tuple[int, int] = (320, 320)) -> None:
     """Scenes at height x width with 1 to 4 real faces: the face images of scikit-image's LFW subset
     (tinted, scaled to 32-120 pixels) pasted on photo crops, and crops of the astronaut's portrait."""
@@ -589,7 +648,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "audio": write_audio, "file_bytes": write_file_bytes, "captchas": write_captchas,
     "click_captchas": write_click_captchas, "faces": write_faces, "spoken_words": write_spoken_words,
     "piano": write_piano, "wakeword_windows": write_wakeword_windows, "morpheme_words": write_morpheme_words,
-    "khmer_text": write_khmer_text, "name_units": write_name_units,
+    "khmer_text": write_khmer_text, "name_units": write_name_units, "glyph_pairs": write_glyph_pairs,
 }
 
 

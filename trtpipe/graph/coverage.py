@@ -68,9 +68,9 @@ def weight_coverage(model) -> WeightCoverage:
     quantized = total = layers = quantized_layers = 0
     for node in model.graph.node:
         if node.op_type in RECURRENT_WEIGHT_SLOTS:
-            weights = [trace(node.input[slot]) for slot in RECURRENT_WEIGHT_SLOTS[node.op_type]
-                       if slot < len(node.input) and node.input[slot]]
-            weights = [found for found in weights if found is not None]
+            traced = [trace(node.input[slot]) for slot in RECURRENT_WEIGHT_SLOTS[node.op_type]
+                      if slot < len(node.input) and node.input[slot]]
+            weights = [found for found in traced if found is not None]
             if weights:
                 total += sum(elements for elements, _ in weights)
                 quantized += sum(elements for elements, is_quantized in weights if is_quantized)
