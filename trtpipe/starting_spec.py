@@ -314,7 +314,10 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
         if tensor is not image and tensor.name in spans:
             smallest, sample, largest = spans[tensor.name]
             span = smallest, largest
-        shapes[tensor.name] = (profile_shapes(tensor.shape, sample, axis, span), axis is not None and tensor.shape[axis] < 0)
+        # A dynamic dim other than the batch, sized from the data: its MAX is only the longest sample read.
+        lengths = tensor is not image and any(d < 0 for i, d in enumerate(tensor.shape) if i != axis)
+        shapes[tensor.name] = (profile_shapes(tensor.shape, sample, axis, span),
+                               axis is not None and tensor.shape[axis] < 0, lengths)
     if images and image is None:
         why = (f"no input of {Path(model_path).name} is an image (rank 4)" if all(len(t.shape) != 4 for t in inputs)
                else f"images feed a model with one input, and {Path(model_path).name} has {len(inputs)}")
@@ -323,13 +326,16 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
         lines += _preprocess_lines(image, size)
     if shapes:
         lines.append("[shapes]  # MIN/OPT/MAX per dynamic input, dims joined by x, as trtexec writes them")
-        for input_name, (value, dynamic_batch) in shapes.items():
+        for input_name, (value, dynamic_batch, lengths) in shapes.items():
             key = toml_string(input_name)
             if value is None:
                 lines.append(f'# {_comment(key)} = "..."  # CHECK: no sample to read the dynamic dims from; fill in')
             else:
-                batch = f"  # CHECK: batch {PROFILE_BATCHES[0]} to {PROFILE_BATCHES[-1]}" if dynamic_batch else ""
-                lines.append(f'{key} = "{value}"{batch}')
+                checks = [f"batch {PROFILE_BATCHES[0]} to {PROFILE_BATCHES[-1]}"] if dynamic_batch else []
+                if lengths:
+                    checks.append("MAX is the longest sample in the data; an engine refuses longer inputs, "
+                                  "so raise it to the longest you serve")
+                lines.append(f'{key} = "{value}"' + (f"  # CHECK: {'; '.join(checks)}" if checks else ""))
         lines.append("")
     lines += _output_lines(outputs, [(t, axis) for t, axis in zip(inputs, axes) if axis], guess.keys)
     lines.append("[data]")
