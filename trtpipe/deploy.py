@@ -386,7 +386,8 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
         from trtpipe.calibrate import observe_data_ranges
 
         on_step(f"observing activation ranges on {spec.calibration} (for the half-precision parts)")
-        build_options.ranges = observe_data_ranges(onnxio.load(model_path), spec.calibration, spec)
+        build_options.ranges = observe_data_ranges(onnxio.load(model_path), spec.calibration, spec,
+                                                   batch_size=options.batch_size)
 
     on_engine = _runs_here(options.target)
     reports = output / "reports"
@@ -403,6 +404,7 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
                 on_step(f"calibrating {grid_of[cache]} on {spec.calibration}")
                 try:
                     calibrate(model_path, spec.calibration, cache, CalibrationOptions(DEFAULT_METHOD[grid_of[cache]],
+                                                                                      options.batch_size,
                                                                                       grid=grid_of[cache]), spec,
                               deadline=deadline)
                 except OutOfTime as cut:  # between two batches: no cache is written
