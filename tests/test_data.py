@@ -23,15 +23,16 @@ def test_npy_samples_and_batches(tmp_path):
     assert [len(b) for b in iter_batches(SPEC, tmp_path, batch_size=4, limit=3)] == [3]
 
 
-def test_samples_of_their_own_lengths_run_one_a_batch(tmp_path):
-    """khmersm's phrases, one file each at its own length: they do not stack, and batches of one take them."""
+def test_samples_of_their_own_lengths_batch_by_shape(tmp_path):
+    """khmersm's phrases, one file each at its own length: a batch holds the samples of one shape in a row,
+    so every command takes them at any --batch-size (they stopped calibrate with exit 2)."""
     spec = ModelSpec("m", root=".", inputs=[InputSpec("x", [-1, -1], "int64")])
-    for i, length in enumerate([5, 9, 7]):
-        np.save(tmp_path / f"{i}.npy", np.arange(length, dtype=np.int64)[None])
-    with pytest.raises(TrtpipeError, match=r"1.npy: input 'x' has shape \[9\] but earlier samples have \[5\]; "
-                                           r"pad samples to one shape, or run one a batch \(--batch-size 1\)"):
-        list(iter_batches(spec, tmp_path, batch_size=16))
-    assert [b.arrays["x"].shape for b in iter_batches(spec, tmp_path, batch_size=1)] == [(1, 5), (1, 9), (1, 7)]
+    for i, length in enumerate([5, 5, 9, 7, 7, 7]):
+        np.save(tmp_path / f"{i}.npy", np.full((1, length), i, dtype=np.int64))
+    batches = list(iter_batches(spec, tmp_path, batch_size=2))
+    assert [b.arrays["x"].shape for b in batches] == [(2, 5), (1, 9), (2, 7), (1, 7)]
+    assert [b.ids for b in batches] == [["0.npy", "1.npy"], ["2.npy"], ["3.npy", "4.npy"], ["5.npy"]]
+    assert batches[2].arrays["x"][:, 0].tolist() == [3, 4]
 
 
 def test_files_past_the_limit_are_not_opened(tmp_path):

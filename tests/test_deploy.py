@@ -126,18 +126,20 @@ def test_bf16_of_an_opset_12_model_is_built_and_judged_as_any_other(cli, workdir
     assert "| bf16 |" in stdout and "not validated" not in stdout and (tmp_path / "out" / "m12.bf16.sm89.engine").is_file()
 
 
-def test_samples_of_their_own_sizes_deploy_one_a_batch(cli, tmp_path):
+@pytest.mark.parametrize("batch", [1, 16])
+def test_samples_of_their_own_sizes_deploy(cli, tmp_path, batch):
     """romanizer-enc's name units, each its own length: deploy's range pass and calibration batched
-    them by 8 and 16 whatever --batch-size said, and stopped with exit 2 ('pad samples to one shape')."""
+    them by 8 and 16 whatever --batch-size said, and stopped with exit 2 ('pad samples to one shape').
+    A batch now holds the samples of one shape in a row, at any --batch-size."""
     from skimage import data
 
     models.save(models.conv_net(batch="N", height="H", width="W"), tmp_path / "m.onnx")
     (tmp_path / "samples").mkdir()
     photo = data.astronaut().astype(np.float32).transpose(2, 0, 1) / 255
-    for i, (height, width) in enumerate([(64, 96), (48, 80), (56, 72), (64, 64), (40, 96)]):
+    for i, (height, width) in enumerate([(64, 96), (64, 96), (48, 80), (56, 72), (64, 64), (40, 96)]):
         np.save(tmp_path / "samples" / f"{i}.npy", photo[None, :, i * 8:i * 8 + height, :width])
     code, stdout, err = cli("deploy", tmp_path / "m.onnx", "--data", tmp_path / "samples", *RTX, "--precision", "int8",
-                            "--batch-size", 1, "-o", tmp_path / "out")
+                            "--batch-size", batch, "-o", tmp_path / "out")
     assert code == 0, stdout + err
     assert (tmp_path / "out" / "m.int8.sm89.engine").is_file()
 

@@ -200,7 +200,8 @@ def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int 
     """Yield batches from `directory` in file-name order (or shuffled with `seed`), at most `limit` samples.
 
     Batches hold at most `batch_size` samples, and no more than the spec's inputs fix on their batch
-    axis: a model exported for batch 1 (PP-PicoDet's layout detector) runs on batches of one.
+    axis: a model exported for batch 1 (PP-PicoDet's layout detector) runs on batches of one. A batch
+    holds samples of one shape: a sample of another shape starts the next one.
     """
     if batch_size < 1:
         raise TrtpipeError(f"--batch-size {batch_size}: must be at least 1")
@@ -218,18 +219,14 @@ def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int 
         for sample_id, sample in _samples(path, spec, first_dtypes):
             if limit is not None and seen >= limit:
                 break
-            ids.append(sample_id)
-            for name, array in sample.items():
-                if pending[name] and pending[name][0].shape != array.shape:
-                    raise TrtpipeError(
-                        f"{path}: input '{name}' has shape {list(array.shape)} but earlier samples have "
-                        f"{list(pending[name][0].shape)}; pad samples to one shape, or run one a batch (--batch-size 1)"
-                    )
-                pending[name].append(array)
-            seen += 1
-            if len(ids) == batch_size:
+            # Samples of their own lengths (phrases, name units) do not stack: one of another shape starts a batch.
+            if len(ids) == batch_size or any(pending[n] and pending[n][0].shape != a.shape for n, a in sample.items()):
                 yield Batch(ids, _stack(spec, pending, path))
                 ids, pending = [], {i.name: [] for i in spec.inputs}
+            ids.append(sample_id)
+            for name, array in sample.items():
+                pending[name].append(array)
+            seen += 1
     if ids:
         yield Batch(ids, _stack(spec, pending, path))
 
