@@ -97,6 +97,68 @@ def test_init_spans_the_lengths_of_every_file(cli, tmp_path):
     assert "CHECK: batch 1 to 32; MAX is the longest sample in the data" in line
 
 
+def _phrases(directory, lengths):
+    directory.mkdir()
+    for i, length in enumerate(lengths):
+        np.save(directory / f"{i:02d}.npy", np.arange(1, length + 1, dtype=np.int64)[None])
+    return directory
+
+
+def test_init_fixes_a_batch_that_a_reshape_inside_fixes_at_one(cli, tmp_path):
+    """khmersm's inputs name a dynamic batch that a Reshape to [1, characters] fixes: init wrote batch 1 to
+    32, and the build failed in TensorRT ('reshape would change volume'). ONNX Runtime runs one sample of
+    the data and refuses two, so init writes the batch at 1."""
+    x = helper.make_tensor_value_info("x", TensorProto.INT64, ["N", "T"])
+    y = helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, "T"])
+    nodes = [helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
+             helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Constant", [], ["one"], value=helper.make_tensor("one", TensorProto.INT64, [1], [1])),
+             helper.make_node("Gather", ["s", "one"], ["t"]),
+             helper.make_node("Concat", ["one", "t"], ["to"], axis=0),
+             helper.make_node("Reshape", ["xf", "to"], ["out"])]
+    models.save(models._model(helper.make_graph(nodes, "g", [x], [y])), tmp_path / "t.onnx")
+    data = _phrases(tmp_path / "data", [6, 11, 9])
+    code, _out, err = cli("init", tmp_path / "t.onnx", "--data", data, "-o", tmp_path / "t.toml")
+    assert code == 0, err
+    text = (tmp_path / "t.toml").read_text()
+    assert "shape = [1, -1]  # CHECK: the ONNX names a dynamic batch, but the graph runs one sample and refuses two" in text
+    assert '"x" = "1x6/1x9/1x11"' in text and load_spec(tmp_path / "t.toml").input("x").shape == [1, -1]
+    # without the Reshape the batch stays dynamic
+    nodes = [helper.make_node("Cast", ["x"], ["out"], to=TensorProto.FLOAT)]
+    models.save(models._model(helper.make_graph(nodes, "g", [x], [y])), tmp_path / "free.onnx")
+    code, _out, err = cli("init", tmp_path / "free.onnx", "--data", data, "-o", tmp_path / "free.toml")
+    assert code == 0 and "shape = [-1, -1]\n" in (tmp_path / "free.toml").read_text(), err
+
+
+def test_per_token_states_of_samples_of_their_own_lengths_are_judged_per_channel(cli, tmp_path):
+    """romanizer-enc's GRU states [batch, units, 256]: init guessed an embedding, whose one vector a sample
+    broke on units of other lengths (a traceback), and the generic judge read the units axis as channels.
+    init now writes generic with layout NTC, which validates; the other two say what to set."""
+    x = helper.make_tensor_value_info("ids", TensorProto.INT64, ["N", "T"])
+    y = helper.make_tensor_value_info("states", TensorProto.FLOAT, ["N", "T", 96])
+    nodes = [helper.make_node("Cast", ["ids"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("Constant", [], ["axes"], value=helper.make_tensor("axes", TensorProto.INT64, [1], [2])),
+             helper.make_node("Unsqueeze", ["f", "axes"], ["u"]),
+             helper.make_node("Constant", [], ["wide"], value=helper.make_tensor("wide", TensorProto.INT64, [3], [1, 1, 96])),
+             helper.make_node("Expand", ["u", "wide"], ["states"])]
+    models.save(models._model(helper.make_graph(nodes, "g", [x], [y])), tmp_path / "enc.onnx")
+    _phrases(tmp_path / "data", [5, 5, 9, 7, 7])
+    spec = tmp_path / "enc.toml"
+    code, _out, err = cli("init", tmp_path / "enc.onnx", "--data", tmp_path / "data", "-o", spec)
+    assert code == 0, err
+    text = spec.read_text()
+    assert 'task = "generic"' in text and 'layout = "NTC"' in text
+    validate = ("validate", tmp_path / "enc.onnx", "--baseline", tmp_path / "enc.onnx", "--spec", spec)
+    code, _out, err = cli(*validate)
+    assert code == 0, err
+    spec.write_text(text.replace('layout = "NTC"', ""))
+    code, _out, err = cli(*validate)
+    assert code == 2 and "output 'states': axis 1, read as its channels, is 5 long in one batch and 9 in another" in err
+    spec.write_text(text.replace('task = "generic"', 'task = "embedding"').replace('layout = "NTC"', ""))
+    code, _out, err = cli(*validate)
+    assert code == 2 and "output 'states': samples give embeddings of 480 and 864 values" in err and "Traceback" not in err
+
+
 def test_profile_keeps_a_fixed_batch():
     assert profile_shapes([1, 3, -1, -1], (3, 384, 512)) == "1x3x384x512/1x3x384x512/1x3x384x512"
 

@@ -7,7 +7,7 @@ user knows which lines to check. The text it returns loads with `trtpipe.spec.lo
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -67,8 +67,11 @@ def tensor_facts(model) -> tuple[list[TensorFacts], list[TensorFacts]]:
     return inputs, [facts(v) for v in model.graph.output]
 
 
-def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> TaskGuess:
-    """Return the task the shapes suggest; 'generic' (cosine and SNR on every output) when none fits."""
+def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bool = False) -> TaskGuess:
+    """Return the task the shapes suggest; 'generic' (cosine and SNR on every output) when none fits.
+
+    `ragged`: the data's samples are of their own lengths, so per-token states are no one vector a sample.
+    """
     floats = [o for o in outputs if o.dtype.startswith("float")]
     if not floats:
         return TaskGuess("generic", "no float output to judge by a task")
@@ -79,6 +82,9 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> TaskGue
         return TaskGuess("sequence", f"integer token inputs and output '{first.name}' [{'x'.join(map(_dim, first.shape))}]: "
                                      "a few tag scores per token, a tagger",
                          _padding_keys(inputs, token_input))
+    if token_input and len(first.shape) == 3 and ragged:
+        return TaskGuess("generic", f"output '{first.name}' holds a state per token, and the samples are of their own "
+                                    "lengths: no one vector a sample for an embedding's neighbours", {"layout": "NTC"})
     if token_input and len(first.shape) in (2, 3):
         return TaskGuess("embedding", f"integer token inputs and a {len(first.shape)}-D float output '{first.name}'")
     if len(first.shape) == 2 and (first.shape[1] == -1 or first.shape[1] >= 2):
@@ -225,6 +231,39 @@ def _batch_axis(tensor: TensorFacts, array, count: int | None) -> int | None:
     return next((i for i, d in enumerate(tensor.shape) if d < 0 and array.shape[i] == count), 0)
 
 
+def _fixed_at_one(model, inputs: list[TensorFacts], arrays: dict, axes: dict[str, int | None]) -> bool:
+    """Return True when ONNX Runtime runs the data's first sample alone and refuses two of it: the ONNX
+    names a dynamic batch that a Reshape inside fixes at 1 (khmersm). False when it cannot tell."""
+    from trtpipe.graph.sessions import session
+
+    batched = [t for t in inputs if axes[t.name] is not None]
+    if not batched or any(t.name not in arrays or t.shape[axes[t.name]] >= 0 for t in batched):
+        return False
+
+    def feeds(count: int) -> dict:
+        out = {}
+        for tensor in inputs:
+            array, axis = np.asarray(arrays[tensor.name]), axes[tensor.name]
+            if axis is not None:
+                one = np.take(array, [0], axis) if array.ndim == len(tensor.shape) else np.expand_dims(array, axis)
+                array = np.concatenate([one] * count, axis)
+            out[tensor.name] = array.astype(tensor.dtype)
+        return out
+
+    try:
+        # As written: ONNX Runtime's reshape fusion turns a Reshape to [1, length] into [1, -1], which takes
+        # two samples that TensorRT refuses. Fatal logs only: the refused batch of two is the expected error.
+        runs = session(model, optimization="none", log_severity=4)
+        runs.run(None, feeds(1))
+    except Exception:  # noqa: BLE001 - a sample the model does not run says nothing of its batch
+        return False
+    try:
+        runs.run(None, feeds(2))
+    except Exception:  # noqa: BLE001 - ONNX Runtime's run errors have no common base
+        return True
+    return False
+
+
 def _sample_dims(tensor: TensorFacts, array, axis: int | None) -> tuple[int, ...] | None:
     """Return one sample's dims (no batch axis) as the data holds them."""
     if array is None:
@@ -272,11 +311,6 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     (None: `data_dir`, marked for the user to change).
     """
     inputs, outputs = tensor_facts(model)
-    guess = guess_task(inputs, outputs)
-    name = Path(model_path).stem
-    lines = [_comment(f"# {name}: a starting spec written by 'trtpipe init'. Check every line marked CHECK."),
-             f"name = {toml_string(name)}",
-             f'task = "{guess.task}"  # CHECK: guessed because {_comment(guess.why)}', ""]
     data_dir = Path(data_dir) if data_dir is not None else None
     images = data_dir is not None and any(p.suffix.lower() in IMAGE_SUFFIXES for p in list_files(data_dir))
     image = next((t for t in inputs if len(t.shape) == 4), None) if images and len(inputs) == 1 else None
@@ -288,12 +322,22 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     batch_axes = {t.name: _batch_axis(t, arrays.get(t.name), count) for t in inputs}
     # Samples may differ in length from file to file (one phrase a file): the profile spans them all.
     spans = _sample_spans(data_dir, inputs, batch_axes) if arrays else {}
+    guess = guess_task(inputs, outputs, ragged=any(small != large for small, _, large in spans.values()))
+    name = Path(model_path).stem
+    lines = [_comment(f"# {name}: a starting spec written by 'trtpipe init'. Check every line marked CHECK."),
+             f"name = {toml_string(name)}",
+             f'task = "{guess.task}"  # CHECK: guessed because {_comment(guess.why)}', ""]
+    one_batch = arrays and _fixed_at_one(model, inputs, arrays, batch_axes)
+    if one_batch:  # images never get here: only .npy/.npz samples are run
+        inputs = [replace(t, shape=[1 if i == batch_axes[t.name] else d for i, d in enumerate(t.shape)]) for t in inputs]
     shapes, axes = {}, []
     for tensor in inputs:
         array = arrays.get(tensor.name)
         axis = batch_axes[tensor.name]
         axes.append(axis)
-        lines += ["[[inputs]]", f"name = {toml_string(tensor.name)}", f"shape = {tensor.shape}"]
+        lines += ["[[inputs]]", f"name = {toml_string(tensor.name)}", f"shape = {tensor.shape}"
+                  + ("  # CHECK: the ONNX names a dynamic batch, but the graph runs one sample and refuses two"
+                     if one_batch and axis is not None else "")]
         if tensor.dtype in DTYPES:
             lines.append(f'dtype = "{tensor.dtype}"')
         else:  # the loader takes the dtypes data files are read as; others are refused, so none is written
@@ -359,7 +403,8 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
 OUTPUT_SHAPES = "read from the outputs' shapes"
 KEY_WHY = {"padding_input": ("its padded steps (padding_value, or false in a mask) are not judged: a tagger's tags "
                              "after the word mean nothing"),
-           "padding_value": "the id taken as padding; set the tokenizer's, or remove both if every id is a token"}
+           "padding_value": "the id taken as padding; set the tokenizer's, or remove both if every id is a token",
+           "layout": "a state per token, its channels last: the token axis is as long as each sample"}
 
 
 def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, int]],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from trtpipe.errors import TrtpipeError
 from trtpipe.quality.metrics import cosine_per_sample
 from trtpipe.quality.tasks.base import Task
 
@@ -69,6 +70,11 @@ class EmbeddingTask(Task):
 
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
         candidate = np.nan_to_num(candidate)
+        size = candidate[0].size if len(candidate) else None
+        if self.got and size is not None and size != self.got[0].shape[1]:
+            raise TrtpipeError(f"output '{self.output}': samples give embeddings of {self.got[0].shape[1]} and {size} "
+                               "values (samples of their own lengths); an embedding is one vector a sample, so pad "
+                               "the samples to one length or set task = \"generic\" in the spec")
         self.got.append(candidate.reshape(len(candidate), -1).astype(np.float32))
         self.want.append(baseline.reshape(len(baseline), -1).astype(np.float32))
         self.cosines.append(cosine_per_sample(candidate, baseline))

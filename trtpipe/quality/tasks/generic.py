@@ -63,6 +63,12 @@ class GenericTask(Task):
 
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
         axis = channel_axis(self.spec.layout, candidate.ndim)
+        if axis is not None and self.channels.dot is not None and candidate.shape[axis] != len(self.channels.dot):
+            from trtpipe.errors import TrtpipeError
+
+            raise TrtpipeError(f"output '{self.output}': axis {axis}, read as its channels, is {len(self.channels.dot)} "
+                               f"long in one batch and {candidate.shape[axis]} in another; set layout in its "
+                               "[[outputs]] to say where C is (NTC: a state per token)")
         if axis is not None:
             self.channels.update(np.nan_to_num(candidate), baseline, axis)
 
