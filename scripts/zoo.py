@@ -355,6 +355,7 @@ class Row:
     engine_mb: float | None = None
     cosine: float | None = None  # min over float outputs of the mean per-sample cosine with FP32
     cosine_output: str | None = None
+    cosine_across: bool = False  # the output is one value a sample: its cosine across the samples
     coverage: float | None = None  # weight elements under Q/DQ (int8, fp8)
     verdict: str = "FAIL"
     reason: str = ""
@@ -470,10 +471,16 @@ def judge_report(row: Row, report: dict, floats: list[str]) -> list[str]:
     """Fill the row's accuracy from a validation report; return its failed checks, one phrase each."""
     outputs = report["outputs"]
     row.samples = report["samples"]
-    measured = {name: outputs[name]["cosine"] for name in floats if name in outputs}
+    # An output of one number a sample (CapSpot's same-or-not) has a cosine of ±1 a sample: its cosine
+    # across the samples (the channel's) is the one that moves.
+    one_value = {name for name in floats if outputs.get(name, {}).get("values_per_sample") == 1}
+    measured = {name: outputs[name].get("channel_cosine_min" if name in one_value else "cosine")
+                for name in floats if name in outputs}
+    measured = {name: value for name, value in measured.items() if value is not None}
     if measured:
         row.cosine_output = min(measured, key=measured.get)
         row.cosine = measured[row.cosine_output]
+        row.cosine_across = row.cosine_output in one_value
     from trtpipe.quality.validate import shortfall
 
     coarse = {(c["output"], c["metric"]): f"{c.get('unit', 'sample')} of {c['samples']}" for c in report.get("coarse_checks", [])}
@@ -566,7 +573,7 @@ def render_table(results: dict[str, list[dict]], names: list[str], kept: dict[st
             size = f"{row['engine_mb']:.1f}" if row["engine_mb"] is not None else "-"
             cosine = f"{row['cosine']:.6f}" if row["cosine"] is not None else "-"
             if row.get("cosine_output") and row["cosine"] is not None:
-                cosine += f" (`{row['cosine_output']}`)"
+                cosine += f" (`{row['cosine_output']}`" + (", across samples: one value each" if row.get("cosine_across") else "") + ")"
             coverage = f"{row['coverage']:.1%}" if row["coverage"] is not None else "-"
             verdict = "**FAIL**" if row["verdict"] == "FAIL" else row["verdict"]
             lines.append(f"| {row['model']} | {row['precision']} | {builds} | {size} | {cosine} "

@@ -137,6 +137,32 @@ def test_the_reason_is_one_line_and_says_why():
     assert "\n" not in zoo.last_line("x" * 1000) and len(zoo.last_line("x" * 1000)) == 300
 
 
+def test_an_output_of_one_value_a_sample_shows_its_cosine_across_the_samples(cli, tmp_path):
+    """CapSpot's same-or-not probability [batch, 1]: the table's cosine read 1.000000 whatever the model did
+    (the cosine of one number is its sign); a candidate 0.5 off on every sample shows it across them."""
+    import models
+
+    def summed(offset):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])
+        y = helper.make_tensor_value_info("p", TensorProto.FLOAT, ["N", 1])
+        nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[1], keepdims=1),
+                 helper.make_node("Add", ["m", "b"], ["p"])]
+        b = numpy_helper.from_array(np.array([offset], np.float32), "b")
+        return models._model(helper.make_graph(nodes, "g", [x], [y], [b]))
+
+    models.save(summed(0.0), tmp_path / "m.onnx")
+    models.save(summed(0.5), tmp_path / "off.onnx")
+    models.save_batches(tmp_path / "data", np.random.default_rng(0).uniform(0, 1, (32, 8)).astype(np.float32))
+    code, out, err = cli("validate", tmp_path / "off.onnx", "--baseline", tmp_path / "m.onnx", "--data", tmp_path / "data",
+                         "--json")
+    report = json.loads(out)
+    assert report["outputs"]["p"]["cosine"] == pytest.approx(1.0) and report["outputs"]["p"]["values_per_sample"] == 1
+    row = zoo.Row("m", "", "int8")
+    zoo.judge_report(row, report, ["p"])
+    assert row.cosine == pytest.approx(report["outputs"]["p"]["channel_cosine_min"]) and row.cosine < 0.998
+    assert "across samples: one value each" in zoo.render_table({"m": [zoo.asdict(row) | {"verdict": "FAIL"}]}, ["m"])
+
+
 def test_magika_features_pad_after_the_beginning_and_before_the_end():
     features = inputs.file_features(b"  \n#!/bin/sh\nls\n\n", size=16)
     assert features.dtype == np.int32 and features.shape == (32,)

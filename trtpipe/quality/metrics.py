@@ -93,6 +93,8 @@ class OutputMetrics:
             "cosine": self.cosine_sum / self.count if self.count else 0.0,
             "cosine_min": self.cosine_min if self.count else 0.0,
             "snr_db": snr_db(self.signal, self.noise),
+            # 1: each sample is one number (a same-or-not probability), whose cosine is only its sign
+            "values_per_sample": self.elements / self.count if self.count else 0.0,
         }
         if self.classifier and self.count:
             result["top1_agreement"] = self.top1 / self.count

@@ -111,7 +111,7 @@ class Task:
     def summary(self) -> dict[str, float]:
         raw = self.raw.summary()
         result = self.metrics()
-        for key in ("cosine", "cosine_min", "snr_db", "max_abs_error", "mean_abs_error"):
+        for key in ("cosine", "cosine_min", "snr_db", "max_abs_error", "mean_abs_error", "values_per_sample"):
             result.setdefault(key, raw[key])
         result["finite"] = self.finite / max(self.elements, 1)
         result["samples"] = raw["samples"]
