@@ -155,6 +155,7 @@ def test_an_output_of_one_value_a_sample_shows_its_cosine_across_the_samples(cli
     models.save_batches(tmp_path / "data", np.random.default_rng(0).uniform(0, 1, (32, 8)).astype(np.float32))
     code, out, err = cli("validate", tmp_path / "off.onnx", "--baseline", tmp_path / "m.onnx", "--data", tmp_path / "data",
                          "--json")
+    assert code == 1, err  # judged, and failed on the channel's SNR
     report = json.loads(out)
     assert report["outputs"]["p"]["cosine"] == pytest.approx(1.0) and report["outputs"]["p"]["values_per_sample"] == 1
     row = zoo.Row("m", "", "int8")
