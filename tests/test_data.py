@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 from PIL import Image
 
 from trtpipe.data import iter_batches, load_image
@@ -151,3 +152,39 @@ def test_a_batch_counts_its_samples_on_each_inputs_batch_axis(tmp_path):
     np.savez(tmp_path / "a.npz", state=np.zeros((2, 5, 3), np.float32), sr=np.array(16000))
     (batch,) = iter_batches(spec, tmp_path, batch_size=8)
     assert batch.arrays["state"].shape == (2, 5, 3) and batch.size == 5
+
+
+def test_a_sample_with_no_values_is_refused_naming_its_file(tmp_path, cli):
+    """A phrase of no characters: init wrote [shapes] 1x0/..., which its own check refused, leaving the
+    spec behind; calibrate and validate ran it. Every command now refuses the file."""
+    import models
+
+    spec = ModelSpec("m", root=".", inputs=[InputSpec("x", [-1, -1], "int64")])
+    (tmp_path / "data").mkdir()
+    np.save(tmp_path / "data" / "0.npy", np.ones((1, 5), np.int64))
+    np.save(tmp_path / "data" / "1.npy", np.ones((1, 0), np.int64))
+    with pytest.raises(TrtpipeError, match=r"1.npy: input 'x' has shape \[1, 0\], a sample with no values in it"):
+        list(iter_batches(spec, tmp_path / "data"))
+    x = helper.make_tensor_value_info("x", TensorProto.INT64, ["N", "T"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "T"])
+    models.save(models._model(helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)], "g",
+                                                [x], [y])), tmp_path / "m.onnx")
+    code, _out, err = cli("init", tmp_path / "m.onnx", "--data", tmp_path / "data", "-o", tmp_path / "out" / "m.toml")
+    assert code == 2 and "1.npy: input 'x' has shape [1, 0]" in err and not (tmp_path / "out" / "m.toml").exists()
+
+
+def test_nan_in_any_file_stops_every_command_that_reads_data(tmp_path, cli):
+    """quantize --data and smooth took NaN samples and wrote a graph from their ranges; validate alone refused them."""
+    import models
+
+    models.save(models.dynamic_mlp(), tmp_path / "mlp.onnx")
+    x = np.random.default_rng(0).normal(0, 1, (8, 16)).astype(np.float32)
+    models.save_batches(tmp_path / "data", x, per_file=4)
+    x[6, 2] = np.nan
+    np.save(tmp_path / "data" / "004.npy", x[4:])
+    for args in (("init", "--data", tmp_path / "data", "-o", tmp_path / "out" / "s.toml"),
+                 ("smooth", "--data", tmp_path / "data", "-o", tmp_path / "out" / "s.onnx"),
+                 ("quantize", "--precision", "fp16", "--data", tmp_path / "data", "-o", tmp_path / "out" / "q.onnx")):
+        code, _out, err = cli(args[0], tmp_path / "mlp.onnx", *args[1:])
+        assert code == 2 and "data/004.npy: input 'x' holds NaN or Inf (sample 2 of the file)" in err, (args[0], err)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())

@@ -214,10 +214,10 @@ def test_a_spent_deadline_stops_calibration_between_batches_and_deploy_says_so(w
     assert outcomes["fp16"].passed and result.chosen is not None and (out / "triton").is_dir()
 
 
-def test_bad_data_found_after_engines_were_built_leaves_nothing(cli, workdir):
+def test_bad_data_late_in_the_directory_stops_deploy_before_its_builds(cli, workdir):
     """40 crops of a photo, then a file of the wrong shape: the probe and FP16/BF16's range pass (the first
-    RANGE_SAMPLES samples) read only crops, FP16 and BF16 are built, INT8's calibration then meets the bad
-    file: exit 2, one line, and no engine, report or repository left."""
+    RANGE_SAMPLES samples) read only crops, FP16 and BF16 were built, and INT8's calibration met the bad
+    file (exit 2, nothing left). The probe now reads every file once: exit 2 before any build."""
     from skimage import data
 
     from trtpipe.calibrate import RANGE_SAMPLES
@@ -235,5 +235,4 @@ def test_bad_data_found_after_engines_were_built_leaves_nothing(cli, workdir):
     code, stdout, err = cli("deploy", workdir / "m.onnx", "--spec", spec, *RTX, "-o", out)
     errors = [line for line in err.splitlines() if not line.startswith("-- ")]
     assert code == 2 and len(errors) == 1 and "zzz.npy" in errors[0], stdout + err
-    assert "-- built " in err  # the engines that need no calibration were built before
-    assert not out.exists()
+    assert "-- built " not in err and not out.exists()

@@ -294,3 +294,16 @@ def test_init_reads_a_state_batch_axis_and_a_shared_scalar_from_npz(cli, tmp_pat
     assert [(i.name, i.batch_axis, i.value) for i in spec.inputs] == [("x", 0, None), ("state", 1, None), ("sr", None, 16000)]
     assert {name: str(shapes) for name, shapes in spec.shapes.items()} == {"x": "1x4/8x4/32x4", "state": "2x1x8/2x8x8/2x32x8"}
     assert [(o.name, o.batch_axis) for o in spec.outputs] == [("y", 0), ("stateN", 1)]
+
+
+def test_a_spec_init_cannot_load_replaces_nothing(cli, tmp_path, monkeypatch):
+    """init checked its spec by loading it after writing it: a failure (a bug of init's) left the file, or
+    with --force had already replaced the user's spec. It is now checked beside -o before the rename."""
+    import trtpipe.starting_spec
+
+    models.save(models.dynamic_mlp(), tmp_path / "m.onnx")
+    (tmp_path / "m.toml").write_text('name = "mine"\n')
+    monkeypatch.setattr(trtpipe.starting_spec, "starting_spec", lambda *a, **k: '[shapes]\nx = "1x0/1x1/1x1"\n')
+    code, _out, err = cli("init", tmp_path / "m.onnx", "--force", "-o", tmp_path / "m.toml")
+    assert code == 2 and "dims >= 1" in err, err
+    assert (tmp_path / "m.toml").read_text() == 'name = "mine"\n' and sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.toml"]

@@ -118,6 +118,21 @@ def load_image(path: Path, pre: Preprocess) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=pre.dtype)
 
 
+def empty_sample(path: Path, name: str, shape: tuple[int, ...]) -> TrtpipeError:
+    """The error of a sample with a dim of 0: an engine's profile takes dims of 1 and more."""
+    return TrtpipeError(f"{path}: input '{name}' has shape {list(shape)}, a sample with no values in it; "
+                        "remove the file or re-export it with at least one value on every axis")
+
+
+def check_finite(path: Path, name: str, array: np.ndarray) -> None:
+    """Raise naming the file and sample when a float `array` (samples first) holds NaN or Inf: every
+    command would calibrate, smooth or judge on it, a range, a scale or a verdict of NaN."""
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        sample = int(np.argmax(~np.isfinite(array.reshape(max(len(array), 1), -1)).all(axis=1))) if array.ndim else 0
+        raise TrtpipeError(f"{path}: input '{name}' holds NaN or Inf (sample {sample} of the file); likely cause: a broken "
+                           "export or preprocessing that divides by zero; fix or remove that sample")
+
+
 def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndarray:
     """Return `array` as a batch with its batch axis first (one added to single samples), or raise naming the file.
 
@@ -136,9 +151,12 @@ def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndar
             f"{path}: input '{name}' has shape {list(array.shape)}, the model expects {spec.shape} "
             "(-1 is any size); re-export the data in that shape"
         )
+    if len(array) and 0 in array.shape[1:]:
+        raise empty_sample(path, name, array.shape)
     expected = np.dtype(spec.dtype)
     if array.dtype != expected and not np.can_cast(array.dtype, expected, casting="same_kind"):
         raise TrtpipeError(f"{path}: input '{name}' is {array.dtype}, the model expects {expected}; convert the data")
+    check_finite(path, name, array)
     if spec.value is not None and not np.isclose(array, spec.value, rtol=1e-6, atol=0).all():
         # The graph was folded for that value (graph.control): other data would run a branch that is gone.
         found = array[~np.isclose(array, spec.value, rtol=1e-6, atol=0)].flat[0]
@@ -296,7 +314,7 @@ def model_runs_on(directory: str | os.PathLike):
     """Turn ONNX Runtime's rejection of the data (wrong shape or dtype) into a one-line error."""
     try:
         yield
-    except (TrtpipeError, OutOfTime, ImportError, NameError, AttributeError):
+    except (TrtpipeError, OutOfTime, ImportError, NameError, AttributeError, SyntaxError):
         raise  # ours already one line, or the budget's; the others are bugs of ours, not of the data: show them whole
     except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own types for bad feeds
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__

@@ -198,13 +198,16 @@ def _hold_out(source: Path, into: Path, on_step) -> tuple[Path, Path, str]:
 
 
 def _probe(model_path: Path, spec: ModelSpec, source: Path) -> None:
-    """Run the FP32 model on the first sample of `source`: data it cannot read is bad input (named by the
-    file the user gave, not by its link in OUT/data)."""
+    """Run the FP32 model on the first sample of `source`, and read every other once: data it cannot read
+    is bad input, named by the file the user gave (not by its link in OUT/data), before any build."""
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     size = data.fixed_batch(spec) or 1  # an export for batch N runs on N samples at once
     with data.model_runs_on(source), OnnxRunner(model_path) as runner:
-        runner(next(data.iter_batches(spec, source, size, limit=size)).arrays)
+        batches = data.iter_batches(spec, source, size)
+        runner(next(batches).arrays)
+        for _ in batches:  # a NaN in the last file stopped deploy after its builds, not before
+            pass
 
 
 def _runs_here(target: Target) -> bool:

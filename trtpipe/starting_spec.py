@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trtpipe.data import IMAGE_SUFFIXES, list_files, load_arrays
+from trtpipe.data import IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays
 from trtpipe.errors import TrtpipeError
 from trtpipe.spec import DTYPES, toml_string
 
@@ -197,6 +197,11 @@ def _sample_spans(directory: Path, inputs: list[TensorFacts], axes: dict[str, in
         for tensor in inputs:
             array = held.get("" if path.suffix.lower() == ".npy" else tensor.name)
             dims = _sample_dims(tensor, array, axes.get(tensor.name, 0)) if array is not None else None
+            if dims is not None and 0 in dims:
+                raise empty_sample(path, tensor.name, array.shape)
+            if array is not None:
+                # what every command after init refuses; a lone sample counts as a batch of one
+                check_finite(path, tensor.name, array if array.ndim == len(tensor.shape) else array[None])
             if dims is not None:
                 seen[tensor.name].append(dims)
     spans = {}

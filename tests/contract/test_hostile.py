@@ -169,6 +169,10 @@ DATA_VARIANTS = {
     "npz-of-nothing": lambda p: (p.mkdir(), np.savez(p / "000.npz")),
     "wrong-rank": lambda p: (p.mkdir(), np.save(p / "000.npy", np.zeros((4, 4, 4), np.float32))),
     "strings": lambda p: (p.mkdir(), np.save(p / "000.npy", np.array([["a"] * 16] * 4))),
+    # numbers that are not: every command would compute a range, a scale or a verdict of NaN from them
+    "nan-sample": lambda p: (p.mkdir(), np.save(p / "000.npy", np.where(np.eye(4, 16) > 0, np.nan, 1).astype(np.float32))),
+    "inf-in-a-later-file": lambda p: (p.mkdir(), np.save(p / "000.npy", np.ones((4, 16), np.float32)),
+                                      np.save(p / "001.npy", np.full((4, 16), -np.inf, np.float32))),
     "not-utf8-name": lambda p: (p.mkdir(), _write(Path(os.fsdecode(os.fsencode(p) + b"/\xff\xfe.npy")), b"\x93NUMPY")),
 }
 # What the line must say for these (the others: any message naming the file or flag).

@@ -269,7 +269,7 @@ def init(model, data_dir, force, output):
     Examples:
       trtpipe init model.onnx --data data/calib -o started.toml
     """
-    from trtpipe.files import check_output, write_text
+    from trtpipe.files import check_output, staged_outputs
     from trtpipe.graph import onnxio
     from trtpipe.spec import load_spec
     from trtpipe.starting_spec import starting_spec
@@ -278,6 +278,7 @@ def init(model, data_dir, force, output):
     if output.exists() and not force:
         raise TrtpipeError(f"-o {output}: the file exists; pass --force to replace it, or choose another path")
     text = starting_spec(onnxio.load(model), model, data_dir, spec_path=output)
-    write_text(output, text)
-    load_spec(output)  # what init writes must load: a failure here is a bug, reported as one line
+    with staged_outputs() as outputs:
+        # What init writes must load (a failure is a bug, one line): checked beside -o before it replaces anything.
+        load_spec(outputs.write(output, text))
     click.echo(f"wrote {output}; check the lines marked CHECK")

@@ -52,7 +52,7 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
     output is judged generically (a classifier when `classifier`). No rows when the cache holds none
     of the model's scales (the CLI says so, naming the cache)."""
     from trtpipe.graph.typed import typed_model
-    from trtpipe.quality.tasks import check_inputs, judge_model, make_task, make_tasks
+    from trtpipe.quality.tasks import judge_model, make_task, make_tasks
     from trtpipe.runtime.onnxrt import OnnxRunner
     from trtpipe.spec import OutputSpec
 
@@ -66,8 +66,6 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
             tasks = lambda: [make_task(OutputSpec(first.name, "classification"))]
         else:
             tasks = lambda: make_tasks(spec, baseline.outputs)
-        for batch in batches:
-            check_inputs(batch.arrays, batch.ids)
         arrays = [batch.arrays for batch in batches]
         wanted = [baseline(feeds) for feeds in arrays]
     rows = []

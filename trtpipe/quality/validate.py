@@ -16,7 +16,7 @@ from trtpipe import data
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import ensure_dir, json_text, read_text_input, staged_outputs
 from trtpipe.progress import progress_bar
-from trtpipe.quality.tasks import Task, check_inputs, make_tasks
+from trtpipe.quality.tasks import Task, make_tasks
 from trtpipe.runtime.runner import Runner
 from trtpipe.spec import ModelSpec
 
@@ -312,7 +312,6 @@ def compare(candidate: Runner, baseline: Runner, spec: ModelSpec, directory: str
     samples = 0
     with progress_bar(data.count_samples(directory, limit), f"validating {candidate.name}", "samples", show_progress) as bar:
         for batch in data.iter_batches(spec, directory, batch_size, limit):
-            check_inputs(batch.arrays, batch.ids)
             got = candidate(batch.arrays)
             want = baseline(batch.arrays)
             batch_labels = np.array([labels.get(i, -1) for i in batch.ids]) if labels is not None else None

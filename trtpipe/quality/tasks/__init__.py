@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.quality.tasks.base import Degenerate, Task, check_inputs
+from trtpipe.quality.tasks.base import Degenerate, Task
 from trtpipe.quality.tasks.classification import ClassificationTask
 from trtpipe.quality.tasks.dense import DenseTask
 from trtpipe.quality.tasks.detection import DetectionTask
@@ -36,7 +36,7 @@ from trtpipe.quality.tasks.sequence import SequenceTask
 from trtpipe.spec import ModelSpec, OutputSpec
 
 __all__ = ["ClassificationTask", "Degenerate", "DenseTask", "DetectionTask", "EmbeddingTask", "FaceTask", "GenericTask",
-           "SequenceTask", "Task", "check_inputs", "judge_model", "judged_by", "make_task", "make_tasks", "task_kinds"]
+           "SequenceTask", "Task", "judge_model", "judged_by", "make_task", "make_tasks", "task_kinds"]
 
 
 def task_kinds() -> dict[str, type[Task]]:

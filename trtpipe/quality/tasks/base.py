@@ -145,18 +145,6 @@ def check_baseline(name: str, values: np.ndarray, ids: Sequence[str]) -> None:
                          "model itself overflows; fix or remove the sample")
 
 
-def check_inputs(arrays: Mapping[str, np.ndarray], ids: Sequence[str]) -> None:
-    """Raise Degenerate naming the input and sample when the data holds NaN or Inf."""
-    for name, values in arrays.items():
-        values = np.asarray(values)
-        if values.dtype.kind != "f":
-            continue
-        bad = ~np.isfinite(values.reshape(len(values), -1)).all(axis=1)
-        if bad.any():
-            raise Degenerate(f"{ids[int(np.argmax(bad))]}: input '{name}' holds NaN or Inf; likely cause: a broken "
-                             "export or preprocessing that divides by zero; fix or remove that sample")
-
-
 def constant_cause(task: Task) -> str:
     if abs(task.baseline_min) < 1e-6:
         return ("the data holds nothing this output responds to (a detector or a text map on images without "
