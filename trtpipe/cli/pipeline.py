@@ -145,7 +145,8 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
 @click.option("--method", type=click.Choice(["auto", "entropy", "max", "percentile", "mse"]), default="auto",
               show_default=True,
               help="auto: per tensor, the method whose error at its layer's output is least "
-                   "(INT8: never under percentile 99.99); entropy is TensorRT's own (its implicit calibrator)")
+                   "(INT8: never under percentile 99.99), or if that fails the spec's checks at the outputs "
+                   "and one method alone does better, that one; entropy is TensorRT's own (its implicit calibrator)")
 @click.option("--percentile", type=FiniteFloatRange(0, 100, min_open=True), default=99.99, show_default=True,
               help="percentile method: the share of |x| kept, in (0, 100]")
 @batch_size_option()
