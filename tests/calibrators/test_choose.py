@@ -149,8 +149,9 @@ def test_auto_is_not_worse_than_entropy_on_ppocr_rec(tmp_path, cli):
 
 def _photo_net(tmp_path, thresholds: str = ""):
     """A conv net, 24 crops of scikit-image's astronaut, and a spec with `thresholds` appended."""
-    import models
     from skimage import data
+
+    import models
 
     models.save(models.conv_net(batch="N"), tmp_path / "m.onnx")
     photo = data.astronaut().astype(np.float32).transpose(2, 0, 1) / 255
