@@ -39,6 +39,11 @@ def test_a_token_tagger_is_a_sequence_of_tags_and_an_encoder_an_embedding():
     tokens = facts(("input_ids", [-1, -1], "int64"), ("attention_mask", [-1, -1], "int64"))
     assert guess_task(tokens, facts(("last_hidden_state", [-1, -1, 384], "float32"))).task == "embedding"
     assert guess_task(tokens, facts(("pooled", [-1, -1, 2, 2], "float32"))).task != "sequence"
+    # samples of their own lengths: a state or a value per token is no one vector a sample
+    states = guess_task(tokens, facts(("memory_out", [-1, -1, 256], "float32")), ragged=True)
+    assert (states.task, states.keys) == ("generic", {"layout": "NTC"})
+    assert guess_task(tokens, facts(("scores", [-1, -1], "float32")), ragged=True).keys == {"layout": "NT"}
+    assert guess_task(tokens, facts(("pooled", [-1, 384], "float32")), ragged=True).task == "embedding"
 
 
 def test_rank3_outputs_tell_detectors_from_recognizers_by_their_shapes():

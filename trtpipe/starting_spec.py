@@ -82,9 +82,10 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
         return TaskGuess("sequence", f"integer token inputs and output '{first.name}' [{'x'.join(map(_dim, first.shape))}]: "
                                      "a few tag scores per token, a tagger",
                          _padding_keys(inputs, token_input))
-    if token_input and len(first.shape) == 3 and ragged:
-        return TaskGuess("generic", f"output '{first.name}' holds a state per token, and the samples are of their own "
-                                    "lengths: no one vector a sample for an embedding's neighbours", {"layout": "NTC"})
+    if token_input and len(first.shape) in (2, 3) and first.shape[1] < 0 and ragged:
+        return TaskGuess("generic", f"output '{first.name}' holds a value or state per token, and the samples are of "
+                                    "their own lengths: no one vector a sample for an embedding's neighbours",
+                         {"layout": "NTC"[:len(first.shape)]})
     if token_input and len(first.shape) in (2, 3):
         return TaskGuess("embedding", f"integer token inputs and a {len(first.shape)}-D float output '{first.name}'")
     if len(first.shape) == 2 and (first.shape[1] == -1 or first.shape[1] >= 2):
@@ -409,7 +410,7 @@ OUTPUT_SHAPES = "read from the outputs' shapes"
 KEY_WHY = {"padding_input": ("its padded steps (padding_value, or false in a mask) are not judged: a tagger's tags "
                              "after the word mean nothing"),
            "padding_value": "the id taken as padding; set the tokenizer's, or remove both if every id is a token",
-           "layout": "a state per token, its channels last: the token axis is as long as each sample"}
+           "layout": "N the samples, T a step per token (as long as each sample), C the channels where there are any"}
 
 
 def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, int]],

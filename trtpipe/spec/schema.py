@@ -107,7 +107,7 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
                                     'box_outputs, strides from the cells per level) or "heatmap" (regions of a saliency '
                                     'map: threshold, min_area, conf on their peaks); without it, the shorter of the last two '
                                     'axes is read as the values per box, and one box per grid cell in cell offsets as yolox. '
-                                    'dense/generic: where C is, e.g. NCHW')),
+                                    'dense/generic: where C is, e.g. NCHW; a layout without C (NT, a value per token) has no channel axis')),
     "outputs.conf": ("0.25", "detection: the confidence threshold"),
     "outputs.iou": ("0.45", "detection: NMS IoU; face: NMS IoU, 0.3 (CenterFace's own)"),
     "outputs.classes": ("from the shape", "detection: the number of classes"),

@@ -12,13 +12,14 @@ from trtpipe.quality.tasks.base import Task
 
 
 def channel_axis(layout: str | None, rank: int) -> int | None:
-    """Return the channel axis: where C stands in `layout` (NCHW, NHWC, NTC...), else 1 (None for rank 1)."""
-    if layout and "C" in layout.upper():
+    """Return the channel axis: where C stands in `layout` (NCHW, NHWC, NTC...), None for a layout without
+    one (NT: a value per token), else 1 (None for rank 1)."""
+    if layout:
         if len(layout) != rank:
             from trtpipe.errors import TrtpipeError
 
             raise TrtpipeError(f"--spec: [[outputs]] layout {layout} has {len(layout)} axes, the output has {rank}; fix it")
-        return layout.upper().index("C")
+        return layout.upper().index("C") if "C" in layout.upper() else None
     return 1 if rank >= 2 else None
 
 
