@@ -623,6 +623,64 @@ def capspot_sim(name: str, code: Path) -> Judge:
     return judge
 
 
+class _Tensor(np.ndarray):
+    """The few torch.Tensor methods invisible-watermark's RivaWatermark calls, on a numpy array."""
+
+    def permute(self, *axes):
+        return self.transpose(axes)
+
+    def unsqueeze(self, axis):
+        return np.expand_dims(self, axis)
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return np.asarray(self)
+
+
+def rivagan_dec(name: str, code: Path) -> Judge:
+    """Messages by invisible-watermark's own decode (WatermarkDecoder('bits', 32).decode(image, 'rivaGan'):
+    RivaWatermark's / 127.5 - 1 of the BGR image, the decoder, a bit set where its score is above the
+    class's 0.52) with the typed decoder against FP32's, on the validation frames as 8-bit BGR images. Its
+    torch (used only to reshape arrays) is a numpy stand-in, pywt (the other methods') a stub."""
+    torch = types.ModuleType("torch")
+    torch.from_numpy = lambda array: array.view(_Tensor)
+    torch.clamp = lambda array, min=None, max=None: np.clip(array, min, max)
+    sys.modules["torch"] = torch
+    sys.modules.setdefault("pywt", types.ModuleType("pywt"))
+    sys.path.insert(0, str(code))
+    from imwatermark import WatermarkDecoder
+    from imwatermark.rivaGan import RivaWatermark
+
+    files = sorted((BUILD / name / "data" / "val").glob("*.npz"))
+    frames = [np.load(f)["frame"] for f in files]
+    images = [np.rint((f[0, :, 0].transpose(1, 2, 0) + 1.0) * 127.5).astype(np.uint8) for f in frames]
+    for image, frame in zip(images, frames):  # the package's preprocessing of the image gives the file's frame
+        assert np.array_equal((image.astype(np.float32) / 127.5 - 1.0).transpose(2, 0, 1)[None, :, None], frame)
+    messages = json.loads((BUILD / name / "data" / "val" / "messages.json").read_text())
+    truth = [tuple(messages[f.name]) for f in files]
+
+    def decoded(path: Path) -> list[tuple]:
+        RivaWatermark.decoder = session(path)
+        return [tuple(int(b) for b in WatermarkDecoder("bits", 32).decode(image, "rivaGan")) for image in images]
+
+    want = decoded(fp32(name))
+    right = sum(a == b for a, b in zip(want, truth))
+
+    def judge(precision: str) -> Score:
+        got = decoded(typed(name, precision))
+        score = same_share(want, got, "messages (32 bits)", STRINGS_SAME)
+        flips = sum(a != b for w, g in zip(want, got) for a, b in zip(w, g))
+        return Score(f"{score.text}; bits changed {flips} of {32 * len(want)}; FP32 reads {right} of {len(truth)} "
+                     "written messages whole", score.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -646,6 +704,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "orientation": classifier(argmax_labels),
     "picodet-layout": picodet_layout,
     "romanizer-enc": romanizer_enc,
+    "rivagan-dec": rivagan_dec,
     "ppocr-cls": classifier(ppocr_cls_labels),
     "ppocr-det": ppocr_det,
     "ppocr-rec": ppocr_rec,
@@ -664,6 +723,7 @@ CHECKS = {
     "slovorez": f"segmentations equal on >= {STRINGS_SAME:.0%}",
     "khmersm": f"segmentations equal on >= {STRINGS_SAME:.0%}",
     "romanizer-enc": f"best spellings (package's beam search, FP32 decoder) equal on >= {STRINGS_SAME:.0%}",
+    "rivagan-dec": f"messages (the package's 32 bits at its 0.52) equal on >= {STRINGS_SAME:.0%}",
     "magika": f"labels equal on >= {LABELS_SAME:.0%}",
     "open-nsfw": f"labels equal on >= {LABELS_SAME:.0%}",
     "orientation": f"labels equal on >= {LABELS_SAME:.0%}",

@@ -1,7 +1,8 @@
 """Realistic inputs for the zoo's models, made offline: photos from scikit-image and scikit-learn,
 pages and text lines rendered with Pillow from real English prose, captchas, tokenized sentences,
 speech-like audio (with the recurrent state the model itself carries, or as log-mel features),
-scenes with the real faces of scikit-image's LFW subset, and the bytes of real files.
+scenes with the real faces of scikit-image's LFW subset, the bytes of real files, and photos
+watermarked by a wheel's own encoder.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
 keeps the calibration and validation sets apart. `make(kind, ...)` picks the maker by the
@@ -601,6 +602,44 @@ def write_name_units(directory: Path, count: int, seed: int, wheel: Path, vocabu
         np.savez(directory / f"{i:04d}.npz", src=x, src_mask=np.zeros_like(x, bool))
 
 
+def rivagan_frame(bgr: np.ndarray) -> np.ndarray:
+    """Return an 8-bit BGR image as invisible-watermark's RivaWatermark feeds it to RivaGAN: / 127.5 - 1,
+    one frame of a clip, [1, 3, 1, height, width] float32."""
+    return (bgr.astype(np.float32) / 127.5 - 1.0).transpose(2, 0, 1)[None, :, None]
+
+
+def write_watermarked_frames(directory: Path, count: int, seed: int, wheel: Path, encoder: str,
+                             size: tuple[int, int] = (256, 256), jpeg: float = 0.5) -> None:
+    """Photos watermarked as invisible-watermark's `WatermarkEncoder.encode(..., 'rivaGan')` does, for its
+    RivaGAN decoder: a photo crop (BGR, the package's least size 256x256) and a random 32-bit message
+    through the wheel's own FP32 `encoder`, clamped and cut back to uint8 as the package does; `jpeg` of
+    them then saved as JPEG at quality 70 to 95, as a shared image is. One .npz a frame (`frame`
+    [1, 3, 1, height, width]), and each file's message in messages.json (read by no step of trtpipe)."""
+    import io
+    import json
+    import zipfile
+
+    import onnxruntime as ort
+    from PIL import Image
+
+    with zipfile.ZipFile(wheel) as archive:
+        session = ort.InferenceSession(archive.read(encoder), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(seed)
+    messages = {}
+    for i in range(count):
+        bgr = np.asarray(photo_crop(rng, *size))[:, :, ::-1]
+        bits = rng.integers(0, 2, 32)
+        marked = session.run(None, {"frame": rivagan_frame(bgr), "data": bits[None].astype(np.float32)})[0]
+        bgr = ((np.clip(marked, -1.0, 1.0)[0, :, 0].transpose(1, 2, 0) + 1.0) * 127.5).astype(np.uint8)
+        if rng.random() < jpeg:
+            buffer = io.BytesIO()
+            Image.fromarray(bgr[:, :, ::-1]).save(buffer, "JPEG", quality=int(rng.integers(70, 96)))
+            bgr = np.asarray(Image.open(buffer).convert("RGB"))[:, :, ::-1]
+        np.savez(directory / f"{i:04d}.npz", frame=rivagan_frame(bgr))
+        messages[f"{i:04d}.npz"] = [int(b) for b in bits]
+    (directory / "messages.json").write_text(json.dumps(messages))
+
+
 def bies_transitions(wheel: Path, vocabulary: str, **_other_options) -> dict[str, np.ndarray]:
     """Return Slovorez's decoder as validate's decode = "viterbi" reads it, from its tag list (config.json's
     label2id in the wheel) and the BIES rules its decoder keeps: after B or I only I or E of the same
@@ -649,6 +688,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "click_captchas": write_click_captchas, "faces": write_faces, "spoken_words": write_spoken_words,
     "piano": write_piano, "wakeword_windows": write_wakeword_windows, "morpheme_words": write_morpheme_words,
     "khmer_text": write_khmer_text, "name_units": write_name_units, "glyph_pairs": write_glyph_pairs,
+    "watermarked_frames": write_watermarked_frames,
 }
 
 
