@@ -120,7 +120,9 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.margin": ("0.25", "classification: how far FP32's top class must beat the runner-up (probability) to count as confident"),
     "outputs.neighbours": ("5", "embedding: how many nearest neighbours must agree"),
     "outputs.threshold": ("0.5", ("dense: the foreground threshold of the map; face: the heatmap score a face needs; "
-                                  "detection, layout heatmap: the share of the map's range a region's pixels are over (0.8)")),
+                                  "detection, layout heatmap: the share of the map's range a region's pixels are over (0.8); "
+                                  "generic (no default): a value above it is a yes (a bit, a same-or-not), and "
+                                  "decision_agreement is the share of samples whose every decision is FP32's")),
     "outputs.min_area": ("100", "detection, layout heatmap: the fewest pixels a region has"),
     "outputs.batch_axis": ("0", ("the axis samples stack on: 1 for an RNN state [layers, batch, hidden] "
                                  "(else its layers are judged as the samples); \"none\" for an output without one "

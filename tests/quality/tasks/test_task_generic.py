@@ -81,3 +81,34 @@ def test_damaged_channel_fails_on_its_snr(cli, head, damage, channel):
         assert metrics["worst_snr_channel"] == channel
     else:
         assert metrics["worst_snr_channel"] >= 4 and metrics["channel_cosine_min"] > 0.95  # scale: cosine is blind
+
+
+def test_decisions_at_a_threshold_are_judged_where_the_cosine_passes(cli, tmp_path):
+    """rivagan-dec's 32 watermark bits, each set above 0.52: FP8 passed validate at cosine 0.996 and changed
+    9 of 64 messages. With `threshold` on the output, the samples whose every decision is FP32's are judged."""
+    import models
+    from onnx import TensorProto, helper, numpy_helper
+
+    def scores(offset):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 512])
+        y = helper.make_tensor_value_info("bits", TensorProto.FLOAT, ["N", 512])
+        b = numpy_helper.from_array(np.array([offset], np.float32), "b")
+        return models._model(helper.make_graph([helper.make_node("Add", ["x", "b"], ["bits"])], "g", [x], [y], [b]))
+
+    save(scores(0.0), tmp_path / "m.onnx")
+    save(scores(0.001), tmp_path / "off.onnx")
+    save_batches(tmp_path / "data", np.random.default_rng(0).uniform(-2, 3, (64, 512)).astype(np.float32))
+    spec = tmp_path / "m.toml"
+    spec.write_text('[[outputs]]\nname = "bits"\ntask = "generic"\nlayout = "NC"\n')
+    code, out, err = cli("validate", tmp_path / "off.onnx", "--baseline", tmp_path / "m.onnx", "--data", tmp_path / "data",
+                         "--spec", spec, "--json")
+    assert code == 0, err  # FP32's own minimums see an offset of 0.001 as noise
+    assert "decision_agreement" not in json.loads(out)["outputs"]["bits"]
+    spec.write_text(spec.read_text() + "threshold = 0.52\n")
+    code, out, err = cli("validate", tmp_path / "off.onnx", "--baseline", tmp_path / "m.onnx", "--data", tmp_path / "data",
+                         "--spec", spec, "--json")
+    bits = json.loads(out)["outputs"]["bits"]
+    x = np.random.default_rng(0).uniform(-2, 3, (64, 512)).astype(np.float32)
+    agree = ((x + np.float32(0.001) > 0.52) == (x > 0.52)).all(axis=1)
+    assert code == 1 and bits["decision_agreement"] == pytest.approx(agree.mean()) and agree.mean() < 0.99
+    assert bits["decisions_flipped"] == int(((x + np.float32(0.001) > 0.52) != (x > 0.52)).sum()) > 0

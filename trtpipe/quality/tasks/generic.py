@@ -1,5 +1,6 @@
 """Generic outputs: cosine and SNR over the tensor, and the worst channel's, so that a small
-channel (a class score next to box coordinates, a rarely active feature) cannot hide behind a large one.
+channel (a class score next to box coordinates, a rarely active feature) cannot hide behind a large one,
+and with a threshold the decisions read from the values (bits, same-or-not).
 The channel's cosine sees its direction, its SNR its magnitude: a channel scaled by 0.2, offset or
 zeroed keeps a high cosine or none at all, but its SNR falls to a few dB."""
 
@@ -55,12 +56,15 @@ class ChannelSums:
 
 class GenericTask(Task):
     name = "generic"
-    judged = ("cosine", "cosine_min", "snr_db", "channel_cosine_min", "channel_snr_db_min")
+    judged = ("cosine", "cosine_min", "snr_db", "channel_cosine_min", "channel_snr_db_min", "decision_agreement")
     primary = "cosine"
 
     def __init__(self, spec):
         super().__init__(spec)
         self.channels = ChannelSums()
+        # With a `threshold`, each value is a decision read above it (a watermark's bit, a same-or-not
+        # probability): rounding that moves a value across it changes the answer, which no cosine shows.
+        self.decided = self.agreed = self.flipped = self.values = 0
 
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
         axis = channel_axis(self.spec.layout, candidate.ndim)
@@ -72,8 +76,17 @@ class GenericTask(Task):
                                "[[outputs]] to say where C is (NTC: a state per token)")
         if axis is not None:
             self.channels.update(np.nan_to_num(candidate), baseline, axis)
+        if self.spec.threshold is not None:
+            same = (np.nan_to_num(candidate) > self.spec.threshold) == (baseline > self.spec.threshold)
+            same = same.reshape(len(same), -1)
+            self.decided += len(same)
+            self.agreed += int(same.all(axis=1).sum())
+            self.flipped += int((~same).sum())
+            self.values += same.size
 
     def unmeasured(self, metric: str) -> str:
+        if metric == "decision_agreement":
+            return "it has no threshold; set threshold in [[outputs]] to the value above which the model's answer is yes"
         if metric.startswith("channel_"):
             return ("it has no channel axis (rank 1) or every channel is 0 in the FP32 baseline; set layout in "
                     "[[outputs]] to say where C is, or drop the channel minimum")
@@ -81,4 +94,7 @@ class GenericTask(Task):
 
     def metrics(self) -> dict[str, float]:
         raw = self.raw.summary()
-        return {"cosine": raw["cosine"], "cosine_min": raw["cosine_min"], "snr_db": raw["snr_db"], **self.channels.worst()}
+        decisions = {"decision_agreement": self.agreed / self.decided, "decisions_flipped": self.flipped,
+                     "decisions": self.values} if self.decided else {}
+        return {"cosine": raw["cosine"], "cosine_min": raw["cosine_min"], "snr_db": raw["snr_db"], **self.channels.worst(),
+                **decisions}
