@@ -86,8 +86,9 @@ def test_damaged_channel_fails_on_its_snr(cli, head, damage, channel):
 def test_decisions_at_a_threshold_are_judged_where_the_cosine_passes(cli, tmp_path):
     """rivagan-dec's 32 watermark bits, each set above 0.52: FP8 passed validate at cosine 0.996 and changed
     9 of 64 messages. With `threshold` on the output, the samples whose every decision is FP32's are judged."""
-    import models
     from onnx import TensorProto, helper, numpy_helper
+
+    import models
 
     def scores(offset):
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 512])
