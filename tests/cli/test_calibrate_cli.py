@@ -6,6 +6,7 @@ import numpy as np
 import onnx
 
 from models import mlp, save, save_batches
+from trtpipe.calibrate import OUTPUTS_RULE
 from trtpipe.calibrators.cache import read_cache
 from trtpipe.calibrators.choose import RULE, method_of
 
@@ -48,7 +49,7 @@ def test_an_auto_cache_chosen_by_an_earlier_rule_is_remade(tmp_path, cli):
     assert cli("calibrate", model, "--data", tmp_path / "data", "-o", cache)[0] == 0
     assert "up to date" in cli("calibrate", model, "--data", tmp_path / "data", "-o", cache)[1]
     sidecar = json.loads((tmp_path / "int8.cache.json").read_text())
-    assert sidecar["auto_rule"] == RULE
+    assert sidecar["auto_rule"] == f"{RULE}; {OUTPUTS_RULE}"
     sidecar["auto_rule"] = "least layer-output error"  # what a cache made before the INT8 floor records
     (tmp_path / "int8.cache.json").write_text(json.dumps(sidecar))
     code, out, _ = cli("calibrate", model, "--data", tmp_path / "data", "-o", cache)
