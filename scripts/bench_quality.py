@@ -38,6 +38,9 @@ def stack_calibration(spec, out: Path) -> Path:
         for name, value in batch.arrays.items():
             arrays.setdefault(name, []).append(value)
     for name, values in arrays.items():
+        if any(np.ndim(v) == 0 for v in values):  # silero-vad's sample rate: one number, no batch axis to stack on
+            raise RaggedSamples(f"the calibration samples' '{name}' is a scalar (no batch axis); the peers read one "
+                                "stacked array per input, so they do not run here")
         shapes = sorted({tuple(v.shape[1:]) for v in values})
         if len(shapes) > 1:  # khmersm's phrases: each its own length
             raise RaggedSamples(f"the calibration samples' '{name}' differ in shape ({list(shapes[0])} to "
