@@ -236,34 +236,40 @@ def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: Ca
             try:
                 metrics, counts = task_metrics(typed, spec, batches, wanted, thresholds)
             except Degenerate as exc:  # a baseline these samples cannot judge: keep the per-tensor choice
-                log.info("auto: not judged at the outputs (%s)", exc)
+                log.debug("auto: not judged at the outputs (%s)", exc)
                 return amax, chosen, {}
             scores[name] = margins(metrics, thresholds, counts)
             bar.update(1)
             if scores["auto"][0] >= 0:  # a passing choice is kept: on a few samples a small lead is luck
                 break
-    best = max(scores, key=lambda name: scores[name])  # the first of equals: auto's own
-    log.info("auto: judged at the outputs on %d samples (worst margin to the %s thresholds; below 0 fails): %s; "
-             "kept %s", sum(len(b) for b in batches), precision, ", ".join(f"{n} {v[0]:+.3f}" for n, v in scores.items()),
-             "auto's per-tensor choice" if best == "auto" else f"{best} for every tensor")
-    return (*candidates[best], {"margins": {name: round(value[0], 6) for name, value in scores.items()}, "chosen": best})
+    best = max(scores, key=lambda name: scores[name])  # worst checks tied: the next worst decides; all tied: auto
+    return (*candidates[best], {"samples": sum(len(b) for b in batches), "margins": {name: round(value[0], 6)
+                                for name, value in scores.items()}, "chosen": best})
 
 
 def method_summary(path: str | os.PathLike) -> str | None:
-    """Return how many tensors each method calibrated ("entropy 41, max 12, mse 7 tensors"), from the
-    cache's sidecar, or None when it records no per-tensor choice."""
+    """Return how many tensors each method calibrated ("entropy 41, max 12, mse 7 tensors, each tensor's in
+    X.json"), and how the choice was judged at the outputs, from the cache's sidecar; None when it records
+    no per-tensor choice."""
     from collections import Counter
 
     from trtpipe.calibrators.choose import method_of
 
     try:
-        chosen = json.loads(sidecar_path(path).read_text()).get("methods")
+        recorded = json.loads(sidecar_path(path).read_text())
+        chosen, check = recorded.get("methods"), recorded.get("outputs_check")
     except (OSError, ValueError, AttributeError):
         return None
     if not isinstance(chosen, dict) or not chosen:
         return None
     counts = Counter(method_of(c) for c in chosen.values())
-    return ", ".join(f"{m} {n}" for m, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))) + " tensors"
+    text = ", ".join(f"{m} {n}" for m, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))) + " tensors"
+    text += f", each tensor's in {sidecar_path(path).name}"
+    if isinstance(check, dict) and isinstance(check.get("margins"), dict):
+        margins = ", ".join(f"{name} {value:+.3f}" for name, value in check["margins"].items())
+        text += (f"; judged at the outputs on {check.get('samples')} samples (the worst check's margin, below 0 "
+                 f"failing): {margins}; kept {check.get('chosen')}")
+    return text
 
 
 def load_table(path: Path, precisions=()) -> CalibrationTable:

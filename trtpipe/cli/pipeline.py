@@ -168,7 +168,6 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
     from trtpipe.calibrate import CalibrationOptions, method_summary
     from trtpipe.calibrate import calibrate as run
     from trtpipe.data import chosen_directory
-    from trtpipe.files import sidecar_path
 
     spec = model_spec(spec_path)
     data_dir = chosen_directory(data_dir, spec.calibration if spec else None, "calibration")
@@ -176,7 +175,7 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
     table, fresh = run(model, data_dir, output, options, spec, force=force)
     chosen = method_summary(output) if method == "auto" else None
     click.echo(f"{'wrote' if fresh else 'up to date:'} {output} ({len(table.amax)} tensors, {table.header})"
-               + (f"; {chosen}, each tensor's in {sidecar_path(output).name}" if chosen else ""))
+               + (f"; {chosen}" if chosen else ""))
 
 
 @click.command()
