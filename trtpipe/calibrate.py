@@ -224,14 +224,15 @@ def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: Ca
         wanted = baseline_outputs(model, batches)
     thresholds = thresholds_for(str(precision), spec)
     candidates = {"auto": (amax, chosen)}
-    for method in METHODS:
-        uniform = {name: compute_amax(hist, method, options.grid, options.percentile) for name, hist in histograms.items()}
-        candidates[method] = (uniform, {name: method for name in uniform})
     scores: dict[str, tuple[float, ...]] = {}
-    items = candidates.items() if deadline is None else deadline.paced(candidates.items(), f"{options.grid} calibration")
-    with progress_bar(len(candidates), "judging at the outputs", "choices", show_progress) as bar:
-        for name, (candidate, _) in items:
-            typed = typed_model(model, precision, CalibrationTable(amax=candidate), exclude=spec.exclude,
+    names = ("auto", *METHODS)
+    items = names if deadline is None else deadline.paced(names, f"{options.grid} calibration")
+    with progress_bar(len(names), "judging at the outputs", "choices", show_progress) as bar:
+        for name in items:
+            if name not in candidates:  # a method alone, computed only once auto's own choice has failed
+                uniform = {t: compute_amax(hist, name, options.grid, options.percentile) for t, hist in histograms.items()}
+                candidates[name] = (uniform, {t: name for t in uniform})
+            typed = typed_model(model, precision, CalibrationTable(amax=candidates[name][0]), exclude=spec.exclude,
                                 min_weights=spec.min_weights)
             try:
                 metrics, counts = task_metrics(typed, spec, batches, wanted, thresholds)
