@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from conftest import HAS_RTX
 
+import models
 from contract.test_battery import GOOD_SPEC, _snapshot
 from trtpipe.files import MAX_TEXT_INPUT_BYTES
 
@@ -158,6 +160,52 @@ FILE_VARIANTS = {
     "not-utf8": (lambda p: _write(p, b'name = "caf\xe9"\n'), "latin1.onnx"),
     "oversize": (lambda p: _sparse(p, MAX_TEXT_INPUT_BYTES + 1), "huge.onnx"),  # holes: no disk, refused by its size
 }
+
+
+def _broken_mlp(break_it):
+    """Return a maker of the workspace's MLP, parsed and then broken by `break_it(model)`: a file that
+    reads as ONNX and is not a model anything can run (issue 26's class "a corrupt ONNX", past the
+    bytes)."""
+    def make(path: Path) -> None:
+        model = models.dynamic_mlp()
+        break_it(model)
+        _write(path, model.SerializeToString())
+    return make
+
+
+def _weights_outside(path: Path) -> None:
+    """The MLP with its weights in a file that exists, but outside the model's folder (an absolute path)."""
+    model = models.dynamic_mlp()
+    outside = path.parent / "elsewhere"
+    outside.mkdir()
+    onnx.save(model, str(path), save_as_external_data=True, location="w.data", size_threshold=0)
+    (path.parent / "w.data").rename(outside / "w.data")
+    model = onnx.load(str(path), load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = str(outside / "w.data")
+    _write(path, model.SerializeToString())
+
+
+def _short_weights(model) -> None:
+    tensor = model.graph.initializer[0]
+    data = onnx.numpy_helper.to_array(tensor).tobytes()
+    tensor.ClearField("float_data")
+    tensor.raw_data = data[: len(data) // 2]
+
+
+# Models that parse and are broken inside, for the model role only:
+ONNX_VARIANTS = {
+    "edge-nobody-makes": (_broken_mlp(lambda m: m.graph.node[-1].input.__setitem__(0, "nobody_makes_this")), "edge.onnx"),
+    "cycle": (_broken_mlp(lambda m: m.graph.node[0].input.__setitem__(0, m.graph.node[1].output[0])), "cycle.onnx"),
+    "unknown-operator": (_broken_mlp(lambda m: setattr(m.graph.node[0], "op_type", "NoSuchOp")), "unknown-op.onnx"),
+    "future-opset": (_broken_mlp(lambda m: setattr(m.opset_import[0], "version", 99)), "future-opset.onnx"),
+    "no-outputs": (_broken_mlp(lambda m: m.graph.ClearField("output")), "no-outputs.onnx"),
+    "short-weights": (_broken_mlp(_short_weights), "short-weights.onnx"),
+    "weights-outside-its-folder": (_weights_outside, "outside.onnx"),
+}
+FILE_VARIANTS.update(ONNX_VARIANTS)
 # Data directories (each made under {hostile}/<name>/):
 DATA_VARIANTS = {
     "a-file": lambda p: _write(p, GOOD_SPEC.encode()),
@@ -176,11 +224,14 @@ DATA_VARIANTS = {
     "not-utf8-name": lambda p: (p.mkdir(), _write(Path(os.fsdecode(os.fsencode(p) + b"/\xff\xfe.npy")), b"\x93NUMPY")),
 }
 # What the line must say for these (the others: any message naming the file or flag).
-VARIANT_SAYS = {"oversize": f"at most {MAX_TEXT_INPUT_BYTES >> 20} MiB"}
+VARIANT_SAYS = {"oversize": f"at most {MAX_TEXT_INPUT_BYTES >> 20} MiB", "edge-nobody-makes": "not a valid ONNX model",
+                "cycle": "not a valid ONNX model", "unknown-operator": "NoSuchOp", "future-opset": "opset 99",
+                "no-outputs": "no outputs", "short-weights": "raw_data size", "weights-outside-its-folder": "outside"}
+BYTES = set(FILE_VARIANTS) - set(ONNX_VARIANTS)
 ROLE_VARIANTS = {
     "model": set(FILE_VARIANTS) - {"not-utf8", "oversize"},  # an ONNX is binary, and may be large
-    "spec": set(FILE_VARIANTS) - {"empty"},  # an empty model.toml is a spec of every default
-    "cache": set(FILE_VARIANTS), "labels": set(FILE_VARIANTS), "report": set(FILE_VARIANTS),
+    "spec": BYTES - {"empty"},  # an empty model.toml is a spec of every default
+    "cache": BYTES, "labels": BYTES, "report": BYTES,
     "data": set(DATA_VARIANTS),
 }
 # Which variants a command refuses with its own message rather than the file's: none; every case

@@ -30,12 +30,10 @@ def load(path: str | os.PathLike, flag: str = "MODEL"):
         raise TrtpipeError(
             f"{path}: not a readable ONNX model ({type(exc).__name__}); re-export it, the file may be truncated"
         ) from None
-    missing = _missing_external_data(model, path.parent)
-    if missing:
-        raise TrtpipeError(
-            f"{path}: its weights are stored in '{missing}' beside it, and that file is missing; "
-            "copy it next to the model (or re-export with the weights inside)"
-        )
+    external = any(tensor.data_location == 1 for tensor in model.graph.initializer)  # TensorProto.EXTERNAL
+    problem = _external_data_problem(model, path.parent)
+    if problem:
+        raise TrtpipeError(f"{path}: {problem}")
     try:
         onnx.load_external_data_for_model(model, str(path.parent))
     except Exception as exc:  # noqa: BLE001 - a short or unreadable data file raises what numpy/onnx raise
@@ -45,7 +43,37 @@ def load(path: str | os.PathLike, flag: str = "MODEL"):
         ) from None
     if not model.graph.node or not model.opset_import:
         raise TrtpipeError(f"{path}: not an ONNX model (no graph nodes or opset); pass an exported .onnx file")
+    if not model.graph.output:
+        raise TrtpipeError(f"{path}: the graph has no outputs, so there is nothing to compute or judge; re-export it "
+                           "with its outputs")
+    newest = onnx.defs.onnx_opset_version()
+    if opset(model) > newest:
+        raise TrtpipeError(f"{path}: opset {opset(model)} is newer than any this onnx {onnx.__version__} knows "
+                           f"(at most {newest}); re-export the model at opset {newest} or lower")
+    _check_valid(model, path, external)
     return model
+
+
+def _check_valid(model, path: Path, external: bool) -> None:
+    """Raise naming the file when `model` is not valid ONNX (an edge no node makes, a cycle, an operator
+    that does not exist, weights shorter than their shape) and ONNX Runtime cannot load it either:
+    otherwise a command that never runs the graph (init, inspect, triton, quantize of a cache)
+    accepts it, and the others fail later with ONNX Runtime's message and no file named. ONNX's
+    checker is the cheap judge; where it objects, ONNX Runtime has the last word, since it loads
+    models (custom domains, old exporters) that the checker refuses. A model with external weights is
+    checked at its path, which the checker reads past protobuf's 2 GB."""
+    onnx = _onnx()
+    try:
+        onnx.checker.check_model(str(path) if external else model)
+        return
+    except Exception as exc:  # noqa: BLE001 - ValidationError, or ValueError for a model over 2 GB
+        problem = " ".join(str(exc).split())[:240] or type(exc).__name__
+    try:
+        from trtpipe.graph.sessions import session
+
+        session(model, optimization="none")
+    except TrtpipeError:
+        raise TrtpipeError(f"{path}: not a valid ONNX model ({problem}); re-export it") from None
 
 
 # Nodes that only a quantized graph has: ONNX Runtime's quantize_static (Q/DQ) and quantize_dynamic
@@ -72,15 +100,21 @@ def load_float(path: str | os.PathLike, flag: str = "MODEL"):
     return model
 
 
-def _missing_external_data(model, directory: Path) -> str | None:
-    """Return the first external data file `model` names that does not exist in `directory`."""
+def _external_data_problem(model, directory: Path) -> str | None:
+    """Return what is wrong with the first external weights file `model` names, or None: missing, or
+    outside `directory` (ONNX reads external weights only from beside the model, so that a model file
+    cannot make trtpipe read any file on the machine as weights)."""
     from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
     for tensor in model.graph.initializer:
         if uses_external_data(tensor):
             location = ExternalDataInfo(tensor).location
+            if Path(location).is_absolute() or ".." in Path(location).parts:
+                return (f"its weights are stored at '{location}', outside the model's folder, where ONNX does not "
+                        "read them; move the file next to the model and re-export with that file's name")
             if not (directory / location).is_file():
-                return location
+                return (f"its weights are stored in '{location}' beside it, and that file is missing; copy it next "
+                        "to the model (or re-export with the weights inside)")
     return None
 
 
