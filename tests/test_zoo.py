@@ -250,7 +250,7 @@ def test_log_mel_frames_and_band_of_a_tone():
 
 
 @pytest.mark.parametrize("name", ["captcha-crnn", "centerface", "ddddocr-det", "effword-resnet50", "basic-pitch",
-                                  "speech-embedding", "slovorez", "u2netp", "rivagan-dec"])
+                                  "speech-embedding", "slovorez", "u2netp", "rivagan-dec", "age-resnet"])
 def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
     from trtpipe.data import iter_batches
 

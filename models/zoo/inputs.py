@@ -1,7 +1,7 @@
 """Realistic inputs for the zoo's models, made offline: photos from scikit-image and scikit-learn,
 pages and text lines rendered with Pillow from real English prose, captchas, tokenized sentences,
 speech-like audio (with the recurrent state the model itself carries, or as log-mel features),
-scenes with the real faces of scikit-image's LFW subset, the bytes of real files, and photos
+scenes and face chips with the real faces of scikit-image's LFW subset, the bytes of real files, and photos
 watermarked by a wheel's own encoder.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
@@ -410,6 +410,33 @@ def write_faces(directory: Path, count: int, seed: int, size: tuple[int, int] = 
         scene.save(directory / f"{i:04d}.png")
 
 
+def write_face_chips(directory: Path, count: int, seed: int, size: tuple[int, int] = (64, 64)) -> None:
+    """Face chips height x width as an age or gender network reads them: the face images of
+    scikit-image's LFW subset (25x25 grey, cropped brow to chin as a landmark-aligned chip is; tinted
+    grey to skin tones, maybe mirrored) and, one in eight, a crop of the astronaut's face (colour),
+    each scaled up bicubic. One PNG a chip."""
+    import skimage.data as sk
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    faces = sk.lfw_subset()[:100]  # the first 100 are faces, the rest are not
+    astronaut = Image.fromarray(sk.astronaut())
+    height, width = size
+    for i in range(count):
+        if rng.random() < 0.125:  # the astronaut's face, brow to chin, centred near (225, 122)
+            side = int(rng.integers(86, 106))
+            x, y = 225 + int(rng.integers(-6, 7)) - side // 2, 122 + int(rng.integers(-6, 7)) - side // 2
+            chip = astronaut.crop((x, y, x + side, y + side))
+        else:
+            face = (faces[rng.integers(len(faces))] * 255).astype(np.uint8)
+            tint = rng.uniform([0.9, 0.7, 0.55], [1.1, 0.9, 0.75])  # grey to skin tones
+            chip = Image.fromarray(np.clip(face[:, :, None] * tint, 0, 255).astype(np.uint8))
+        chip = chip.resize((width, height), Image.BICUBIC)
+        if rng.random() < 0.5:
+            chip = chip.transpose(Image.FLIP_LEFT_RIGHT)
+        chip.save(directory / f"{i:04d}.png")
+
+
 def log_mel(audio: np.ndarray, rate: int = 16000, bands: int = 64, nfft: int = 512) -> np.ndarray:
     """Return log mel filterbank energies [frames, bands]: 25 ms rectangular frames every 10 ms, the
     power spectrum over `nfft`, triangular mel filters up to half the rate (python_speech_features' logfbank)."""
@@ -688,7 +715,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "click_captchas": write_click_captchas, "faces": write_faces, "spoken_words": write_spoken_words,
     "piano": write_piano, "wakeword_windows": write_wakeword_windows, "morpheme_words": write_morpheme_words,
     "khmer_text": write_khmer_text, "name_units": write_name_units, "glyph_pairs": write_glyph_pairs,
-    "watermarked_frames": write_watermarked_frames,
+    "watermarked_frames": write_watermarked_frames, "face_chips": write_face_chips,
 }
 
 
