@@ -530,12 +530,13 @@ def deploy_model(entry: Entry, samples: int, budget_min: float, timeout: float, 
     return row
 
 
-def render_deploy_table(rows: dict[str, dict], names: list[str]) -> str:
+def render_deploy_table(rows: dict[str, dict], names: list[str], kept: dict[str, list[str]] | None = None) -> str:
+    """The deploy table; a model without a deploy.json keeps its line from `kept` (the table as it stood), else 'not run'."""
     lines = ["| model | exit | chosen engine | why (deploy's line) | minutes (budget) | left untried |", "|---|---|---|---|---|---|"]
     for name in names:
         row = rows.get(name)
         if row is None:
-            lines.append(f"| {name} | not run | | | | |")
+            lines.extend((kept or {}).get(name) or [f"| {name} | not run | | | | |"])
             continue
         exit_code = "-" if row["returncode"] is None else str(row["returncode"])
         why = (row["why"] or row["reason"] or "no precision passes").replace("|", "/")
@@ -549,8 +550,10 @@ def write_deploy_doc(names: list[str], stamp: str) -> None:
     from trtpipe.files import write_text
 
     rows = {n: json.loads((BUILD / n / "deploy.json").read_text()) for n in names if (BUILD / n / "deploy.json").is_file()}
-    table = f"{DEPLOY_START}\n{stamp}\n\n{render_deploy_table(rows, names)}\n{DEPLOY_END}"
     text = DOC.read_text()
+    kept = table_lines(text, [n for n in names if n not in rows], DEPLOY_START, DEPLOY_END)
+    stamp = merged_stamp(text, stamp, DEPLOY_START, DEPLOY_END, list(rows), kept)
+    table = f"{DEPLOY_START}\n{stamp}\n\n{render_deploy_table(rows, names, kept)}\n{DEPLOY_END}"
     if DEPLOY_START not in text or DEPLOY_END not in text:
         text = text.rstrip() + f"\n\n{DEPLOY_START}\n{DEPLOY_END}\n"
     head, rest = text.split(DEPLOY_START, 1)
@@ -581,17 +584,29 @@ def render_table(results: dict[str, list[dict]], names: list[str], kept: dict[st
     return "\n".join(lines)
 
 
-def table_lines(text: str, names: list[str]) -> dict[str, list[str]]:
-    """The rows each named model has in the zoo table of `text` (none when it has no table)."""
-    if TABLE_START not in text or TABLE_END not in text:
+def table_lines(text: str, names: list[str], start: str = TABLE_START, end: str = TABLE_END) -> dict[str, list[str]]:
+    """The rows each named model has in the table between `start` and `end` in `text` (none when it has no table)."""
+    if start not in text or end not in text:
         return {}
-    body = text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0]
+    body = text.split(start, 1)[1].split(end, 1)[0]
     found: dict[str, list[str]] = {}
     for line in body.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("|") and cells[0] in names and len(cells) > 1 and cells[1] != "-":
+        if line.startswith("|") and cells[0] in names and len(cells) > 1 and cells[1] not in ("-", "not run"):
             found.setdefault(cells[0], []).append(line)
     return found
+
+
+def merged_stamp(text: str, stamp: str, start: str, end: str, names: list[str], kept: dict[str, list[str]]) -> str:
+    """Return the line above a table: `stamp` when no row is `kept` from the table before, else the
+    line that stood there (which says where the kept rows come from) followed by this run's for the
+    rows of `names`, so a run of some models does not erase the history of the others."""
+    if not kept or start not in text or end not in text:
+        return stamp
+    before = next((line for line in text.split(start, 1)[1].split(end, 1)[0].splitlines() if line.strip()), "")
+    if before.startswith("|"):  # a table without its line
+        return stamp
+    return f"{before} Then the rows of {', '.join(sorted(names))}, from their build/zoo/<name> here: {stamp}"
 
 
 def write_doc(names: list[str], stamp: str) -> None:
@@ -606,8 +621,7 @@ def write_doc(names: list[str], stamp: str) -> None:
     text = DOC.read_text() if DOC.is_file() else f"# The model zoo\n\n{TABLE_START}\n{TABLE_END}\n"
     # A checkout without build/zoo/<name> has not run that model: its last published rows stay, and say so.
     kept = table_lines(text, [n for n in names if n not in results])
-    if kept:
-        stamp += f" Rows of {', '.join(kept)} are kept from the table before (no build/zoo/<name>/result.json here)."
+    stamp = merged_stamp(text, stamp, TABLE_START, TABLE_END, list(results), kept)
     table = f"{TABLE_START}\n{stamp}\n\n{render_table(results, names, kept)}\n{TABLE_END}"
     if TABLE_START not in text or TABLE_END not in text:
         text = text.rstrip() + f"\n\n{TABLE_START}\n{TABLE_END}\n"

@@ -310,3 +310,29 @@ def test_the_deploy_row_reads_what_deploy_prints(cli, tmp_path):
     assert code == 0 and Path(chose.group(1)).name == "m.fp16.sm89.engine" and chose.group(2).startswith("fp16: ")
     code, stdout, _ = cli("deploy", tmp_path / "m.onnx", *common, "--budget-min", "0", "-o", tmp_path / "b")
     assert code == 1 and zoo.UNTRIED.search(stdout).group(1).startswith("fp16 build, bf16 build, int8 calibration")
+
+
+def test_a_run_of_some_models_keeps_the_others_rows_and_the_history_above_both_tables(tmp_path, monkeypatch):
+    """`--only a` once replaced the line above the table (the run history) and, for --deploy, dropped
+    every row of the models it did not run."""
+    doc = tmp_path / "zoo.md"
+    doc.write_text(f"# zoo\n\n{zoo.TABLE_START}\nThe whole run at abc.\n\n| model | precision |\n|---|---|\n"
+                   f"| b | fp16 | yes | 1.0 | 1.000000 | - | pass |  |\n{zoo.TABLE_END}\n\n"
+                   f"{zoo.DEPLOY_START}\nDeploy at abc.\n\n| model | exit |\n|---|---|\n"
+                   f"| b | 0 | b.fp16.sm89.engine | fp16 | 1.0 (3) | - |\n{zoo.DEPLOY_END}\n")
+    (tmp_path / "build" / "a").mkdir(parents=True)
+    monkeypatch.setattr(zoo, "DOC", doc)
+    monkeypatch.setattr(zoo, "BUILD", tmp_path / "build")
+    row = zoo.Row("a", "", "fp16")
+    row.builds, row.verdict = True, "pass"
+    (tmp_path / "build" / "a" / "result.json").write_text(json.dumps({"rows": [zoo.asdict(row)]}))
+    (tmp_path / "build" / "a" / "deploy.json").write_text(json.dumps(
+        {"model": "a", "returncode": 0, "seconds": 60.0, "budget_min": 5.0, "chosen": "a.fp16.sm89.engine",
+         "why": "fp16: the smallest engine that passes", "untried": "", "reason": ""}))
+    zoo.write_doc(["a", "b"], "Now at def.")
+    zoo.write_deploy_doc(["a", "b"], "Deploy now at def.")
+    text = doc.read_text()
+    assert "The whole run at abc. Then the rows of a, from their build/zoo/<name> here: Now at def." in text
+    assert "Deploy at abc. Then the rows of a, from their build/zoo/<name> here: Deploy now at def." in text
+    assert "| b | fp16 | yes | 1.0 | 1.000000 | - | pass |  |" in text and "| b | 0 | b.fp16.sm89.engine |" in text
+    assert "| a | fp16 | yes |" in text and "| a | 0 | a.fp16.sm89.engine |" in text and "not run" not in text
