@@ -30,7 +30,7 @@ def load(path: str | os.PathLike, flag: str = "MODEL"):
         raise TrtpipeError(
             f"{path}: not a readable ONNX model ({type(exc).__name__}); re-export it, the file may be truncated"
         ) from None
-    external = any(tensor.data_location == 1 for tensor in model.graph.initializer)  # TensorProto.EXTERNAL
+    external = any(tensor.data_location == onnx.TensorProto.EXTERNAL for tensor in model.graph.initializer)
     problem = _external_data_problem(model, path.parent)
     if problem:
         raise TrtpipeError(f"{path}: {problem}")
