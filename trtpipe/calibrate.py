@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trtpipe import data
-from trtpipe.calibrators.amax import DEFAULT_PERCENTILE, METHODS, compute_amax
+from trtpipe.calibrators.amax import DEFAULT_PERCENTILE, METHODS, uniform_amax
 from trtpipe.calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, parse, read_cache, render
 from trtpipe.calibrators.graph import quantized_activations
 from trtpipe.calibrators.histogram import DEFAULT_BINS
@@ -165,8 +165,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
                                                                table.amax, chosen, show_progress, deadline)
     else:
         chosen = {}
-        for name, hist in histograms.items():
-            table.amax[name] = compute_amax(hist, options.method, options.grid, options.percentile)
+        table.amax = uniform_amax(histograms, options.method, options.grid, options.percentile)
     # The sidecar goes first and names the cache's sha256: a run killed between the two writes
     # leaves a sidecar that does not match the old cache, so nothing takes that cache as fresh.
     text = render(table)
@@ -230,7 +229,7 @@ def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: Ca
     with progress_bar(len(names), "judging at the outputs", "choices", show_progress) as bar:
         for name in items:
             if name not in candidates:  # a method alone, computed only once auto's own choice has failed
-                uniform = {t: compute_amax(hist, name, options.grid, options.percentile) for t, hist in histograms.items()}
+                uniform = uniform_amax(histograms, name, options.grid, options.percentile)
                 candidates[name] = (uniform, {t: name for t in uniform})
             typed = typed_model(model, precision, CalibrationTable(amax=candidates[name][0]), exclude=spec.exclude,
                                 min_weights=spec.min_weights)

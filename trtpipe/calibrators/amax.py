@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from trtpipe.calibrators.entropy import START_BIN, entropy_amax
@@ -26,6 +28,12 @@ def compute_amax(hist: StreamingHistogram, method: str, grid: str = "int8",
     if method == "mse":
         return mse_amax(hist.counts, hist.width, grid)
     raise ValueError(f"unknown calibration method {method!r}; use one of {', '.join(METHODS)}")
+
+
+def uniform_amax(histograms: Mapping[str, StreamingHistogram], method: str, grid: str = "int8",
+                 percentile: float = DEFAULT_PERCENTILE) -> dict[str, float]:
+    """Return {tensor: amax}, every tensor calibrated by `method` (compute_amax)."""
+    return {name: compute_amax(hist, method, grid, percentile) for name, hist in histograms.items()}
 
 
 def percentile_amax(counts: np.ndarray, width: float, percentile: float) -> float:

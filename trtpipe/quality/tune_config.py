@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from trtpipe.calibrators.amax import METHODS, compute_amax
+from trtpipe.calibrators.amax import METHODS, uniform_amax
 from trtpipe.calibrators.cache import CalibrationTable
 from trtpipe.calibrators.histogram import StreamingHistogram
 from trtpipe.targets import Precision
@@ -72,7 +72,7 @@ class Trial:
 def amax_by_method(histograms: Mapping[str, StreamingHistogram], precision: Precision) -> dict[str, dict[str, float]]:
     """Return {method: {tensor: amax}} for all four methods from one histogram collection."""
     grid = "fp8" if precision is Precision.FP8 else "int8"
-    return {method: {name: compute_amax(h, method, grid) for name, h in histograms.items()} for method in METHODS}
+    return {method: uniform_amax(histograms, method, grid) for method in METHODS}
 
 
 @dataclass
