@@ -213,10 +213,7 @@ class DirectModels:
                                    f"{TRITON_DATATYPES.get(spec.dtype)} takes {count * dtype.itemsize}")
             array = np.frombuffer(data, dtype)
         else:
-            try:
-                array = np.asarray(data, dtype=dtype).ravel()
-            except (ValueError, TypeError):
-                raise Refused(400, f"input '{name}': its data are not {TRITON_DATATYPES.get(spec.dtype)} values") from None
+            array = _values(name, data, dtype, TRITON_DATATYPES.get(spec.dtype, spec.dtype))
             if array.size != count:
                 raise Refused(400, f"input '{name}' holds {array.size} values; shape {shape} takes {count}")
         if self.batchers[model.name].limits.inputs[name].reshaped and len(shape) == len(spec.shape) + 1:
@@ -261,6 +258,8 @@ class DirectModels:
             raise Refused(400, f"the request has {len(request.inputs)} inputs and {len(raw)} raw_input_contents")
         feeds = {}
         for i, tensor in enumerate(request.inputs):
+            if raw and tensor.HasField("contents"):
+                raise Refused(400, f"input '{tensor.name}' has raw_input_contents and contents; send its data once")
             if raw:
                 data = raw[i]
             elif tensor.datatype in CONTENTS:
@@ -325,8 +324,10 @@ class DirectModels:
 
     # HTTP: the Guard hands over every request it accepted (inference checked against the limits).
 
-    def http_answer(self, command: str, path: str, headers, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        """Return (status, headers, body) of the answer to one HTTP request; raise Refused."""
+    def http_answer(self, command: str, path: str, headers, body: bytes,
+                    header: dict | None) -> tuple[int, list[tuple[str, str]], bytes]:
+        """Return (status, headers, body) of the answer to one HTTP request; raise Refused. `header`: an
+        inference request's JSON header, as the Guard parsed it when it checked the request (parsed once)."""
         path = path.split("?", 1)[0]
         if path in ("/v2/health/live", "/v2/health/ready"):
             return 200, [], b""
@@ -343,22 +344,22 @@ class DirectModels:
         if what == "/infer":
             if command != "POST":
                 raise Refused(405, "send inference requests with POST")
-            return self._http_infer(model, headers, body)
+            return self._http_infer(model, headers, body, header)
         if what == "/ready":
             return 200, [], b""
         if what == "/config":
             return _json(200, self.json_format.MessageToDict(self.configs[model.name], preserving_proto_field_name=True))
         return _json(200, self._metadata(model))
 
-    def _http_infer(self, model: ServedModel, headers, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def _http_infer(self, model: ServedModel, headers, body: bytes, header: dict) -> tuple[int, list[tuple[str, str]], bytes]:
         length = headers.get("Inference-Header-Content-Length")
         split = int(length) if length else len(body)  # the Guard checked it is a number that fits
-        header, binary = json.loads(body[:split]), memoryview(body)[split:]
+        binary = memoryview(body)[split:]
         feeds, offset = {}, 0
         for entry in header["inputs"]:
-            size = (entry.get("parameters") or {}).get("binary_data_size")
+            size = _parameters(entry, f"input '{entry['name']}'").get("binary_data_size")
             if size is not None:
-                if not isinstance(size, int) or size < 0 or offset + size > len(binary):
+                if not isinstance(size, int) or isinstance(size, bool) or size < 0 or offset + size > len(binary):
                     raise Refused(400, f"input '{entry['name']}': binary_data_size {size} does not fit the body")
                 data, offset = bytes(binary[offset:offset + size]), offset + size
             elif "data" in entry:
@@ -369,8 +370,9 @@ class DirectModels:
         requested = header.get("outputs") or []
         if not isinstance(requested, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str) for o in requested):
             raise Refused(400, "'outputs' must be a list of {\"name\": ...}")
-        binary_default = bool((header.get("parameters") or {}).get("binary_data_output", False))
-        as_binary = {o["name"]: bool((o.get("parameters") or {}).get("binary_data", binary_default)) for o in requested}
+        binary_default = _flag(_parameters(header, "the request"), "binary_data_output", False)
+        as_binary = {o["name"]: _flag(_parameters(o, f"output '{o['name']}'"), "binary_data", binary_default)
+                     for o in requested}
         wanted = self._wanted(model, [o["name"] for o in requested])
         outputs = self._run(model, feeds)
         entries, tail = [], []
@@ -411,6 +413,42 @@ class DirectModels:
                 with batcher.cond:
                     lines.append(f'{metric}{{model="{name}",version="{VERSION}"}} {value(batcher.counts, batcher)}')
         return "\n".join(lines) + "\n"
+
+
+def _values(name: str, data, dtype: np.dtype, datatype: str) -> np.ndarray:
+    """Return an input's listed values (JSON's, or gRPC's typed contents) as a flat array of `dtype`, refusing
+    values of another kind: strings, objects, ragged lists, booleans for numbers, fractions for integers,
+    integers out of the type's range. numpy would convert, truncate or wrap them without a word."""
+    try:
+        values = np.asarray(data)
+    except (ValueError, TypeError):
+        values = np.asarray([object()])  # ragged: refused below
+    kinds = "b" if dtype.kind == "b" else "iu" if dtype.kind in "iu" else "iuf"
+    if values.size and values.dtype.kind not in kinds:
+        raise Refused(400, f"input '{name}': its data are not {datatype} values")
+    if values.size and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        low, high = values.min(), values.max()
+        if low < info.min or high > info.max:
+            raise Refused(400, f"input '{name}' holds {low if low < info.min else high}, outside {datatype}'s range")
+    return values.astype(dtype, copy=False).ravel()
+
+
+def _parameters(entry: dict, where: str) -> dict:
+    """Return the 'parameters' object of a request, an input or an output (none given: {}); refuse any other value."""
+    value = entry.get("parameters")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Refused(400, f"{where}: 'parameters' must be an object")
+    return value
+
+
+def _flag(parameters: dict, key: str, default: bool) -> bool:
+    value = parameters.get(key, default)
+    if not isinstance(value, bool):
+        raise Refused(400, f"parameter '{key}' is {json.dumps(value)[:40]}; it takes true or false")
+    return value
 
 
 def _json(status: int, value) -> tuple[int, list[tuple[str, str]], bytes]:

@@ -23,10 +23,12 @@ On the direct stack (direct.py) the same front, with the same checks, hands what
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import http.server
 import json
 import re
+import socket
 import threading
 import time
 import zlib
@@ -40,14 +42,16 @@ JSON_BYTES_PER_ELEMENT = 32  # "-1.2345678901234567e-308," is 25
 OTHER_BODY_BYTES = 1 << 20  # any request but inference (there is no other endpoint with a large body)
 DRAIN_BYTES = 16 << 20  # a refused body up to this size is read, so that the client sees the reply
 MAX_CONNECTIONS = 256
+LINGER_S = 1.0  # at most this long a refused connection's unread bytes are read before it closes
 IDLE_TIMEOUT_S = 60
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host",
                "proxy-connection", "te", "upgrade", "trailer"}
 DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
-# What answers an accepted request in the front's process: (command, path, headers, body) -> (status, headers, body).
-Answer = Callable[[str, str, Mapping[str, str], bytes], tuple[int, list[tuple[str, str]], bytes]]
+# What answers an accepted request in the front's process: (command, path, headers, body, the inference
+# request's JSON header as the front parsed it, else None) -> (status, headers, body).
+Answer = Callable[[str, str, Mapping[str, str], bytes, dict | None], tuple[int, list[tuple[str, str]], bytes]]
 
 
 class Refused(Exception):
@@ -65,8 +69,8 @@ def body_limit(limits: RequestLimits | None) -> int:
     return HEADER_BYTES + JSON_BYTES_PER_ELEMENT * limits.max_bytes
 
 
-def check_infer(body: bytes, header_length: int | None, limits: RequestLimits) -> None:
-    """Raise Refused when the inference request in `body` is not one the model takes."""
+def check_infer(body: bytes, header_length: int | None, limits: RequestLimits) -> dict:
+    """Return the JSON header of the inference request in `body`; raise Refused when the model does not take it."""
     header = body if header_length is None else body[:header_length]
     try:
         request = json.loads(header)
@@ -86,6 +90,7 @@ def check_infer(body: bytes, header_length: int | None, limits: RequestLimits) -
     problem = limits.problem(shapes, datatypes)
     if problem:
         raise Refused(400, problem)
+    return request
 
 
 def _decoded(body: bytes, encoding: str, limit: int) -> bytes:
@@ -175,6 +180,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass  # Triton keeps the log; a front that logs every request costs time
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a request line, URL or headers it will not read) as the one-line JSON
+        error every other refusal is, not its HTML page."""
+        line = reply_error(message or self.responses.get(code, ("refused",))[0])
+        self._reply(code, {"error": f"{line}; send a KServe v2 request"}, close=True)
+        self.wfile.flush()
+        # Read what the client is still sending before closing: closing on unread bytes resets the
+        # connection, and the reset can reach the client before the reply does.
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_WR)
+            deadline, left = time.monotonic() + LINGER_S, DRAIN_BYTES
+            while left > 0 and (wait := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(wait)
+                chunk = self.connection.recv(min(left, 1 << 16))
+                if not chunk:
+                    break
+                left -= len(chunk)
+
     def do_GET(self) -> None:
         self._forward()
 
@@ -191,13 +214,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _answer(self) -> None:
         try:
-            body = self._checked_body()
+            body, header = self._checked_body()
         except Refused as refused:
             self._reply(refused.status, {"error": str(refused)}, close=True)
             return
         try:
             if self.server.answer is not None:
-                status, headers, payload = self.server.answer(self.command, self.path, self.headers, body)
+                status, headers, payload = self.server.answer(self.command, self.path, self.headers, body, header)
             else:
                 status, headers, payload = self._upstream(body)
         except Refused as refused:
@@ -222,7 +245,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(payload)
 
-    def _checked_body(self) -> bytes:
+    def _checked_body(self) -> tuple[bytes, dict | None]:
+        """Return the body and, of an inference request, its JSON header (parsed once, here); raise Refused."""
         match = INFER_PATH.fullmatch(self.path.split("?", 1)[0])
         limits = self.server.limits.get(match.group(1)) if match else None
         if match and limits is None:
@@ -242,16 +266,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
         if encoding != "identity":
             body = _decoded(body, encoding, limit)
-        if match:
-            header = self.headers.get("Inference-Header-Content-Length")
-            try:
-                header_length = int(header) if header is not None else None
-            except ValueError:
-                raise Refused(400, "Inference-Header-Content-Length is not a number") from None
-            if header_length is not None and not 0 < header_length <= len(body):
-                raise Refused(400, f"Inference-Header-Content-Length {header_length} does not fit the body")
-            check_infer(body, header_length, limits)
-        return body
+        if not match:
+            return body, None
+        header = self.headers.get("Inference-Header-Content-Length")
+        try:
+            header_length = int(header) if header is not None else None
+        except ValueError:
+            raise Refused(400, "Inference-Header-Content-Length is not a number") from None
+        if header_length is not None and not 0 < header_length <= len(body):
+            raise Refused(400, f"Inference-Header-Content-Length {header_length} does not fit the body")
+        return body, check_infer(body, header_length, limits)
 
     def _upstream(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         """Send the request to Triton over a kept-alive connection; return its answer."""

@@ -73,7 +73,7 @@ class RequestLimits:
                     return (f"input '{name}' dimension {axis} is {size}, more than {largest} ({what}) "
                             f"for model '{self.model}'")
             if datatypes is not None and datatypes.get(name) != TRITON_DATATYPES.get(limit.dtype):
-                return (f"input '{name}' is {datatypes.get(name)}, model '{self.model}' takes "
+                return (f"input '{name}' is {datatypes.get(name) or 'sent without a datatype'}, model '{self.model}' takes "
                         f"{TRITON_DATATYPES.get(limit.dtype, limit.dtype)}")
             total += math.prod(shape) * ITEM_BYTES.get(limit.dtype, 8)
             if total > self.max_bytes:
