@@ -430,6 +430,13 @@ def _cases() -> list[Case]:
         cases.append(Case(f"inspect-engine-{name}", ("inspect", "{hostile}/mlp.fp16.sm89.engine"), (needle,), setup, rtx=True))
         cases.append(Case(f"validate-engine-{name}", ("validate", "{hostile}/mlp.fp16.sm89.engine", "--baseline", "{ws}/mlp.onnx",
                                                       "--data", "{ws}/data"), (needle,), setup, rtx=True))
+        # The other commands that take an engine (session 16: inspect and validate were the only ones tried).
+        cases.append(Case(f"bench-engine-{name}", ("bench", "{hostile}/mlp.fp16.sm89.engine"), (needle,), setup, rtx=True))
+        cases.append(Case(f"triton-engine-{name}", ("triton", "{hostile}/mlp.fp16.sm89.engine", "-o", "{out}/repo"),
+                          (needle,), setup, rtx=True))
+        cases.append(Case(f"serve-engine-{name}", ("serve", "{hostile}/mlp.fp16.sm89.engine", "--http-port", "18431", "--grpc-port", "18432",
+                                                "--metrics-port", "18433"),
+                          (needle,), setup, rtx=True))
 
     # summary takes validation reports only.
     for name, path in (("cache-sidecar", "{ws}/int8.cache.json"), ("engine-sidecar", f"{{ws}}/{ENGINE}.json"),

@@ -1,5 +1,6 @@
 """The pure pieces of serving: names, batch limits from sidecars, levels, percentiles, URLs, LD_LIBRARY_PATH."""
 
+import hashlib
 import json
 
 import numpy as np
@@ -25,7 +26,7 @@ def test_engine_batch_limit_is_the_smallest_profile_maximum(tmp_path):
                {"name": "y", "mode": "output", "dtype": "float32", "shape": [-1, 2], "profile": None}]
     sidecar = {"engine": engine.name, "backend": "tensorrt-rtx", "backend_version": "1.7", "target": "sm89",
                "compute_capability": "8.9", "precision": "fp16", "onnx": "two.onnx", "onnx_sha256": "0" * 64,
-               "engine_sha256": "0" * 64, "tensors": tensors}
+               "engine_sha256": hashlib.sha256(b"plan").hexdigest(), "tensors": tensors}
     (tmp_path / f"{engine.name}.json").write_text(json.dumps(sidecar))
     model = describe_engine(engine)
     assert model.name == "two_fp16" and model.max_batch == 16 and model.engines == {"8.9": engine}
@@ -33,6 +34,9 @@ def test_engine_batch_limit_is_the_smallest_profile_maximum(tmp_path):
     assert describe_engine(engine, max_batch=8).max_batch == 8
     with pytest.raises(TrtpipeError, match=r"--max-batch 17: two.fp16.sm89.engine takes at most 16"):
         describe_engine(engine, max_batch=17)
+    engine.write_bytes(b"pla")  # not the file the sidecar describes
+    with pytest.raises(TrtpipeError, match="does not match its sidecar's sha256"):
+        describe_engine(engine)
 
 
 def test_levels_percentiles_and_urls():

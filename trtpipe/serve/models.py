@@ -90,11 +90,13 @@ def _max_batch(name: str, specs: list[IOSpec], limit: int | None, given: int | N
 
 
 def describe_engine(path: str | os.PathLike, max_batch: int | None = None, name: str | None = None) -> ServedModel:
-    """Return the ServedModel of an engine from its sidecar alone (no TensorRT, no GPU)."""
-    from trtpipe.runtime.sidecar import read_sidecar
+    """Return the ServedModel of an engine from its sidecar alone (no TensorRT, no GPU), once the engine
+    file is checked against it: `triton` copies the file into a repository, where a truncated plan
+    would fail only when Triton loads it."""
+    from trtpipe.runtime.sidecar import verify_engine
 
     path = Path(path)
-    info = read_sidecar(path)
+    info = verify_engine(path)
     inputs = tuple(IOSpec(t.name, t.dtype, tuple(t.shape)) for t in info.inputs)
     outputs = tuple(IOSpec(t.name, t.dtype, tuple(t.shape)) for t in info.outputs)
     profile_max = [t.profile[2][0] for t in info.inputs if t.profile]
