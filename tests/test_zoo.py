@@ -312,6 +312,23 @@ def test_the_deploy_row_reads_what_deploy_prints(cli, tmp_path):
     assert code == 1 and zoo.UNTRIED.search(stdout).group(1).startswith("fp16 build, bf16 build, int8 calibration")
 
 
+def test_a_table_without_its_end_marker_is_refused_not_written_over_the_rest(tmp_path, monkeypatch):
+    """docs/zoo.md lost `<!-- /zoo:deploy -->` in a hand edit; the next `--only gtcrn --deploy` then appended
+    a pair of markers at the end and wrote its table from the first start to that end, deleting the
+    sections after the deploy table and every other model's row."""
+    doc = tmp_path / "zoo.md"
+    before = f"# zoo\n\n{zoo.DEPLOY_START}\nDeploy at abc.\n\n| model | exit |\n\n## Adding a model\n\nSteps.\n"
+    doc.write_text(before)
+    monkeypatch.setattr(zoo, "DOC", doc)
+    monkeypatch.setattr(zoo, "BUILD", tmp_path / "build")
+    with pytest.raises(SystemExit, match="but not <!-- /zoo:deploy -->"):
+        zoo.write_deploy_doc(["a"], "Deploy now at def.")
+    assert doc.read_text() == before
+    doc.write_text(f"# zoo\n\n{zoo.TABLE_END}\n")
+    with pytest.raises(SystemExit, match="has <!-- /zoo:table --> but not <!-- zoo:table -->"):
+        zoo.write_doc(["a"], "Now at def.")
+
+
 def test_a_run_of_some_models_keeps_the_others_rows_and_the_history_above_both_tables(tmp_path, monkeypatch):
     """`--only a` once replaced the line above the table (the run history) and, for --deploy, dropped
     every row of the models it did not run."""
