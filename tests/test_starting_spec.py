@@ -24,6 +24,9 @@ def test_guesses_each_task_from_shapes():
     assert guess_task(image, facts(("logits", [-1, 1000], "float32"))).task == "classification"
     assert guess_task(image, facts(("output0", [-1, 84, 8400], "float32"))).task == "detection"
     assert guess_task(image, facts(("map", [-1, 1, 640, 640], "float32"))).task == "dense"
+    # GTCRN: an STFT frame [1, 257 bins, 1 frame, real and imaginary] in, the enhanced frame out, no image
+    frame = facts(("mix", [1, 257, 1, 2], "float32"))
+    assert guess_task(frame, facts(("enh", [1, 257, 1, 2], "float32"))).task == "generic"
     tokens = facts(("input_ids", [-1, -1], "int64"), ("attention_mask", [-1, -1], "int64"))
     assert guess_task(tokens, facts(("ids", [-1, -1], "int64"), ("emb", [-1, 384], "float32"))).task == "embedding"
     assert guess_task(image, facts(("x", [-1, 7, 7, 7, 7], "float32"))).task == "generic"
@@ -299,6 +302,34 @@ def test_init_reads_a_state_batch_axis_and_a_shared_scalar_from_npz(cli, tmp_pat
     assert [(i.name, i.batch_axis, i.value) for i in spec.inputs] == [("x", 0, None), ("state", 1, None), ("sr", None, 16000)]
     assert {name: str(shapes) for name, shapes in spec.shapes.items()} == {"x": "1x4/8x4/32x4", "state": "2x1x8/2x8x8/2x32x8"}
     assert [(o.name, o.batch_axis) for o in spec.outputs] == [("y", 0), ("stateN", 1)]
+
+
+def test_init_finds_the_batch_of_fixed_caches_on_a_later_axis(cli, tmp_path):
+    """As GTCRN: every shape fixed, the batch at 1, and caches [layers, 1, ...] whose one sample is on axis 1
+    or 2. Before, init put every batch on axis 0 and calibrate refused its spec: the inputs held 1 and 2
+    samples."""
+    inputs = [helper.make_tensor_value_info("mix", TensorProto.FLOAT, [1, 257, 1, 2]),
+              helper.make_tensor_value_info("cache", TensorProto.FLOAT, [2, 1, 16]),
+              helper.make_tensor_value_info("tra", TensorProto.FLOAT, [2, 3, 1, 4])]
+    outputs = [helper.make_tensor_value_info("enh", TensorProto.FLOAT, [1, 257, 1, 2]),
+               helper.make_tensor_value_info("cache_out", TensorProto.FLOAT, [2, 1, 16]),
+               helper.make_tensor_value_info("tra_out", TensorProto.FLOAT, [2, 3, 1, 4])]
+    nodes = [helper.make_node("Neg", [i], [o]) for i, o in (("mix", "enh"), ("cache", "cache_out"), ("tra", "tra_out"))]
+    model = tmp_path / "stream.onnx"
+    models.save(models._model(helper.make_graph(nodes, "g", inputs, outputs)), model)
+    (tmp_path / "data").mkdir()
+    for i in range(3):
+        np.savez(tmp_path / "data" / f"{i}.npz", mix=np.ones((1, 257, 1, 2), np.float32),
+                 cache=np.ones((2, 1, 16), np.float32), tra=np.ones((2, 3, 1, 4), np.float32))
+    assert cli("init", model, "--data", tmp_path / "data", "-o", tmp_path / "stream.toml")[0] == 0
+    spec = load_spec(tmp_path / "stream.toml")
+    assert spec.task == "generic"
+    assert [(i.name, i.batch_axis) for i in spec.inputs] == [("mix", 0), ("cache", 1), ("tra", 2)]
+    assert [(o.name, o.batch_axis) for o in spec.outputs] == [("enh", 0), ("cache_out", 1), ("tra_out", 2)]
+    from trtpipe.data import iter_batches
+
+    batches = list(iter_batches(spec, tmp_path / "data", batch_size=2))  # refused before: 1 sample and 2
+    assert [b.arrays["cache"].shape for b in batches] == [(2, 1, 16)] * 3  # the fixed batch caps it at one
 
 
 def test_a_spec_init_cannot_load_replaces_nothing(cli, tmp_path, monkeypatch):

@@ -249,6 +249,33 @@ def test_log_mel_frames_and_band_of_a_tone():
     assert abs(int(np.argmax(features.mean(axis=0))) - nearest) <= 1
 
 
+def test_stft_frames_are_librosas_centred_frames_of_a_tone():
+    rate, bin_ = 16000, 40  # 40 * 16000 / 512 = 1250 Hz, on a bin
+    tone = np.sin(2 * np.pi * bin_ * rate / 512 * np.arange(rate) / rate).astype(np.float32)
+    frames = inputs.stft_frames(tone)
+    assert frames.shape == (1 + rate // 256, 257, 2)  # center=True: n_fft / 2 of zeros at both ends
+    assert (np.hypot(frames[10, :, 0], frames[10, :, 1]).argmax()) == bin_
+
+
+def test_noisy_speech_writes_frames_with_the_caches_on_their_batch_axes(tmp_path):
+    """gtcrn's maker: one frame a file, its caches where the spec says its one sample sits, and the
+    utterances the judge reads beside them (no step of trtpipe reads that folder)."""
+    from trtpipe.data import iter_batches
+
+    path = ROOT / "models" / "zoo" / "gtcrn" / "model.toml"
+    entry, spec = zoo.load_entry(path), load_spec(path)
+    options = zoo.maker_options(entry)
+    if not options["model"].is_file():
+        pytest.skip(f"gtcrn: its maker runs the model, not in {entry.dir}; 'ZOO=gtcrn make zoo' fetches it")
+    inputs.make(entry.inputs, tmp_path, 3, seed=1, **options)
+    batches = list(iter_batches(spec, tmp_path, batch_size=16))
+    assert len(batches) == 3 and sorted(p.name for p in (tmp_path / "utterances").iterdir()) == ["00.npz"]
+    shapes = {k: v.shape for k, v in batches[0].arrays.items()}
+    assert shapes == {"mix": (1, 257, 1, 2), "conv_cache": (2, 1, 16, 16, 33), "tra_cache": (2, 3, 1, 1, 16),
+                      "inter_cache": (2, 1, 33, 16)}
+    assert all(np.isfinite(b.arrays["mix"]).all() and np.abs(b.arrays["conv_cache"]).max() > 0 for b in batches)
+
+
 @pytest.mark.parametrize("name", ["captcha-crnn", "centerface", "ddddocr-det", "effword-resnet50", "basic-pitch",
                                   "speech-embedding", "slovorez", "u2netp", "rivagan-dec", "age-resnet"])
 def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
@@ -310,6 +337,23 @@ def test_the_deploy_row_reads_what_deploy_prints(cli, tmp_path):
     assert code == 0 and Path(chose.group(1)).name == "m.fp16.sm89.engine" and chose.group(2).startswith("fp16: ")
     code, stdout, _ = cli("deploy", tmp_path / "m.onnx", *common, "--budget-min", "0", "-o", tmp_path / "b")
     assert code == 1 and zoo.UNTRIED.search(stdout).group(1).startswith("fp16 build, bf16 build, int8 calibration")
+
+
+def test_a_table_without_its_end_marker_is_refused_not_written_over_the_rest(tmp_path, monkeypatch):
+    """docs/zoo.md lost `<!-- /zoo:deploy -->` in a hand edit; the next `--only gtcrn --deploy` then appended
+    a pair of markers at the end and wrote its table from the first start to that end, deleting the
+    sections after the deploy table and every other model's row."""
+    doc = tmp_path / "zoo.md"
+    before = f"# zoo\n\n{zoo.DEPLOY_START}\nDeploy at abc.\n\n| model | exit |\n\n## Adding a model\n\nSteps.\n"
+    doc.write_text(before)
+    monkeypatch.setattr(zoo, "DOC", doc)
+    monkeypatch.setattr(zoo, "BUILD", tmp_path / "build")
+    with pytest.raises(SystemExit, match="but not <!-- /zoo:deploy -->"):
+        zoo.write_deploy_doc(["a"], "Deploy now at def.")
+    assert doc.read_text() == before
+    doc.write_text(f"# zoo\n\n{zoo.TABLE_END}\n")
+    with pytest.raises(SystemExit, match="has <!-- /zoo:table --> but not <!-- zoo:table -->"):
+        zoo.write_doc(["a"], "Now at def.")
 
 
 def test_a_run_of_some_models_keeps_the_others_rows_and_the_history_above_both_tables(tmp_path, monkeypatch):

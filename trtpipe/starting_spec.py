@@ -45,6 +45,9 @@ MOST_DETECTION_CHANNELS = 5 + 1203
 # A token tagger's tags per token (BIO named entities, word or morpheme boundaries) are this many at
 # most; an encoder's hidden state per token is wider (MiniLM 384, tiny BERTs 128).
 MOST_TAGS = 64
+# An image has at most this many channels (grey, RGB, RGBA); a rank-4 input with more is a spectrum or
+# features, and an output of its shape no per-pixel map.
+MOST_IMAGE_CHANNELS = 4
 # A text line: recognizers take images at most this high (PP-OCR 48, CRNNs 32, captchas 60-64), and
 # at least twice as wide.
 TEXT_LINE_HEIGHT = 64
@@ -100,6 +103,10 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
                                  f"face head writes heatmap '{roles['name']}', box scales, offsets and 5 landmarks; "
                                  "check which 2-channel map is the scale", roles)
     if len(first.shape) == 4 and image is not None and first.shape[2:] == image.shape[2:]:
+        channels = _layout(image)[1]
+        if channels > MOST_IMAGE_CHANNELS:  # GTCRN's STFT frame [1, 257, 1, 2] and its enhanced frame
+            return TaskGuess("generic", f"input '{image.name}' [{'x'.join(map(_dim, image.shape))}] has {channels} "
+                                        f"channels, no image's: output '{first.name}' of its shape is no per-pixel map")
         return TaskGuess("dense", f"output '{first.name}' has the input's height and width: a per-pixel map")
     return TaskGuess("generic", f"no task recognised from output '{first.name}' {first.shape}")
 
@@ -227,11 +234,15 @@ def _fitting(path: Path, inputs: list[TensorFacts], arrays: dict) -> dict:
     return arrays
 
 
-def _batch_axis(tensor: TensorFacts, array, count: int | None) -> int | None:
+def _batch_axis(tensor: TensorFacts, array, count: int | None, fixed: bool = False) -> int | None:
     """Return the axis samples stack on: 0, else the dynamic axis whose size in the data is the sample
-    count (an RNN state [layers, batch, hidden]); None for a scalar, which the batch shares."""
+    count (an RNN state [layers, batch, hidden]); None for a scalar, which the batch shares. `fixed`:
+    no input has a dynamic dim and the batch is fixed at one, so a state's batch is its first axis of
+    size 1 (GTCRN's caches [2, 1, 16, 16, 33]), where axis 0 is not 1."""
     if not tensor.shape:
         return None
+    if fixed and array is not None and array.ndim == len(tensor.shape) and tensor.shape[0] != 1:
+        return next((i for i, d in enumerate(tensor.shape) if d == 1 and array.shape[i] == 1), 0)
     if tensor.shape[0] < 0 or array is None or array.ndim != len(tensor.shape) or count is None:
         return 0
     return next((i for i, d in enumerate(tensor.shape) if d < 0 and array.shape[i] == count), 0)
@@ -325,7 +336,9 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     # The samples in the first file: the first dim of an input whose batch is dynamic.
     count = next((arrays[t.name].shape[0] for t in inputs if t.name in arrays and t.shape and t.shape[0] < 0
                   and arrays[t.name].ndim == len(t.shape)), None)
-    batch_axes = {t.name: _batch_axis(t, arrays.get(t.name), count) for t in inputs}
+    # Every shape fixed and some input's batch fixed at one: its states may hold that one sample on a later axis.
+    fixed = bool(arrays) and all(d > 0 for t in inputs for d in t.shape) and any(t.shape[:1] == [1] for t in inputs)
+    batch_axes = {t.name: _batch_axis(t, arrays.get(t.name), count, fixed) for t in inputs}
     # Samples may differ in length from file to file (one phrase a file): the profile spans them all.
     spans = _sample_spans(data_dir, inputs, batch_axes) if arrays else {}
     guess = guess_task(inputs, outputs, ragged=any(small != large for small, _, large in spans.values()))
