@@ -7,6 +7,8 @@ request right, every bad one with one line (no traceback, no server path), and i
 
 import http.client
 import json
+import select
+import socket
 import threading
 import time
 import zlib
@@ -214,6 +216,74 @@ def test_values_and_parameters_of_the_wrong_kind_are_refused(served):
     assert server.process.poll() is None
 
 
+def held_connections(port, rng, count):
+    """Open `count` connections that each stop partway, drawn from `rng`: nothing sent, a request line or headers
+    cut short, a body that never ends (the slow clients of slowloris, each stopped rather than trickling)."""
+    body = request_json()
+    head = b"POST /v2/models/conv/infer HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(body)
+    parts = [b"", head[: int(rng.integers(1, 20))], head[: int(rng.integers(20, len(head) - 4))],
+             head + body[: int(rng.integers(1, len(body)))]]
+    held = []
+    for _ in range(count):
+        connection = socket.create_connection(("127.0.0.1", port), timeout=30)
+        connection.sendall(parts[int(rng.integers(len(parts)))])
+        held.append(connection)
+    return held
+
+
+def test_clients_holding_every_connection_or_worker_do_not_keep_others_out(served):
+    from trtpipe.serve.guard import MAX_CONNECTIONS
+
+    server, root = served
+    rng = np.random.default_rng(28)
+    good = rng.random((1, 3, 16, 16), dtype=np.float32)
+    with OnnxRunner(root / "conv.onnx") as runner:
+        expected = runner({"input": good})["logits"]
+    body = request_json(shape=good.shape, data=good.ravel().tolist())
+    held = held_connections(server.http, rng, MAX_CONNECTIONS + 16)
+    try:
+        for _ in range(4):  # each good client closes the connection that has waited longest, and is answered
+            began = time.monotonic()
+            status, reply = post(server.http, "/v2/models/conv/infer", body)
+            assert status == 200 and time.monotonic() - began < 5, (status, reply)
+            np.testing.assert_allclose(np.asarray(reply["outputs"][0]["data"], np.float32).reshape(1, 10), expected,
+                                       rtol=1e-4, atol=1e-5)
+        time.sleep(0.5)
+        readable = select.select(held, [], [], 0)[0]
+        # One held connection closed for each held past the limit and for the first good client (the later
+        # ones took the slot the one before let go).
+        closed = sum(c.recv(1 << 16) == b"" for c in readable)
+        assert closed >= 16 + 1, closed
+    finally:
+        for connection in held:
+            connection.close()
+    import grpc
+
+    from trtpipe.serve.grpc_guard import WORKERS
+
+    never = threading.Event()
+
+    def nothing():
+        never.wait(60)
+        yield from ()
+
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc}") as channel:  # calls that send no message, and streams
+        infer = channel.stream_unary("/inference.GRPCInferenceService/ModelInfer", lambda b: b, lambda b: b)
+        stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer", lambda b: b, lambda b: b)
+        calls = [infer.future(nothing()) if rng.integers(2) else stream(nothing()) for _ in range(WORKERS + 8)]
+        try:
+            time.sleep(1)
+            began = time.monotonic()
+            np.testing.assert_allclose(grpc_infer(server.grpc, "conv", "input", "FP32", good.shape, good), expected,
+                                       rtol=1e-4, atol=1e-5)
+            assert time.monotonic() - began < 5
+        finally:
+            never.set()
+            for call in calls:
+                call.cancel()
+    assert server.process.poll() is None
+
+
 def grpc_infer(port, model, name, datatype, shape, data=None):
     """Send one input of `shape` whose bytes are `data` (default: one sample's worth of ones, whatever `shape` says)."""
     import tritonclient.grpc as grpcclient
@@ -225,7 +295,7 @@ def grpc_infer(port, model, name, datatype, shape, data=None):
         tensor.set_data_from_numpy(data)
         tensor._input.datatype = datatype  # as a client that lies about them would send
         tensor.set_shape(list(shape))
-        return client.infer(model, [tensor]).as_numpy("logits")
+        return client.infer(model, [tensor], client_timeout=30).as_numpy("logits")
     finally:
         client.close()
 

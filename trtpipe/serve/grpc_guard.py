@@ -9,10 +9,19 @@ An inference request within that bound is parsed and its inputs checked against 
 (names, datatypes, shapes, bytes); the rest goes to Triton's gRPC on a loopback port unchanged, and
 Triton's answer (or error) comes back unchanged. On the direct stack (direct.py) the front answers
 what it accepts itself, with the runners in this process, and nothing goes to Triton.
+
+gRPC's synchronous server gives a call a worker as soon as its headers arrive, and the worker waits
+there for the message: 70 calls that never sent one stopped every other client (measured). So every
+call reads its messages through `_Waits`: at most WAITING calls wait for a message at once (a new one
+cancels the call that has waited longest), a call's message must come within REQUEST_HEAD_S and a
+stream's next within IDLE_TIMEOUT_S (each with BODY_MIN_RATE's time for the largest message), and the
+other workers are left to answer.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from concurrent import futures
 from typing import TYPE_CHECKING
@@ -20,6 +29,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from trtpipe.errors import TrtpipeError
+from trtpipe.serve import guard as http_guard
 from trtpipe.serve.guard import HEADER_BYTES, Refused
 from trtpipe.serve.limits import RequestLimits, reply_error
 
@@ -33,6 +43,8 @@ INFER_METHOD = SERVICE + "ModelInfer"
 CONTENT_BYTES_PER_BYTE = 2
 OTHER_MESSAGE_BYTES = 1 << 20  # any request but inference
 WORKERS = 64  # requests forwarded at once; more wait in gRPC's queue
+WAITING = WORKERS // 2  # calls waiting for a client's message at once; the other workers answer
+WATCH_EVERY_S = 1.0  # how often calls waiting past their deadline are looked for
 NO_DEADLINE_S = 1e9
 FORWARDED_METADATA_SKIP = ("user-agent", "grpc-", ":")
 GRPC_CODES = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "INVALID_ARGUMENT", 501: "UNIMPLEMENTED",
@@ -76,6 +88,7 @@ class GrpcGuard:
         self.channel = None if local else grpc.insecure_channel(f"127.0.0.1:{upstream}", options=[
             ("grpc.max_send_message_length", largest), ("grpc.max_receive_message_length", -1)])
         self.calls: dict[str, grpc.UnaryUnaryMultiCallable] = {}  # one per method: made once, not per call
+        self.waits = _Waits(largest)
         self.server = grpc.server(futures.ThreadPoolExecutor(WORKERS, thread_name_prefix="grpc-guard"),
                                   handlers=[_Forward(self)], maximum_concurrent_rpcs=4 * WORKERS,
                                   options=[("grpc.max_receive_message_length", largest),
@@ -93,6 +106,7 @@ class GrpcGuard:
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop listening, let the calls in flight finish (at most `grace_s`), close the channel to Triton."""
         self.server.stop(grace_s).wait()
+        self.waits.stop()
         if self.channel is not None:
             self.channel.close()
 
@@ -104,8 +118,11 @@ class GrpcGuard:
         """Return the client's metadata that Triton should see (not gRPC's own keys)."""
         return [(k, v) for k, v in context.invocation_metadata() if not k.startswith(FORWARDED_METADATA_SKIP)]
 
-    def unary(self, method: str, body: bytes, context) -> bytes:
+    def unary(self, method: str, requests: Iterator[bytes], context) -> bytes:
         """Return Triton's answer to one call, refusing an inference request the model does not take."""
+        body = self.waits.next(requests, context, stream=False)
+        if body is None:
+            self.refuse(context, ("INVALID_ARGUMENT", f"{method} takes one message; the call sent none"))
         request = None
         if method == INFER_METHOD:
             request, problem = self._checked(body)
@@ -130,12 +147,12 @@ class GrpcGuard:
         if self.local is not None:
             if method != STREAM_METHOD:
                 self.refuse(context, ("UNIMPLEMENTED", f"{method} is not served by trtpipe serve --stack direct"))
-            for body in requests:  # answered in order, an error in the stream as Triton sends it
+            for body in self.waits.each(requests, context):  # answered in order, an error as Triton sends it
                 yield self.local.grpc_stream_answer(*self._checked(body))
             return
 
         def checked() -> Iterator[bytes]:
-            for body in requests:
+            for body in self.waits.each(requests, context):
                 problem = self._checked(body)[1] if method == STREAM_METHOD else None
                 if problem:
                     refused.append(problem)
@@ -160,6 +177,54 @@ class GrpcGuard:
         return request, infer_problem(request, self.limits)
 
 
+class _Waits:
+    """The calls waiting for a client's message: each since when and until when, the late ones cancelled."""
+
+    def __init__(self, largest: int):
+        """`largest`: the most bytes a message may hold, given BODY_MIN_RATE's time on top of each deadline."""
+        self.patience_s = {False: http_guard.REQUEST_HEAD_S, True: http_guard.IDLE_TIMEOUT_S}
+        self.transfer_s = largest / http_guard.BODY_MIN_RATE
+        self.lock = threading.Lock()
+        self.calls: dict[grpc.ServicerContext, tuple[float, float]] = {}  # context: (since, deadline)
+        self.stopped = threading.Event()
+        threading.Thread(target=self._watch, name="grpc-guard-waits", daemon=True).start()
+
+    def next(self, requests: Iterator[bytes], context, stream: bool) -> bytes | None:
+        """Return the call's next message, None when there is none; cancel the call that has waited longest
+        when WAITING wait already, and this one when its message is late (its read then raises RpcError)."""
+        now, oldest = time.monotonic(), None
+        with self.lock:
+            if len(self.calls) >= WAITING:
+                oldest = min(self.calls, key=lambda c: self.calls[c][0])
+                del self.calls[oldest]
+            self.calls[context] = (now, now + self.patience_s[stream] + self.transfer_s)
+        if oldest is not None:
+            oldest.cancel()
+        try:
+            return next(requests, None)
+        finally:
+            with self.lock:
+                self.calls.pop(context, None)
+
+    def each(self, requests: Iterator[bytes], context) -> Iterator[bytes]:
+        """Yield a stream's messages, each read as `next` reads it."""
+        while (body := self.next(requests, context, stream=True)) is not None:
+            yield body
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _watch(self) -> None:
+        while not self.stopped.wait(WATCH_EVERY_S):
+            now = time.monotonic()
+            with self.lock:
+                late = [context for context, (_, deadline) in self.calls.items() if deadline < now]
+                for context in late:
+                    del self.calls[context]
+            for context in late:
+                context.cancel()
+
+
 def _deadline(context) -> float | None:
     """Return the seconds the client gave the call, None when it gave no deadline (gRPC says ~2^63 then)."""
     remaining = context.time_remaining()
@@ -181,4 +246,6 @@ class _Forward(grpc.GenericRpcHandler):
         if method == STREAM_METHOD:
             return grpc.stream_stream_rpc_method_handler(lambda requests, context: self.guard.stream(method, requests, context),
                                                          _same, _same)
-        return grpc.unary_unary_rpc_method_handler(lambda body, context: self.guard.unary(method, body, context), _same, _same)
+        # Read as a stream of one: the handler then holds the call's context while its message comes (see _Waits).
+        return grpc.stream_unary_rpc_method_handler(lambda requests, context: self.guard.unary(method, requests, context),
+                                                    _same, _same)

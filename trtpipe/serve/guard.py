@@ -13,6 +13,13 @@ inflates past that), then reads the JSON header of an inference request and refu
 whose shape, datatype or name the model's limits do not allow, with the one-line JSON error Triton
 itself would send; everything else is forwarded unchanged, over kept-alive connections to Triton.
 
+A client that holds connections without finishing a request (slowloris: connections opened and left
+idle, a request line or headers sent a byte at a time, a body that never ends) is bounded three
+ways: a request's line and headers must arrive within REQUEST_HEAD_S of its first byte, its body at
+BODY_MIN_RATE or faster, and once MAX_CONNECTIONS are open a new client closes the connection that
+has waited longest for its request (idle or still sending) instead of being turned away; only when
+every connection is being answered is it refused, with a 503.
+
 Triton 2.51 does not exit while an HTTP connection to it is open, idle or not: it waits out its
 whole exit timeout (measured: 61 s for one idle keep-alive connection). So stopping starts with
 `drain()`, which closes the idle connections to Triton and closes the others once their answer is in.
@@ -26,9 +33,11 @@ from __future__ import annotations
 import contextlib
 import http.client
 import http.server
+import io
 import json
 import re
 import socket
+import sys
 import threading
 import time
 import zlib
@@ -43,7 +52,10 @@ OTHER_BODY_BYTES = 1 << 20  # any request but inference (there is no other endpo
 DRAIN_BYTES = 16 << 20  # a refused body up to this size is read, so that the client sees the reply
 MAX_CONNECTIONS = 256
 LINGER_S = 1.0  # at most this long a refused connection's unread bytes are read before it closes
-IDLE_TIMEOUT_S = 60
+IDLE_TIMEOUT_S = 60  # a kept-alive connection may wait this long for its next request's first byte
+REQUEST_HEAD_S = 10  # from a request's first byte to the end of its headers (and the grace on its body)
+BODY_MIN_RATE = 64 << 10  # bytes a second a body must arrive at, at the least (a 10 MB body: 160 s)
+EVICT_WAIT_S = 1.0  # how long a new client waits for the connection it closed to be let go
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host",
                "proxy-connection", "te", "upgrade", "trailer"}
 DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
@@ -112,6 +124,8 @@ class Guard(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's backlog of 5 dropped the handshakes of a burst of clients, each then retried a second later
+    request_queue_size = socket.SOMAXCONN
 
     def __init__(self, host: str, port: int, upstream: int | None, limits: Mapping[str, RequestLimits],
                  answer: Answer | None = None):
@@ -122,6 +136,8 @@ class Guard(http.server.ThreadingHTTPServer):
         self.busy = 0  # requests read and not yet answered (stopping waits for them)
         self.connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.lock = threading.Lock()
+        # Each open connection: since when it has waited for or been sending its request; None while answered.
+        self.waiting: dict[socket.socket, float | None] = {}
         self.idle: list[http.client.HTTPConnection] = []  # connections to Triton, kept alive between requests
         self.draining = False
         super().__init__((host, port), _Handler)
@@ -156,16 +172,83 @@ class Guard(http.server.ThreadingHTTPServer):
             connection.close()
 
     def process_request(self, request, client_address):
-        if not self.connections.acquire(blocking=False):
-            self.shutdown_request(request)  # more clients than the front serves at once: this one is closed
+        room = self.connections.acquire(blocking=False) or (
+            self._close_longest_waiting() and self.connections.acquire(timeout=EVICT_WAIT_S))
+        if not room:
+            self._refuse_busy(request)
             return
+        with self.lock:
+            self.waiting[request] = time.monotonic()
         super().process_request(request, client_address)
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # the client went away (or was closed for another): nothing of the server's to report
+        super().handle_error(request, client_address)
+
+    def _close_longest_waiting(self) -> bool:
+        """Close the connection that has waited longest for its request; False when every one is being answered."""
+        with self.lock:
+            waiting = [(since, id(c), c) for c, since in self.waiting.items() if since is not None]
+            if not waiting:
+                return False
+            connection = min(waiting)[2]
+            self.waiting.pop(connection)
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)  # its read returns, and its thread lets the connection go
+        return True
+
+    def _refuse_busy(self, request: socket.socket) -> None:
+        payload = json.dumps({"error": f"the server is answering {MAX_CONNECTIONS} connections at once; retry"}).encode()
+        head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n").encode()
+        with contextlib.suppress(OSError):
+            request.settimeout(EVICT_WAIT_S)
+            request.sendall(head + payload)
+        self.shutdown_request(request)
+
+    def waits(self, connection: socket.socket, since: float | None) -> bool:
+        """Record that `connection` waits for a request since `since` (None: it is being answered), unless it
+        was waiting already (since it was accepted); False when it was closed for another client meanwhile."""
+        with self.lock:
+            if connection not in self.waiting:
+                return False
+            if since is None or self.waiting[connection] is None:
+                self.waiting[connection] = since
+            return True
 
     def process_request_thread(self, request, client_address):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            with self.lock:
+                self.waiting.pop(request, None)
             self.connections.release()
+
+
+class _Reader(io.RawIOBase):
+    """A connection's reads, each bounded by the deadline of the request being read (None: the idle timeout)."""
+
+    def __init__(self, connection: socket.socket):
+        self.connection = connection
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        timeout = IDLE_TIMEOUT_S
+        if self.deadline is not None:
+            timeout = self.deadline - time.monotonic()
+            if timeout <= 0:
+                raise TimeoutError("the request was not sent in time")
+        self.connection.settimeout(min(timeout, IDLE_TIMEOUT_S))
+        return self.connection.recv_into(buffer)
+
+    def done(self) -> None:
+        """The request is read: the reply's writes get the idle timeout, not what was left of the deadline."""
+        self.deadline = None
+        self.connection.settimeout(IDLE_TIMEOUT_S)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -180,9 +263,30 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass  # Triton keeps the log; a front that logs every request costs time
 
+    def setup(self) -> None:
+        super().setup()
+        self.reader = _Reader(self.connection)
+        self.rfile = io.BufferedReader(self.reader, 1 << 16)
+
+    def handle_one_request(self) -> None:
+        self.reader.deadline = None
+        if not self.server.waits(self.connection, time.monotonic()):
+            self.close_connection = True
+            return
+        try:
+            if not self.rfile.peek(1):  # the idle wait, up to IDLE_TIMEOUT_S for the next request's first byte
+                self.close_connection = True
+                return
+        except (TimeoutError, OSError, ValueError):
+            self.close_connection = True
+            return
+        self.reader.deadline = time.monotonic() + REQUEST_HEAD_S
+        super().handle_one_request()
+
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own refusals (a request line, URL or headers it will not read) as the one-line JSON
         error every other refusal is, not its HTML page."""
+        self.reader.done()
         line = reply_error(message or self.responses.get(code, ("refused",))[0])
         self._reply(code, {"error": f"{line}; send a KServe v2 request"}, close=True)
         self.wfile.flush()
@@ -216,8 +320,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         try:
             body, header = self._checked_body()
         except Refused as refused:
+            self.reader.done()
             self._reply(refused.status, {"error": str(refused)}, close=True)
             return
+        except TimeoutError:
+            self.reader.done()
+            self._reply(408, {"error": f"the request body came slower than {BODY_MIN_RATE} bytes a second; "
+                                       "send it at once"}, close=True)
+            return
+        self.reader.done()
+        if not self.server.waits(self.connection, None):
+            return  # closed for another client while its body came in
         try:
             if self.server.answer is not None:
                 status, headers, payload = self.server.answer(self.command, self.path, self.headers, body, header)
@@ -258,11 +371,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             raise Refused(400, "Content-Length is not a number") from None
         limit = body_limit(limits)
+        read = min(max(length, 0), max(limit, DRAIN_BYTES))  # the most this request's body is read of
+        self.reader.deadline = time.monotonic() + REQUEST_HEAD_S + read / BODY_MIN_RATE
         if length < 0 or length > limit:
             if 0 < length <= DRAIN_BYTES:
                 self.rfile.read(length)
             raise Refused(413, f"the request body is {length} bytes, more than the {limit} the model takes")
         body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            raise Refused(400, f"the body ended after {len(body)} of its Content-Length {length} bytes")
         encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
         if encoding != "identity":
             body = _decoded(body, encoding, limit)
