@@ -1,6 +1,7 @@
-"""The HTTP front against clients that hold connections without finishing a request (slowloris), in this
-process with the deadlines and the connection limit made small: a request's headers and body are bounded
-in time, and a full house closes the connection that has waited longest rather than turn a client away."""
+"""The HTTP and gRPC fronts against clients that hold connections without finishing a request (slowloris),
+in this process with the deadlines and the limits made small: a request's headers, its body and its answer
+are bounded in time, a full house closes the connection that has waited longest rather than turn a client
+away, and gRPC calls that send no message are cancelled and make room."""
 
 import json
 import socket
@@ -12,6 +13,7 @@ import pytest
 from trtpipe.serve import guard
 
 HEAD_S = 0.3
+LARGE = 64 << 20  # an answer larger than the sockets' buffers hold
 
 
 @pytest.fixture
@@ -26,6 +28,8 @@ def front(monkeypatch):
 
     def answer(command, path, headers, body, header):
         hold.wait(30)
+        if path == "/v2/large":
+            return 200, [("Content-Type", "application/octet-stream")], bytes(LARGE)
         return 200, [("Content-Type", "text/plain")], b"ok:" + body
 
     server = guard.Guard("127.0.0.1", 0, None, {}, answer=answer)
@@ -72,6 +76,18 @@ def test_a_request_whose_headers_or_body_come_too_slowly_is_closed(front):
     time.sleep(HEAD_S * 3)
     idle.sendall(request(b"late"))
     assert reply(idle).endswith(b"ok:late")
+
+
+def test_an_answer_the_client_does_not_read_is_given_up(front, monkeypatch):
+    port, _ = front
+    monkeypatch.setattr(guard, "BODY_MIN_RATE", 1 << 30)  # 64 MiB may take 0.3 s and 1/16 s more
+    reader = connect(port, b"GET /v2/large HTTP/1.1\r\nHost: t\r\n\r\n")
+    time.sleep(2)  # the client reads nothing meanwhile; then it reads what the server sent before it gave up
+    received = 0
+    while chunk := reader.recv(1 << 20):
+        received += len(chunk)
+    assert 0 < received < LARGE, received
+    assert reply(connect(port, request(b"next"))).endswith(b"ok:next")
 
 
 def test_a_full_house_closes_the_longest_waiting_connection_and_refuses_only_when_all_are_answered(front):

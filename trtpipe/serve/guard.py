@@ -14,11 +14,12 @@ whose shape, datatype or name the model's limits do not allow, with the one-line
 itself would send; everything else is forwarded unchanged, over kept-alive connections to Triton.
 
 A client that holds connections without finishing a request (slowloris: connections opened and left
-idle, a request line or headers sent a byte at a time, a body that never ends) is bounded three
-ways: a request's line and headers must arrive within REQUEST_HEAD_S of its first byte, its body at
-BODY_MIN_RATE or faster, and once MAX_CONNECTIONS are open a new client closes the connection that
-has waited longest for its request (idle or still sending) instead of being turned away; only when
-every connection is being answered is it refused, with a 503.
+idle, a request line or headers sent a byte at a time, a body that never ends, an answer never
+read) is bounded three ways: a request's line and headers must arrive within REQUEST_HEAD_S of its
+first byte, its body and its answer move at BODY_MIN_RATE or faster (after REQUEST_HEAD_S of
+grace), and once MAX_CONNECTIONS are open a new client closes the connection that has waited
+longest for its request (idle or still sending) instead of being turned away; only when every
+connection is being answered is it refused, with a 503.
 
 Triton 2.51 does not exit while an HTTP connection to it is open, idle or not: it waits out its
 whole exit timeout (measured: 61 s for one idle keep-alive connection). So stopping starts with
@@ -54,7 +55,7 @@ MAX_CONNECTIONS = 256
 LINGER_S = 1.0  # at most this long a refused connection's unread bytes are read before it closes
 IDLE_TIMEOUT_S = 60  # a kept-alive connection may wait this long for its next request's first byte
 REQUEST_HEAD_S = 10  # from a request's first byte to the end of its headers (and the grace on its body)
-BODY_MIN_RATE = 64 << 10  # bytes a second a body must arrive at, at the least (a 10 MB body: 160 s)
+BODY_MIN_RATE = 64 << 10  # bytes a second a body must arrive at, and an answer leave at, at the least (10 MB: 160 s)
 EVICT_WAIT_S = 1.0  # how long a new client waits for the connection it closed to be let go
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host",
                "proxy-connection", "te", "upgrade", "trailer"}
@@ -226,8 +227,9 @@ class Guard(http.server.ThreadingHTTPServer):
             self.connections.release()
 
 
-class _Reader(io.RawIOBase):
-    """A connection's reads, each bounded by the deadline of the request being read (None: the idle timeout)."""
+class _Timed(io.RawIOBase):
+    """A connection's reads and writes, each bounded by the deadline of the request being read or the answer
+    being written (None: the idle timeout, while it waits for a request)."""
 
     def __init__(self, connection: socket.socket):
         self.connection = connection
@@ -236,19 +238,28 @@ class _Reader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def writable(self) -> bool:
+        return True
+
+    def until(self, seconds: float | None) -> None:
+        """Bound what is read or written from now on to `seconds` (None: the idle timeout)."""
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+
     def readinto(self, buffer) -> int:
+        self._bound()
+        return self.connection.recv_into(buffer)
+
+    def write(self, data) -> int:
+        self._bound()
+        return self.connection.send(data)
+
+    def _bound(self) -> None:
         timeout = IDLE_TIMEOUT_S
         if self.deadline is not None:
             timeout = self.deadline - time.monotonic()
             if timeout <= 0:
-                raise TimeoutError("the request was not sent in time")
+                raise TimeoutError("the request or its answer was not sent in time")
         self.connection.settimeout(min(timeout, IDLE_TIMEOUT_S))
-        return self.connection.recv_into(buffer)
-
-    def done(self) -> None:
-        """The request is read: the reply's writes get the idle timeout, not what was left of the deadline."""
-        self.deadline = None
-        self.connection.settimeout(IDLE_TIMEOUT_S)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -265,11 +276,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.reader = _Reader(self.connection)
-        self.rfile = io.BufferedReader(self.reader, 1 << 16)
+        self.timed = _Timed(self.connection)
+        self.rfile = io.BufferedReader(self.timed, 1 << 16)
+        self.wfile = io.BufferedWriter(self.timed, self.wbufsize)
 
     def handle_one_request(self) -> None:
-        self.reader.deadline = None
+        self.timed.until(None)
         if not self.server.waits(self.connection, time.monotonic()):
             self.close_connection = True
             return
@@ -280,13 +292,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except (TimeoutError, OSError, ValueError):
             self.close_connection = True
             return
-        self.reader.deadline = time.monotonic() + REQUEST_HEAD_S
+        self.timed.until(REQUEST_HEAD_S)
         super().handle_one_request()
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own refusals (a request line, URL or headers it will not read) as the one-line JSON
         error every other refusal is, not its HTML page."""
-        self.reader.done()
         line = reply_error(message or self.responses.get(code, ("refused",))[0])
         self._reply(code, {"error": f"{line}; send a KServe v2 request"}, close=True)
         self.wfile.flush()
@@ -320,15 +331,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         try:
             body, header = self._checked_body()
         except Refused as refused:
-            self.reader.done()
             self._reply(refused.status, {"error": str(refused)}, close=True)
             return
         except TimeoutError:
-            self.reader.done()
             self._reply(408, {"error": f"the request body came slower than {BODY_MIN_RATE} bytes a second; "
                                        "send it at once"}, close=True)
             return
-        self.reader.done()
         if not self.server.waits(self.connection, None):
             return  # closed for another client while its body came in
         try:
@@ -347,6 +355,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 raise
             self._reply(500, {"error": reply_error(exc)})
             return
+        self.timed.until(REQUEST_HEAD_S + len(payload) / BODY_MIN_RATE)
         self.send_response(status)
         for key, value in headers:
             if key.lower() not in HOP_HEADERS:
@@ -372,7 +381,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise Refused(400, "Content-Length is not a number") from None
         limit = body_limit(limits)
         read = min(max(length, 0), max(limit, DRAIN_BYTES))  # the most this request's body is read of
-        self.reader.deadline = time.monotonic() + REQUEST_HEAD_S + read / BODY_MIN_RATE
+        self.timed.until(REQUEST_HEAD_S + read / BODY_MIN_RATE)
         if length < 0 or length > limit:
             if 0 < length <= DRAIN_BYTES:
                 self.rfile.read(length)
@@ -419,6 +428,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _reply(self, status: int, message: dict, close: bool = False) -> None:
         """Answer with a JSON error; `close` when the body may be unread (the connection cannot be reused)."""
         payload = json.dumps(message).encode()
+        self.timed.until(REQUEST_HEAD_S + len(payload) / BODY_MIN_RATE)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
