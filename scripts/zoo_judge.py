@@ -846,7 +846,7 @@ def gtcrn(name: str, code: Path) -> Judge:
 # Face landmarks: what a user gets is the 68 points (and the head pose) the package reconstructs from the
 # 62 parameters. A face's points are kept when they lie on average within 1% of the face's size (the
 # square root of the area of FP32's 68-point box, the normalization of 3DDFA_V2's AFLW2000-3D NME, on
-# which the FP32 model itself is off by about 3.6%) of FP32's; 2% of faces may move further, as for
+# which the FP32 model itself is off by about 3.6%, its authors' figure) of FP32's; 2% of faces may move further, as for
 # validate's own landmark_agreement at INT8.
 LANDMARK_NME, LANDMARKS_SAME = 0.01, 0.98
 
