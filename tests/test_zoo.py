@@ -257,6 +257,14 @@ def test_stft_frames_are_librosas_centred_frames_of_a_tone():
     assert (np.hypot(frames[10, :, 0], frames[10, :, 1]).argmax()) == bin_
 
 
+def test_face_rois_crop_as_3ddfa_does_around_a_detectors_box():
+    """tddfa-mb1's maker cuts the square nsface's parse_roi_box_from_bbox does: 1.58 times the box's mean
+    side (int), its centre 0.14 of that side below the box's."""
+    assert inputs.roi_from_box((0, 0, 100, 100)) == (-29.0, -15.0, 129.0, 143.0)
+    left, top, right, bottom = inputs.roi_from_box((10, 20, 70, 100))  # a box taller than wide: side 70
+    assert (right - left, bottom - top) == (110, 110) and ((left + right) / 2, (top + bottom) / 2) == pytest.approx((40, 69.8))
+
+
 def test_noisy_speech_writes_frames_with_the_caches_on_their_batch_axes(tmp_path):
     """gtcrn's maker: one frame a file, its caches where the spec says its one sample sits, and the
     utterances the judge reads beside them (no step of trtpipe reads that folder)."""
@@ -277,7 +285,8 @@ def test_noisy_speech_writes_frames_with_the_caches_on_their_batch_axes(tmp_path
 
 
 @pytest.mark.parametrize("name", ["captcha-crnn", "centerface", "ddddocr-det", "effword-resnet50", "basic-pitch",
-                                  "speech-embedding", "slovorez", "u2netp", "rivagan-dec", "age-resnet"])
+                                  "speech-embedding", "slovorez", "u2netp", "rivagan-dec", "age-resnet",
+                                  "tddfa-mb1"])
 def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
     from trtpipe.data import iter_batches
 

