@@ -35,11 +35,13 @@ from trtpipe.spec import ModelSpec
 _LOOSE = {"top1_agreement": 0.98, "confident_top1_agreement": 0.99, "neighbour_agreement": 0.9,
           "nearest_agreement": 0.95, "map50": 0.9, "f1": 0.95, "precision": 0.95, "recall": 0.95, "box_iou": 0.9,
           "iou": 0.9, "pixel_agreement": 0.98, "exact_match": 0.98, "char_agreement": 0.99,
-          "face_recall": 0.95, "face_precision": 0.95, "landmark_agreement": 0.98, "decision_agreement": 0.98}
+          "face_recall": 0.95, "face_precision": 0.95, "landmark_agreement": 0.98, "decision_agreement": 0.98,
+          "within_tolerance": 0.98}
 _TIGHT = {"top1_agreement": 0.98, "confident_top1_agreement": 0.995, "neighbour_agreement": 0.95,
           "nearest_agreement": 0.98, "map50": 0.95, "f1": 0.95, "precision": 0.98, "recall": 0.98, "box_iou": 0.95,
           "iou": 0.95, "pixel_agreement": 0.99, "exact_match": 0.99, "char_agreement": 0.995,
-          "face_recall": 0.99, "face_precision": 0.99, "landmark_agreement": 0.995, "decision_agreement": 0.99}
+          "face_recall": 0.99, "face_precision": 0.99, "landmark_agreement": 0.995, "decision_agreement": 0.99,
+          "within_tolerance": 0.99}
 
 
 def snr_for_cosine(cosine: float) -> float:
@@ -69,7 +71,8 @@ DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
 CHECKED_METRICS = ("cosine", "cosine_min", "snr_db", "channel_cosine_min", "channel_snr_db_min", "top1_agreement",
                    "confident_top1_agreement", "top5_agreement", "accuracy", "neighbour_agreement", "nearest_agreement",
                    "map50", "f1", "box_iou", "precision", "recall", "iou", "pixel_agreement", "exact_match",
-                   "char_agreement", "face_recall", "face_precision", "landmark_agreement", "decision_agreement")
+                   "char_agreement", "face_recall", "face_precision", "landmark_agreement", "decision_agreement",
+                   "within_tolerance")
 
 
 def thresholds_for(precision: str, spec: ModelSpec | None = None, overrides: dict[str, float] | None = None) -> dict[str, float]:
@@ -118,7 +121,8 @@ def require_judged(tasks: list[Task], named: dict[str, str], model: str) -> None
 # tune judges them by a confidence bound (tune_judge).
 SHARES = {"top1_agreement": "samples", "top5_agreement": "samples", "accuracy": "samples",
           "neighbour_agreement": "samples", "confident_top1_agreement": "confident_samples", "exact_match": "samples",
-          "face_recall": "baseline_faces", "face_precision": "candidate_faces", "decision_agreement": "samples"}
+          "face_recall": "baseline_faces", "face_precision": "candidate_faces", "decision_agreement": "samples",
+          "within_tolerance": "samples"}
 
 
 @dataclass

@@ -67,13 +67,16 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
         smooth=quantize.get("smooth"), exclude=quantize.get("exclude", []), block_size=quantize.get("block_size"),
         min_weights=quantize.get("min_weights", 0),
         outputs=[OutputSpec(**{"task": raw.get("task", "generic"), **o,
-                               **({"transitions": (root / o["transitions"]).resolve()} if "transitions" in o else {})})
+                               **({"transitions": (root / o["transitions"]).resolve()} if "transitions" in o else {}),
+                               **({"transform": resolved_transform(root, o["transform"], f"--spec {path}: [[outputs]] "
+                                                                   f"{o['name']}")} if "transform" in o else {})})
                  for o in raw.get("outputs", [])],
         path=path,
     )
     check_thresholds(spec)
     check_padding(spec, f"--spec {path}")
     check_decoders(spec, f"--spec {path}")
+    check_transforms(spec, f"--spec {path}")
     return spec
 
 
@@ -119,6 +122,31 @@ def read_transitions(path: Path, where: str) -> Transitions:
             raise TrtpipeError(f"{where} {path}: {name} holds NaN or +inf; scores are finite, or -inf where not allowed")
         found[name] = values
     return Transitions(found["transitions"], found["start"], found["end"])
+
+
+def resolved_transform(root: Path, text: str, where: str) -> str:
+    """Return "FILE.py:FUNCTION" with the file made absolute against the spec's folder; raise unless it is a
+    .py file that exists and a function name (the function itself is looked up when validate loads it)."""
+    file, _, function = text.rpartition(":")
+    if not file.endswith(".py") or not function.isidentifier():
+        raise TrtpipeError(f"{where}: transform = \"{text}\" is not FILE.py:FUNCTION; give the Python file and the "
+                           "function in it, e.g. \"decode.py:landmarks\"")
+    resolved = (root / file).resolve()
+    if not resolved.is_file():
+        raise TrtpipeError(f"{where}: transform's file {resolved} does not exist; the path is relative to the spec's folder")
+    return f"{resolved}:{function}"
+
+
+def check_transforms(spec: ModelSpec, where: str) -> None:
+    """Raise unless transform is on generic outputs and tolerance (above 0) comes with a transform."""
+    for output in spec.outputs:
+        named = f"{where}: [[outputs]] {output.name}"
+        if output.transform is not None and output.task != "generic":
+            raise TrtpipeError(f"{named}: transform is for task = \"generic\" (the other tasks decode their outputs "
+                               "themselves); set the task to generic or remove transform")
+        if output.tolerance is not None and (output.transform is None or not output.tolerance > 0):
+            raise TrtpipeError(f"{named}: tolerance = {output.tolerance:g} needs a transform and a distance above 0; "
+                               "name the transform whose answers it measures, or remove tolerance")
 
 
 def check_decoders(spec: ModelSpec, where: str) -> None:

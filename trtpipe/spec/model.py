@@ -66,7 +66,7 @@ class OutputSpec:
     Keys: name, task, layout, batch_axis, and per task: conf, iou (NMS), classes, score_output,
     class_output, score_outputs, box_outputs (detection), margin (classification), neighbours (embedding), threshold (dense, face, heatmap detection), min_area,
     blank, step_axis, decode, padding_input, padding_value, transitions, emissions (sequence), scale_output, offset_output, landmark_output, stride (face: a
-    CenterNet-style face head, this entry its heatmap).
+    CenterNet-style face head, this entry its heatmap), transform, tolerance (generic).
     None means the task's default (trtpipe.quality.tasks says which and why).
     """
 
@@ -102,6 +102,11 @@ class OutputSpec:
     # scores added as they are (a CRF's emissions) or probabilities, whose logs are added.
     transitions: Path | None = None
     emissions: str | None = None
+    # generic: "FILE.py:FUNCTION" (the file resolved against the spec's folder at load) that turns the output
+    # into what the answer is read from (landmarks from a face model's parameters), and the distance within
+    # which a sample's answer counts as FP32's (within_tolerance).
+    transform: str | None = None
+    tolerance: float | None = None
     # The axis samples stack on (1 for an RNN state [layers, batch, hidden]); None: the output has no
     # batch axis ([seq_len]) and the whole tensor is one sample per run.
     batch_axis: int | None = 0

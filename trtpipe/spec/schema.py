@@ -53,7 +53,8 @@ SCHEMA = {
                                         "landmark_output": string, "stride": integer,
                                         "decode": choice("ctc", "tags", "viterbi"), "padding_input": string,
                                         "transitions": string, "emissions": choice("scores", "probabilities"),
-                                        "padding_value": integer, "batch_axis": axis_or_none}, "outputs",
+                                        "padding_value": integer, "batch_axis": axis_or_none,
+                                        "transform": string, "tolerance": number}, "outputs",
                                        required=("name",)),
                              "outputs"),
     # The public model zoo's pins and input recipe (scripts/zoo.py reads it; the pipeline does not).
@@ -149,6 +150,15 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
                                        "they are dropped from FP32's tags and the candidate's; a bool input is a mask, "
                                        "padded where false")),
     "outputs.padding_value": ("0", "sequence: the id that is padding in padding_input (an integer input; a mask needs none)"),
+    "outputs.transform": ("none", ("generic: \"FILE.py:FUNCTION\", relative to this file: a function that takes the "
+                                   "output (a float64 array, samples first) and returns what the answer is read from, "
+                                   "samples first (a face model's landmarks from its parameters, a pose's angles); every "
+                                   "generic metric is then of what it returns. It runs in trtpipe's process: name a file "
+                                   "you trust")),
+    "outputs.tolerance": ("none", ("generic, with transform: the distance within which a sample's answer counts as FP32's: "
+                                   "the mean over its points (the transform's last axis is a point's coordinates; a "
+                                   "vector is one point) of the Euclidean distance to FP32's; within_tolerance is the "
+                                   "share of samples within it")),
     "zoo": (None, "make zoo's pins and input recipe for a public model; the pipeline ignores it"),
 }
 TABLES = ("inputs", "preprocess", "shapes", "data", "thresholds", "quantize", "outputs", "zoo")

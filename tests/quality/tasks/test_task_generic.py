@@ -113,3 +113,82 @@ def test_decisions_at_a_threshold_are_judged_where_the_cosine_passes(cli, tmp_pa
     agree = ((x + np.float32(0.001) > 0.52) == (x > 0.52)).all(axis=1)
     assert code == 1 and bits["decision_agreement"] == pytest.approx(agree.mean()) and agree.mean() < 0.99
     assert bits["decisions_flipped"] == int(((x + np.float32(0.001) > 0.52) != (x > 0.52)).sum()) > 0
+
+
+def _parameters(tmp_path, offset):
+    """A model that passes its 4 inputs through, plus `offset`: a face model's parameters, the first a scale."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import models
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("params", TensorProto.FLOAT, ["N", 4])
+    b = numpy_helper.from_array(np.asarray(offset, np.float32), "b")
+    return models._model(helper.make_graph([helper.make_node("Add", ["x", "b"], ["params"])], "g", [x], [y], [b]))
+
+
+POINTS = '''import numpy as np
+
+TEMPLATE = np.stack([np.cos(np.arange(10)), np.sin(np.arange(10))], axis=1)  # 10 points on a unit circle
+
+
+def points(params):
+    # the scale times the template, bent by the three coefficients: [samples, 10, 2]
+    bend = params[:, 1:, None, None] * TEMPLATE[None, None] ** 2
+    return params[:, :1, None] * TEMPLATE[None] / 10 + bend.sum(axis=1) / 10
+'''
+
+
+def test_a_transform_judges_what_the_answer_is_read_from(cli, tmp_path):
+    """tddfa-mb1's 62 face parameters passed validate while its landmarks moved: a camera scale, large
+    beside its error, rates best by its own SNR. Judged through the user's transform of the parameters
+    into points, with a tolerance, the same candidate fails."""
+    rng = np.random.default_rng(3)
+    params = np.concatenate([rng.uniform(5, 15, (64, 1)), rng.normal(0, 0.3, (64, 3))], axis=1).astype(np.float32)
+    save_batches(tmp_path / "data", params)
+    save(_parameters(tmp_path, [0.0] * 4), tmp_path / "m.onnx")
+    save(_parameters(tmp_path, [0.15, 0, 0, 0]), tmp_path / "scaled.onnx")
+    (tmp_path / "points.py").write_text(POINTS)
+    loose = '[thresholds.fp32]\ncosine = 0.99\ncosine_min = 0.99\nchannel_cosine_min = 0.95\nchannel_snr_db_min = 9.6\n'
+    spec = tmp_path / "m.toml"
+    spec.write_text(loose + '[[outputs]]\nname = "params"\ntask = "generic"\n')
+    args = ("validate", tmp_path / "scaled.onnx", "--baseline", tmp_path / "m.onnx", "--data", tmp_path / "data",
+            "--spec", spec, "--json")
+    code, out, err = cli(*args)
+    assert code == 0, err  # the scale's error is small beside its spread: 37 dB on its channel
+    spec.write_text(spec.read_text() + 'transform = "points.py:points"\ntolerance = 0.1\n')
+    code, out, err = cli(*args)
+    report = json.loads(out)
+    judged = report["outputs"]["params"]
+    template = np.stack([np.cos(np.arange(10)), np.sin(np.arange(10))], axis=1)
+    moved = np.float32(0.15) * np.linalg.norm(template, axis=1).mean() / 10  # every sample's points move alike
+    assert code == 0 and judged["within_tolerance"] == 1.0 and moved < 0.1, err  # points within 0.1 pass
+    spec.write_text(spec.read_text().replace("tolerance = 0.1", "tolerance = 0.01"))
+    code, out, err = cli(*args)
+    judged = json.loads(out)["outputs"]["params"]
+    assert code == 1 and judged["within_tolerance"] == 0.0 and judged["distance_max"] == pytest.approx(moved, rel=1e-3)
+    assert moved > 0.01
+    assert "within_tolerance" in {c["metric"] for c in json.loads(out)["checks"] if not c["passed"]}
+    code, out, err = cli("validate", tmp_path / "m.onnx", "--baseline", tmp_path / "m.onnx", "--data",
+                         tmp_path / "data", "--spec", spec, "--json")
+    assert code == 0 and json.loads(out)["outputs"]["params"]["within_tolerance"] == 1.0, err
+
+
+@pytest.mark.parametrize("transform,source,needle", [
+    ("missing.py:points", None, "does not exist"),
+    ("points.py", POINTS, "is not FILE.py:FUNCTION"),
+    ("points.py:nope", POINTS, "has no function nope"),
+    ("points.py:points", "import nothing_of_the_kind\n", "does not run (ModuleNotFoundError"),
+    ("points.py:points", "def points(p):\n    raise ValueError('bad\\nsecond line')\n", "raised ValueError: bad on FP32's"),
+    ("points.py:points", "def points(p):\n    return p[:1]\n", "returned shape [1, 4] for"),
+    ("points.py:points", "import numpy as np\ndef points(p):\n    return p * np.nan\n", "NaN or Inf for FP32's output"),
+])
+def test_a_transform_that_does_not_work_is_one_line_and_exit_2(cli, tmp_path, transform, source, needle):
+    save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (8, 4)).astype(np.float32))
+    save(_parameters(tmp_path, [0.0] * 4), tmp_path / "m.onnx")
+    if source is not None:
+        (tmp_path / "points.py").write_text(source)
+    (tmp_path / "m.toml").write_text(f'[[outputs]]\nname = "params"\ntask = "generic"\ntransform = "{transform}"\n')
+    code, _out, err = cli("validate", tmp_path / "m.onnx", "--baseline", tmp_path / "m.onnx", "--data", tmp_path / "data",
+                         "--spec", tmp_path / "m.toml")
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
