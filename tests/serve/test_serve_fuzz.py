@@ -58,6 +58,14 @@ def request_json(name="input", shape=(1, 3, 16, 16), datatype="FP32", data=None)
     return json.dumps({"inputs": [{"name": name, "shape": list(shape), "datatype": datatype, "data": data}]}).encode()
 
 
+def good_request(root, rng):
+    """Return a random input of the conv model, its in-process answer, and the JSON request that sends it."""
+    good = rng.random((1, 3, 16, 16), dtype=np.float32)
+    with OnnxRunner(root / "conv.onnx") as runner:
+        expected = runner({"input": good})["logits"]
+    return good, expected, request_json(shape=good.shape, data=good.ravel().tolist())
+
+
 def bad_http_bodies(rng):
     """Yield (what, path, body, headers) of requests the server must refuse, drawn from `rng`."""
     conv = "/v2/models/conv/infer"
@@ -85,10 +93,7 @@ def test_a_hostile_client_is_refused_and_every_good_request_answered(served):
     server, root = served
     rng = np.random.default_rng(26)
     began = time.monotonic()
-    good = rng.random((1, 3, 16, 16), dtype=np.float32)
-    with OnnxRunner(root / "conv.onnx") as runner:
-        expected = runner({"input": good})["logits"]
-    body = request_json(shape=good.shape, data=good.ravel().tolist())
+    good, expected, body = good_request(root, rng)
     refused, kinds = {}, []
     for i in range(FUZZ_REQUESTS):
         assert time.monotonic() - began < TIME_BOUND_S, f"{i} requests in {TIME_BOUND_S} s"
@@ -169,10 +174,7 @@ TRITON_IGNORES = {"an input's parameters a list"}
 def test_values_and_parameters_of_the_wrong_kind_are_refused(served):
     server, root = served
     rng = np.random.default_rng(27)
-    good = rng.random((1, 3, 16, 16), dtype=np.float32)
-    with OnnxRunner(root / "conv.onnx") as runner:
-        expected = runner({"input": good})["logits"]
-    body = request_json(shape=good.shape, data=good.ravel().tolist())
+    good, expected, body = good_request(root, rng)
     direct = "--stack direct" in " ".join(map(str, server.process.args))
     began, refused = time.monotonic(), {}
     for _round in range(2):
@@ -236,10 +238,7 @@ def test_clients_holding_every_connection_or_worker_do_not_keep_others_out(serve
 
     server, root = served
     rng = np.random.default_rng(28)
-    good = rng.random((1, 3, 16, 16), dtype=np.float32)
-    with OnnxRunner(root / "conv.onnx") as runner:
-        expected = runner({"input": good})["logits"]
-    body = request_json(shape=good.shape, data=good.ravel().tolist())
+    good, expected, body = good_request(root, rng)
     held = held_connections(server.http, rng, MAX_CONNECTIONS + 16)
     try:
         for _ in range(4):  # each good client closes the connection that has waited longest, and is answered
