@@ -13,6 +13,7 @@ answer stays within that distance of FP32's."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Callable
 
@@ -63,6 +64,7 @@ class ChannelSums:
                 "worst_channel": int(cosine.argmin()), "worst_snr_channel": int(snr.argmin()), "channels": len(self.dot)}
 
 
+@functools.cache  # tune and auto judge many candidates in one process: the file runs once
 def load_transform(text: str, output: str) -> Callable[[np.ndarray], np.ndarray]:
     """Return the function "FILE.py:FUNCTION" names (the spec loader made FILE absolute); raise naming it."""
     file, _, function = text.rpartition(":")
