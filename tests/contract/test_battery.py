@@ -84,6 +84,14 @@ HOSTILE_SPECS = {
     "top-key.toml": "nmae = \"mlp\"\n" + GOOD_SPEC.split("\n", 1)[1],
     "exclude-nothing.toml": GOOD_SPEC + "[quantize]\nexclude = [\"no_such_node\"]\n",
 }
+# The user's transform of an output ([[outputs]] transform, docs/validation.md), each file beside its spec: one
+# that is missing, one whose function raises, one that answers a row count other than the samples'.
+TRANSFORM_SPEC = GOOD_SPEC + '[[outputs]]\nname = "probs"\ntask = "generic"\ntransform = "{file}:answer"\ntolerance = 0.1\n'
+HOSTILE_TRANSFORMS = {
+    "transform-missing.toml": ("nope.py", None, "does not exist"),
+    "transform-raises.toml": ("raises.py", "def answer(probs):\n    raise KeyError('landmarks')\n", "raised KeyError"),
+    "transform-rows.toml": ("rows.py", "def answer(probs):\n    return probs[:1]\n", "returned shape [1, 8] for 16 samples"),
+}
 SPEC_NEEDLES = {
     "misspelt-table.toml": "did you mean [quantize]?", "misspelt-key.toml": "did you mean 'exclude'?",
     "string-list.toml": "must be a list, not a string", "threshold-type.toml": "must be a number",
@@ -120,6 +128,10 @@ def make_workspace(tmp_path_factory):
     (ws / "spec.toml").write_text(GOOD_SPEC)
     for name, content in HOSTILE_SPECS.items():
         (ws / name).write_text(content)
+    for name, (file, source, _) in HOSTILE_TRANSFORMS.items():
+        (ws / name).write_text(TRANSFORM_SPEC.format(file=file))
+        if source is not None:
+            (ws / file).write_text(source)
     for name, content in HOSTILE_CACHES.items():
         (ws / name).write_text(content)
     (ws / "folder.cache").mkdir()
@@ -370,6 +382,16 @@ def _cases() -> list[Case]:
             if spec == "exclude-nothing.toml" and command != "quantize":
                 continue  # only quantize and build use [quantize] exclude
             cases.append(Case(f"{command}-{spec}", make(f"{{ws}}/{spec}"), (spec if spec != "exclude-nothing.toml" else "--exclude", needle)))
+    # A transform that does not work, wherever it runs: validate, and auto's check at the outputs in calibrate
+    # and tune (the missing file is refused wherever the spec is read).
+    for spec, (file, source, needle) in HOSTILE_TRANSFORMS.items():
+        users = {**spec_users, "tune": lambda s: ("tune", "{ws}/mlp.onnx", "--spec", s, "--precision", "int8",
+                                                  "--budget-min", "0.05", "-o", "{out}/t.cache")}
+        for command, make in users.items():
+            if command == "quantize" and source is not None:
+                continue  # quantize runs no transform
+            cases.append(Case(f"{command}-{spec}", make(f"{{ws}}/{spec}"), (spec if source is None else file, needle),
+                              phases=command == "tune"))
     cases.append(Case("calibrate-missing-spec", ("calibrate", "{ws}/mlp.onnx", "--spec", "{ws}/nope.toml", "-o", "{out}/c.cache"),
                       ("nope.toml", "cannot read")))
     cases.append(Case("calibrate-binary-spec", ("calibrate", "{ws}/mlp.onnx", "--spec", "{ws}/binary.onnx", "-o", "{out}/c.cache"),
