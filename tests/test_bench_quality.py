@@ -126,3 +126,17 @@ def test_peer_cell_shows_trtpipes_deciding_check_when_the_peer_measured_it():
     failed = {"reason": "validate: build/x/m.int8.onnxruntime.onnx: ONNX Runtime cannot load the model "
                         "([ONNXRuntimeError] : 1 : FAIL : This is an invalid model. Error: Duplicate name); check it with 'trtpipe inspect'"}
     assert bench_methods.decided(failed) == "validate: ONNX Runtime cannot load the model (Error: Duplicate name)"
+
+
+def test_failed_peer_says_why_from_its_log(tmp_path):
+    """A peer that wrote no ONNX gets the line of its log that says why (Model Optimizer's ERROR line, else the
+    last line, run_peer's timeout included) in its row, not the log's path on this machine."""
+    from bench_quality import peer_error, run_peer
+
+    output, log = tmp_path / "peer.onnx", tmp_path / "peer.log"
+    failing = "import sys; print('x - [modelopt][onnx] - ERROR - Internal error: bad graph'); print('Traceback'); sys.exit(1)"
+    assert run_peer([sys.executable, "-c", failing], output, log, 60, []) is None
+    assert peer_error(log) == "Internal error: bad graph"
+    slow = "import time; print('calibrating', flush=True); time.sleep(30)"
+    assert run_peer([sys.executable, "-c", slow], output, log, 1, []) is None
+    assert log.read_text().startswith("calibrating") and peer_error(log) == "timed out after 1 s"
