@@ -107,8 +107,10 @@ def run_method(entry: zoo.Entry, precision: str, method: str, samples: int, time
         except bench_quality.RaggedSamples as exc:
             row["reason"] = str(exc)
             return row
-        if typed is None:
-            row["reason"] = f"{PEERS[method]} failed: see {work / f'{entry.name}.{precision}.{method}.log'}"
+        if typed is None:  # the cell says why (the log's error line), not where the log is
+            log = work / f"{entry.name}.{precision}.{method}.log"
+            row["reason"] = f"{PEERS[method]} failed: {bench_quality.peer_error(log)}"
+            row["log"] = str(log.relative_to(ROOT))
             return row
         return validated(row, entry, typed, samples, timeout)
     steps = [["calibrate", entry.onnx, "--precision", precision, *METHODS[method], "--limit", samples,
@@ -166,6 +168,7 @@ def render(rows: list[dict]) -> str:
 def short_reason(reason: str) -> str:
     """Return why a row has no value, short enough for a table cell: paths and ONNX Runtime's boilerplate left out."""
     reason = re.sub(r"\S+\.onnx: |\[ONNXRuntimeError\] : \d+ : \w+ : |This is an invalid model\. |; check it with .*", "", reason)
+    reason = reason.replace("Internal error: onnx.checker failed on input model ", "onnx.checker: ")  # Model Optimizer's
     return (reason[:110] + "...") if len(reason) > 110 else reason
 
 

@@ -50,6 +50,14 @@ def stack_calibration(spec, out: Path) -> Path:
     return out
 
 
+def peer_error(log: Path) -> str:
+    """Return the line of a failed peer's log that says why: Model Optimizer's last ERROR line, else the
+    log's last line (a traceback's exception, or run_peer's timeout)."""
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.is_file() else []
+    errors = [line.split(" - ERROR - ", 1)[1] for line in lines if " - ERROR - " in line]
+    return errors[-1] if errors else lines[-1] if lines else f"no log at {log}"
+
+
 class RaggedSamples(ValueError):
     """Calibration samples of different shapes, which no stacked array holds."""
 
@@ -67,6 +75,7 @@ def run_peer(command: list[str], output: Path, log: Path, timeout: float, inputs
             code = subprocess.run(command, check=False, stdout=stream, stderr=subprocess.STDOUT, timeout=timeout).returncode
         except subprocess.TimeoutExpired:
             code = "timeout"
+            stream.write(f"\ntimed out after {timeout:.0f} s\n")  # the log's last line says why there is no output
     print(f"  {Path(command[2] if command[1] == '-m' else command[1]).name}: exit {code} in "
           f"{time.monotonic() - start:.0f} s (log {log})", file=sys.stderr)
     return output if code == 0 and output.is_file() else None

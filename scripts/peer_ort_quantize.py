@@ -34,6 +34,22 @@ def extra_options(op_types: list[str]) -> dict:
             "AddQDQPairToWeight": True, "DedicatedQDQPair": True, "QDQOpTypePerChannelSupportToAxis": {"MatMul": 1}}
 
 
+def step_rows(model: str, arrays: dict[str, np.ndarray], batch_size: int) -> tuple[dict[str, int], int]:
+    """Return how many rows of each stacked array one calibration step reads, and the number of steps.
+
+    An input whose first axis the model fixes (gtcrn's caches: [2, 1, 16, 16, 33], the batch on axis 1)
+    reads that many rows a step, as Model Optimizer splits the same file by its --calibration_shapes;
+    the others `batch_size` rows (the last step what is left). Slicing every input by `batch_size` fed
+    gtcrn's caches one row of their two, which ONNX Runtime refused ("Got: 1 Expected: 2")."""
+    import onnx
+
+    first = {i.name: i.type.tensor_type.shape.dim[0].dim_value if i.type.tensor_type.shape.dim else 0
+             for i in onnx.load(model, load_external_data=False).graph.input}
+    rows = {name: first.get(name) or batch_size for name in arrays}
+    steps = min(-(-len(a) // rows[k]) if not first.get(k) else len(a) // rows[k] for k, a in arrays.items())
+    return rows, steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--onnx", required=True)
@@ -46,17 +62,17 @@ def main() -> None:
 
     with np.load(args.calibration) as archive:
         arrays = {name: archive[name] for name in archive.files}
-    count = len(next(iter(arrays.values())))
+    rows, steps = step_rows(args.onnx, arrays, args.batch_size)
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.start = 0
+            self.step = 0
 
         def get_next(self):
-            if self.start >= count:
+            if self.step >= steps:
                 return None
-            batch = {k: v[self.start:self.start + args.batch_size] for k, v in arrays.items()}
-            self.start += args.batch_size
+            batch = {k: v[self.step * rows[k]:(self.step + 1) * rows[k]] for k, v in arrays.items()}
+            self.step += 1
             return batch
 
     quantize_static(args.onnx, args.output, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,

@@ -126,3 +126,38 @@ def test_peer_cell_shows_trtpipes_deciding_check_when_the_peer_measured_it():
     failed = {"reason": "validate: build/x/m.int8.onnxruntime.onnx: ONNX Runtime cannot load the model "
                         "([ONNXRuntimeError] : 1 : FAIL : This is an invalid model. Error: Duplicate name); check it with 'trtpipe inspect'"}
     assert bench_methods.decided(failed) == "validate: ONNX Runtime cannot load the model (Error: Duplicate name)"
+
+
+def test_failed_peer_says_why_from_its_log(tmp_path):
+    """A peer that wrote no ONNX gets the line of its log that says why (Model Optimizer's ERROR line, else the
+    last line, run_peer's timeout included) in its row, not the log's path on this machine."""
+    from bench_quality import peer_error, run_peer
+
+    output, log = tmp_path / "peer.onnx", tmp_path / "peer.log"
+    failing = "import sys; print('x - [modelopt][onnx] - ERROR - Internal error: bad graph'); print('Traceback'); sys.exit(1)"
+    assert run_peer([sys.executable, "-c", failing], output, log, 60, []) is None
+    assert peer_error(log) == "Internal error: bad graph"
+    slow = "import time; print('calibrating', flush=True); time.sleep(30)"
+    assert run_peer([sys.executable, "-c", slow], output, log, 1, []) is None
+    assert log.read_text().startswith("calibrating") and peer_error(log) == "timed out after 1 s"
+
+
+def test_ort_peer_reads_an_input_with_a_fixed_first_axis_a_whole_sample_a_step(tmp_path):
+    """gtcrn's caches fix their first axis at 2 (the batch on axis 1), so the stacked file holds two rows a
+    sample: each calibration step reads that many, as Model Optimizer's --calibration_shapes split does,
+    where slicing every input by --batch-size gave ONNX Runtime one row of two and it refused the run."""
+    source, out, calibration = tmp_path / "fp32.onnx", tmp_path / "ort.int8.onnx", tmp_path / "calibration.npz"
+    weight = numpy_helper.from_array(np.random.default_rng(0).normal(0, 1, (4, 4)).astype(np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+             helper.make_node("MatMul", ["cache", "w"], ["cache_out"], name="mm_cache")]
+    graph = helper.make_graph(nodes, "cached", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4]),
+                                                helper.make_tensor_value_info("cache", TensorProto.FLOAT, [2, 1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4]),
+                               helper.make_tensor_value_info("cache_out", TensorProto.FLOAT, [2, 1, 4])], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), source)
+    rng = np.random.default_rng(1)
+    np.savez(calibration, x=rng.normal(0, 1, (8, 4)).astype(np.float32),
+             cache=rng.normal(0, 1, (16, 1, 4)).astype(np.float32))  # 8 samples, two cache rows each
+    subprocess.run([sys.executable, str(SCRIPTS / "peer_ort_quantize.py"), "--onnx", str(source), "--calibration",
+                    str(calibration), "--output", str(out), "--batch-size", "1"], check=True, capture_output=True)
+    assert sum(n.op_type == "QuantizeLinear" for n in onnx.load(out).graph.node) >= 2
