@@ -12,8 +12,8 @@ what it accepts itself, with the runners in this process, and nothing goes to Tr
 
 gRPC's synchronous server gives a call a worker as soon as its headers arrive, and the worker waits
 there for the message: 70 calls that never sent one stopped every other client (measured). So every
-call reads its messages through `_Waits`: at most WAITING calls wait for a message at once for longer
-than EVICT_AFTER_S (a new one cancels the call that has waited longest), a call's message must come within REQUEST_HEAD_S and a
+call reads its messages through `_Waits`: at most WAITING calls wait for a message at once (a new one
+cancels the call that has waited longest), a call's message must come within REQUEST_HEAD_S and a
 stream's next within IDLE_TIMEOUT_S (each with BODY_MIN_RATE's time for the largest message), and the
 other workers are left to answer.
 """
@@ -44,7 +44,6 @@ CONTENT_BYTES_PER_BYTE = 2
 OTHER_MESSAGE_BYTES = 1 << 20  # any request but inference
 WORKERS = 64  # requests forwarded at once; more wait in gRPC's queue
 WAITING = WORKERS // 2  # calls waiting for a client's message at once; the other workers answer
-EVICT_AFTER_S = 1.0  # a call waits this long before a newcomer may cancel it (a burst of uploads is not an attack)
 WATCH_EVERY_S = 1.0  # how often calls waiting past their deadline are looked for
 NO_DEADLINE_S = 1e9
 FORWARDED_METADATA_SKIP = ("user-agent", "grpc-", ":")
@@ -197,10 +196,7 @@ class _Waits:
         with self.lock:
             if len(self.calls) >= WAITING:
                 oldest = min(self.calls, key=lambda c: self.calls[c][0])
-                if now - self.calls[oldest][0] < EVICT_AFTER_S:
-                    oldest = None  # every call waiting is new: this one waits too (gRPC queues what the workers cannot take)
-                else:
-                    del self.calls[oldest]
+                del self.calls[oldest]
             self.calls[context] = (now, now + self.patience_s[stream] + self.transfer_s)
         if oldest is not None:
             oldest.cancel()
