@@ -24,3 +24,8 @@ def require(module: str, extra: str, purpose: str):
         if exc.name is not None and not module.startswith(exc.name):
             raise  # the module exists but one of its own imports is broken: show that
         raise MissingDependency(module, extra, purpose) from None
+
+
+def first_line(exc: BaseException | str) -> str:
+    """Return the first non-blank line of an error's text, "" when it has none (a bare KeyError())."""
+    return next((part.strip() for part in str(exc).splitlines() if part.strip()), "")

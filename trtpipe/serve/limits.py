@@ -19,6 +19,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from trtpipe.errors import first_line
+
 # As Triton's own HTTP frontend bounds its input since 2.59 (--http-max-input-size), for a model whose
 # dynamic dimensions have no maximum.
 DEFAULT_MAX_REQUEST_BYTES = 64 << 20
@@ -122,6 +124,5 @@ _DIRECTORIES = re.compile(r"(?<![\w.])/(?:[^\s/'\"():,]+/)+")
 
 def reply_error(exc: BaseException | str) -> str:
     """Return the one line a client is told of a failed request: the error's first line, no paths."""
-    text = str(exc).strip()
-    line = next((part.strip() for part in text.splitlines() if part.strip()), "") or type(exc).__name__
+    line = first_line(exc) or type(exc).__name__
     return _DIRECTORIES.sub("", line)[:500]

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from trtpipe.errors import TrtpipeError
+from trtpipe.errors import TrtpipeError, first_line
 from trtpipe.quality.metrics import OutputMetrics, snr_db
 from trtpipe.quality.tasks.base import Task
 
@@ -74,16 +74,17 @@ def load_transform(text: str, output: str) -> Callable[[np.ndarray], np.ndarray]
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
     except Exception as exc:  # noqa: BLE001 - the user's file: any error it raises is theirs to fix
-        raise TrtpipeError(f"{where}: the file does not run ({first_line(exc)}); fix it") from None
+        raise TrtpipeError(f"{where}: the file does not run ({named(exc)}); fix it") from None
     found = getattr(module, function, None)
     if not callable(found):
         raise TrtpipeError(f"{where}: the file has no function {function}; name one it defines")
     return found
 
 
-def first_line(exc: BaseException) -> str:
-    text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def named(exc: BaseException) -> str:
+    """Return "KeyError: its first line", as a user's function raised it."""
+    line = first_line(exc)
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
 class GenericTask(Task):
@@ -109,7 +110,7 @@ class GenericTask(Task):
         try:
             answer = np.asarray(self.transform(values.copy()), np.float64)
         except Exception as exc:  # noqa: BLE001 - the user's function: any error it raises is theirs to fix
-            raise TrtpipeError(f"{where} raised {first_line(exc)} on {of} output; fix the function") from None
+            raise TrtpipeError(f"{where} raised {named(exc)} on {of} output; fix the function") from None
         if answer.ndim == 0 or len(answer) != len(values):
             raise TrtpipeError(f"{where} returned shape {list(answer.shape)} for {len(values)} samples; return one row "
                                "per sample, samples first")
