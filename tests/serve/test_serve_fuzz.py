@@ -1,7 +1,8 @@
 """A hostile client against one live `trtpipe serve` (loopback only, a fixed number of requests, a time
 bound): malformed JSON, huge, negative and zero shapes, wrong dtypes and names, oversize, compressed
 and chunked bodies over HTTP, and lying shapes and oversize messages over gRPC; values of the wrong kind,
-parameters of the wrong type, URLs and headers http.server will not read, and data given twice; with a good
+parameters of the wrong type, URLs and headers http.server will not read, and data given twice; lengths,
+URLs and methods a server may not take (request smuggling), and the absolute form of a URL; with a good
 request after every bad one and one bad request inside a batch of good ones. The server answers every good
 request right, every bad one with one line (no traceback, no server path), and is still serving at the end."""
 
@@ -215,6 +216,76 @@ def test_values_and_parameters_of_the_wrong_kind_are_refused(served):
         with pytest.raises(grpc.RpcError) as caught:
             call(request, timeout=30)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "raw_input_contents" in caught.value.details()
+    assert server.process.poll() is None
+
+
+def send_raw(port, request: bytes):
+    """Send `request` as bytes on a fresh connection (what http.client will not send); return (status, the reply's JSON)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        connection.sendall(request)
+        response = http.client.HTTPResponse(connection)
+        response.begin()
+        data = response.read()
+    return response.status, json.loads(data or b"{}")
+
+
+def misframed(rng):
+    """Yield (what, the request's bytes, the status it must get) of requests that say where they end, what they
+    are or where they go in a way a server may not take, or take otherwise than a proxy in front of it (request
+    smuggling), drawn from `rng`: lengths other than digits or given twice, URLs no URL holds, methods an endpoint
+    has not, binary data longer than its inputs say."""
+    body = request_json()
+    size = len(body)
+
+    def infer(head: bytes, payload: bytes = body, target: bytes = b"/v2/models/conv/infer", method: bytes = b"POST"):
+        return b"%s %s HTTP/1.1\r\nHost: t\r\n%s\r\n%s" % (method, target, head, payload)
+
+    other = int(rng.integers(1, size))
+    yield "two lengths that differ", infer(b"Content-Length: %d\r\nContent-Length: %d\r\n" % (size, other)), 400
+    for text in (b"+%d" % size, b"%d_%d" % divmod(size, 10), b"0x%x" % size, b"-%d" % other, b"%d %d" % divmod(size, 10)):
+        yield f"Content-Length {text!r}", infer(b"Content-Length: %s\r\n" % text), 400
+    yield "a header length with a sign", infer(b"Content-Length: %d\r\nInference-Header-Content-Length: +%d\r\n" % (size, size)), 400
+    for character in (b"\x00", b"\x1b", bytes([int(rng.integers(0x80, 0x100))])):
+        yield f"a URL holding {character!r}", b"GET /v2/models/co%snv HTTP/1.1\r\nHost: t\r\n\r\n" % character, 400
+    for method, target in ((b"PUT", b"/v2/models/conv/infer"), (b"DELETE", b"/v2/models/conv"), (b"PUT", b"/v2/models/conv/config")):
+        yield f"{method.decode()} {target.decode()}", infer(b"Content-Length: %d\r\n" % size, target=target, method=method), 405
+    header = json.dumps({"inputs": [{"name": "input", "shape": [1, 3, 16, 16], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": 3072}}]}).encode()
+    extra = rng.bytes(int(rng.integers(1, 4096)))
+    binary = header + np.zeros(768, np.float32).tobytes() + extra
+    yield "bytes after the binary data", infer(b"Content-Length: %d\r\nInference-Header-Content-Length: %d\r\n"
+                                               % (len(binary), len(header)), binary), 400
+
+
+def test_a_request_framed_two_ways_is_refused_and_an_absolute_url_answered(served):
+    server, root = served
+    rng = np.random.default_rng(29)
+    _good, expected, body = good_request(root, rng)
+    refused = {}
+    for _round in range(2):
+        for what, request, status in misframed(rng):
+            got, reply = send_raw(server.http, request)
+            message = reply.get("error", "")
+            assert got == status and message and "\n" not in message and "Traceback" not in message, (what, got, reply)
+            refused.setdefault(what, message)
+            # The absolute form of the URL (RFC 9112 3.2.2: a server must take it) reaches the same model, checked
+            # as any request is: on the Triton stack it went around the front's checks to Triton, and a shape of
+            # 10^12 elements stopped Triton.
+            got, reply = send_raw(server.http, b"POST http://t/v2/models/conv/infer HTTP/1.1\r\nHost: t\r\n"
+                                               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            assert got == 200, (what, reply)
+            np.testing.assert_allclose(np.asarray(reply["outputs"][0]["data"], np.float32).reshape(1, 10), expected,
+                                       rtol=1e-4, atol=1e-5)
+    assert "differ; send one" in refused["two lengths that differ"], refused
+    lengths = [m for w, m in refused.items() if w.startswith(("Content-Length", "a header length"))]
+    assert len(lengths) >= 6 and all("is not a number of bytes" in m for m in lengths), refused
+    assert "percent-encode" in refused["a URL holding b'\\x00'"], refused
+    huge = request_json(shape=(1, 3, 16, 10**12), data=[1.0])
+    got, reply = send_raw(server.http, b"POST http://t/v2/models/conv/infer HTTP/1.1\r\nHost: t\r\n"
+                                       b"Content-Length: %d\r\n\r\n%s" % (len(huge), huge))
+    assert got == 400 and "takes [-1,3,16,16]" in reply["error"], reply
+    assert send_raw(server.http, b"POST /v2/models/conv/infer HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n%s"
+                    % (len(body), body))[0] == 200
     assert server.process.poll() is None
 
 

@@ -33,6 +33,8 @@ from trtpipe.serve.models import ServedModel
 
 VERSION = "1"  # the one version a served model has, as in the Triton stack's repository
 MODEL_PATH = re.compile(r"/v2/models/([^/]+)(?:/versions/[^/]+)?(/ready|/config|/infer)?/?")
+# The methods each endpoint answers (by a model path's end, or the whole path), as Triton does; the rest GET.
+HTTP_METHODS = {"/infer": ("POST",), "/v2/repository/index": ("POST", "GET")}
 # Typed contents of a gRPC input, per Triton datatype (raw_input_contents is what tritonclient sends).
 CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
             "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents", "UINT32": "uint_contents",
@@ -329,6 +331,10 @@ class DirectModels:
         """Return (status, headers, body) of the answer to one HTTP request; raise Refused. `header`: an
         inference request's JSON header, as the Guard parsed it when it checked the request (parsed once)."""
         path = path.split("?", 1)[0]
+        match = MODEL_PATH.fullmatch(path)
+        verbs = HTTP_METHODS.get(match.group(2) if match else path, ("GET", "HEAD"))
+        if command not in verbs:
+            raise Refused(405, f"{command} {path}: send {' or '.join(verbs)}")
         if path in ("/v2/health/live", "/v2/health/ready"):
             return 200, [], b""
         if path in ("/v2", "/v2/"):
@@ -337,13 +343,10 @@ class DirectModels:
             return _json(200, {"name": "trtpipe", "version": __version__, "extensions": ["binary_tensor_data"]})
         if path == "/v2/repository/index":
             return _json(200, [{"name": n, "version": VERSION, "state": "READY"} for n in self.models])
-        match = MODEL_PATH.fullmatch(path)
         if not match:
             raise Refused(404, f"{path}: not served by trtpipe serve --stack direct")
         model, what = self._model(match.group(1)), match.group(2)
         if what == "/infer":
-            if command != "POST":
-                raise Refused(405, "send inference requests with POST")
             return self._http_infer(model, headers, body, header)
         if what == "/ready":
             return 200, [], b""
@@ -367,6 +370,9 @@ class DirectModels:
             else:
                 raise Refused(400, f"input '{entry['name']}' has no 'data' and no binary_data_size")
             feeds[entry["name"]] = self._array(model, entry["name"], list(entry["shape"]), data)
+        if offset != len(binary):
+            raise Refused(400, f"the body holds {len(binary) - offset} bytes after its inputs' binary_data_size; "
+                               "send each input's bytes once")
         requested = header.get("outputs") or []
         if not isinstance(requested, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str) for o in requested):
             raise Refused(400, "'outputs' must be a list of {\"name\": ...}")

@@ -47,6 +47,8 @@ from collections.abc import Callable, Mapping
 from trtpipe.serve.limits import RequestLimits, reply_error
 
 INFER_PATH = re.compile(r"/v2/models/([^/]+)(?:/versions/[^/]+)?/infer/?")
+ABSOLUTE_FORM = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")  # http://host of a request line's absolute-form URL
+URL_CHARACTERS = re.compile(r"[\x21-\x7e]*")  # what a request line's URL may hold: printable ASCII, no space
 HEADER_BYTES = 64 << 10  # room for the JSON around the data, names and parameters
 JSON_BYTES_PER_ELEMENT = 32  # "-1.2345678901234567e-308," is 25
 OTHER_BODY_BYTES = 1 << 20  # any request but inference (there is no other endpoint with a large body)
@@ -104,6 +106,14 @@ def check_infer(body: bytes, header_length: int | None, limits: RequestLimits) -
     if problem:
         raise Refused(400, problem)
     return request
+
+
+def byte_count(header: str, text: str) -> int:
+    """Return the number of bytes a header gives; raise Refused unless it is digits alone (int() would also
+    take a sign, spaces and underscores, which a proxy in front may read otherwise)."""
+    if not (text.isascii() and text.isdigit()):
+        raise Refused(400, f"{header} {text[:32]!r} is not a number of bytes; send the length in digits")
+    return int(text)
 
 
 def _decoded(body: bytes, encoding: str, limit: int) -> bytes:
@@ -295,6 +305,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.timed.until(REQUEST_HEAD_S)
         super().handle_one_request()
 
+    def parse_request(self) -> bool:
+        """Read the request line and headers as http.server does, then the URL as one path for both stacks:
+        an absolute-form URL (http://host/v2/...) is its path, as a server must take it; a URL with
+        characters no URL holds is refused here, not forwarded for Triton's client to choke on."""
+        if not super().parse_request():
+            return False
+        absolute = ABSOLUTE_FORM.match(self.path)
+        if absolute:
+            self.path = self.path[absolute.end():] or "/"
+        if not URL_CHARACTERS.fullmatch(self.path):
+            self.send_error(400, "the URL holds a space, a control or a non-ASCII character (percent-encode it)")
+            return False
+        return True
+
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own refusals (a request line, URL or headers it will not read) as the one-line JSON
         error every other refusal is, not its HTML page."""
@@ -375,14 +399,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             raise Refused(404, f"Request for unknown model: '{match.group(1)}' is not found")
         if self.headers.get("Transfer-Encoding"):
             raise Refused(411, "send the body with a Content-Length, not chunked")
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            raise Refused(400, "Content-Length is not a number") from None
+        lengths = {value.strip() for value in self.headers.get_all("Content-Length") or ()}
+        if len(lengths) > 1:  # which one a proxy in front believed is anyone's guess: request smuggling
+            raise Refused(400, "the request has Content-Length headers that differ; send one")
+        length = byte_count("Content-Length", lengths.pop() if lengths else "0")
         limit = body_limit(limits)
-        read = min(max(length, 0), max(limit, DRAIN_BYTES))  # the most this request's body is read of
+        read = min(length, max(limit, DRAIN_BYTES))  # the most this request's body is read of
         self.timed.until(REQUEST_HEAD_S + read / BODY_MIN_RATE)
-        if length < 0 or length > limit:
+        if length > limit:
             if 0 < length <= DRAIN_BYTES:
                 self.rfile.read(length)
             raise Refused(413, f"the request body is {length} bytes, more than the {limit} the model takes")
@@ -395,10 +419,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if not match:
             return body, None
         header = self.headers.get("Inference-Header-Content-Length")
-        try:
-            header_length = int(header) if header is not None else None
-        except ValueError:
-            raise Refused(400, "Inference-Header-Content-Length is not a number") from None
+        header_length = byte_count("Inference-Header-Content-Length", header.strip()) if header is not None else None
         if header_length is not None and not 0 < header_length <= len(body):
             raise Refused(400, f"Inference-Header-Content-Length {header_length} does not fit the body")
         return body, check_infer(body, header_length, limits)
