@@ -1,7 +1,8 @@
 """The HTTP and gRPC fronts against clients that hold connections without finishing a request (slowloris),
 in this process with the deadlines and the limits made small: a request's headers, its body and its answer
 are bounded in time, a full house closes the connection that has waited longest rather than turn a client
-away, and gRPC calls that send no message are cancelled and make room."""
+away, gRPC calls that send no message are cancelled and make room, and the metrics port reads a few
+connections at once."""
 
 import json
 import socket
@@ -174,3 +175,34 @@ def test_grpc_calls_that_send_no_message_are_cancelled_and_make_room(grpc_front)
             next(second)
         assert idle.value.code() == grpc.StatusCode.CANCELLED and not fourth.done()
         never.set()
+
+
+def test_connections_to_the_metrics_port_hold_no_more_than_its_few_threads(monkeypatch):
+    from trtpipe.serve import direct
+
+    monkeypatch.setattr(direct, "METRICS_CONNECTIONS", 2)
+
+    class Counters:  # the one call MetricsServer makes of the served models
+        def metrics_text(self):
+            return "nv_inference_count 0\n"
+
+    server = direct.MetricsServer("127.0.0.1", 0, Counters())
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        before = threading.active_count()
+        held = [connect(port, b"GET /met") for _ in range(20)]  # none finishes its request
+        time.sleep(0.2)
+        assert threading.active_count() <= before + 2  # before, a thread each, for as long as they liked
+        for connection in held:
+            connection.close()
+        monkeypatch.setattr(direct._MetricsHandler, "timeout", HEAD_S)
+        held = [connect(port, b"GET /met") for _ in range(2)]  # the whole room, given up after HEAD_S
+        time.sleep(HEAD_S * 3)
+        scrape = connect(port, b"GET /metrics HTTP/1.0\r\n\r\n")
+        assert reply(scrape).startswith(b"HTTP/1.0 200")
+        for connection in held:
+            connection.close()
+    finally:
+        server.shutdown()
+        server.server_close()

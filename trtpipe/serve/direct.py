@@ -19,6 +19,8 @@ import http.server
 import json
 import math
 import re
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,10 +29,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trtpipe.serve.batches import run_requests
-from trtpipe.serve.guard import Refused
+from trtpipe.serve.guard import REQUEST_HEAD_S, Refused
 from trtpipe.serve.limits import TRITON_DATATYPES, RequestLimits, reply_error
 from trtpipe.serve.models import ServedModel
 
+METRICS_CONNECTIONS = 8  # connections the metrics port reads at once
 VERSION = "1"  # the one version a served model has, as in the Triton stack's repository
 MODEL_PATH = re.compile(r"/v2/models/([^/]+)(?:/versions/[^/]+)?(/ready|/config|/infer)?/?")
 # The methods each endpoint answers (by a model path's end, or the whole path), as Triton does; the rest GET.
@@ -462,18 +465,42 @@ def _json(status: int, value) -> tuple[int, list[tuple[str, str]], bytes]:
 
 
 class MetricsServer(http.server.ThreadingHTTPServer):
-    """GET /metrics on (host, port): the direct stack's counters."""
+    """GET /metrics on (host, port): the direct stack's counters.
+
+    A thread a connection, as the fronts: connections that never finish a request would each hold one
+    for ever, and enough of them leave the process no thread to answer inference with. So at most
+    METRICS_CONNECTIONS are read at once (a scraper needs one; the rest are closed unread), and each
+    must send its request within REQUEST_HEAD_S."""
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = socket.SOMAXCONN
 
     def __init__(self, host: str, port: int, models: DirectModels):
         self.models = models
+        self.room = threading.BoundedSemaphore(METRICS_CONNECTIONS)
         super().__init__((host, port), _MetricsHandler)
+
+    def process_request(self, request, client_address):
+        if not self.room.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.room.release()
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], OSError):  # a client that timed out or went away is no error
+            super().handle_error(request, client_address)
 
 
 class _MetricsHandler(http.server.BaseHTTPRequestHandler):
     server: MetricsServer
+    timeout = REQUEST_HEAD_S
 
     def log_message(self, *args) -> None:
         pass
