@@ -7,6 +7,7 @@ direct run of the same runner here (the served file, opened in this process).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -122,8 +123,11 @@ class Client:
 
     def parameters(self, model: str) -> dict[str, str]:
         config = self.client.get_model_config(model, **({"as_json": True} if self.protocol == "grpc" else {}))
-        config = config.get("config", config)
-        return {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
+        config = config.get("config", config) if isinstance(config, dict) else {}
+        parameters = config.get("parameters") if isinstance(config, dict) else None
+        if not isinstance(parameters, dict):
+            return {}  # a config of another shape names no file to check the answers against
+        return {k: v.get("string_value", "") for k, v in parameters.items() if isinstance(v, dict)}
 
     def infer(self, model: str, arrays: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
         from tritonclient.utils import np_to_triton_dtype
@@ -146,7 +150,7 @@ def _connect(options: LoadOptions) -> tuple[Client, dict]:
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
     while True:
         try:
-            return client, client.metadata(options.model)
+            meta = client.metadata(options.model)
         except Exception as exc:  # noqa: BLE001 - tritonclient raises its own and socket errors alike
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             if time.monotonic() > deadline or ("unknown model" in message.lower() and _ready(client)):
@@ -154,6 +158,34 @@ def _connect(options: LoadOptions) -> tuple[Client, dict]:
                 raise TrtpipeError(f"{options.url}: cannot read model '{options.model}' from the server ({message}); "
                                    "check the URL, the port's protocol and the model name") from None
             time.sleep(0.2)
+            continue
+        problem = metadata_problem(meta)
+        if problem:
+            client.close()
+            raise TrtpipeError(f"{options.url}: model '{options.model}' has metadata no KServe v2 server sends "
+                               f"({problem}); check the URL and the port's protocol")
+        return client, meta
+
+
+def metadata_problem(meta) -> str | None:
+    """Return what keeps a model's metadata from telling its inputs and outputs, None when nothing does: the
+    server's answer is input too, and a server that is not what the URL promised answers anything."""
+    from tritonclient.utils import triton_to_np_dtype
+
+    if not isinstance(meta, dict):
+        return f"a {type(meta).__name__}, not an object"
+    for key in ("inputs", "outputs"):
+        tensors = meta.get(key)
+        if not isinstance(tensors, list) or not tensors or not all(isinstance(t, dict) and isinstance(t.get("name"), str)
+                                                                   for t in tensors):
+            return f"'{key}' is not a list of named tensors"
+    for tensor in meta["inputs"]:
+        shape = tensor.get("shape")
+        if not isinstance(shape, list) or not all(re.fullmatch(r"-?\d{1,18}", str(d)) for d in shape):
+            return f"input '{tensor['name']}' has shape {str(shape)[:40]}, not a list of integers"
+        if not isinstance(tensor.get("datatype"), str) or triton_to_np_dtype(tensor["datatype"]) is None:
+            return f"input '{tensor['name']}' has datatype {str(tensor.get('datatype'))[:20]}"
+    return None
 
 
 def _ready(client: Client) -> bool:
