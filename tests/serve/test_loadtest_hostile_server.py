@@ -71,27 +71,26 @@ def samples(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("what", sorted(WRONG_METADATA))
-def test_metadata_no_kserve_server_sends_is_one_line(cli, samples, what):
-    server = serving(WRONG_METADATA[what])
+def loadtest_against(cli, samples, metadata, config=None):
+    """Run `trtpipe loadtest` on a server answering `metadata` and `config`; return (exit code, stdout, stderr, port)."""
+    server = serving(metadata, config)
     try:
-        code, _out, err = cli("loadtest", f"http://127.0.0.1:{server.server_port}", "--model", "m", "--data", samples,
-                             "--concurrency", "1", "--duration-s", "0.2")
+        return (*cli("loadtest", f"http://127.0.0.1:{server.server_port}", "--model", "m", "--data", samples,
+                     "--concurrency", "1", "--duration-s", "0.2"), server.server_port)
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize("what", sorted(WRONG_METADATA))
+def test_metadata_no_kserve_server_sends_is_one_line(cli, samples, what):
+    code, _out, err, port = loadtest_against(cli, samples, WRONG_METADATA[what])
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (what, err)
-    assert f"127.0.0.1:{server.server_port}: model 'm' has metadata no KServe v2 server sends" in err, err
+    assert f"127.0.0.1:{port}: model 'm' has metadata no KServe v2 server sends" in err, err
 
 
 @pytest.mark.parametrize("config", [[1, 2], "x", {"config": {"parameters": ["trtpipe.file"]}},
                                     {"parameters": {"trtpipe.file": "not an object"}}])
 def test_a_config_it_cannot_read_names_no_file_and_the_load_runs(cli, samples, config):
-    server = serving(GOOD_META, config)
-    try:
-        code, out, err = cli("loadtest", f"http://127.0.0.1:{server.server_port}", "--model", "m", "--data", samples,
-                             "--concurrency", "1", "--duration-s", "0.2")
-    finally:
-        server.shutdown()
-        server.server_close()
+    code, out, err, _port = loadtest_against(cli, samples, GOOD_META, config)
     assert code == 0 and "answers not checked (no file here)" in out and "errors" in out, (config, out, err)
