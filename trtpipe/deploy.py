@@ -59,6 +59,7 @@ class DeployOptions:
     batch_size: int = 16
     prefer: str = "size"  # PREFERENCES
     deadline: Deadline | None = None  # None: `budget_minutes` from when deploy() starts
+    verbose: bool = False  # TensorRT's own log on each build, as build --verbose shows it
 
     def __post_init__(self):
         if self.prefer not in PREFERENCES:
@@ -373,7 +374,8 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
     spec = inputs.spec
     build_options = BuildOptions(target=options.target, backend=options.backend, spec=spec,
                                  calibration_data=spec.calibration, exclude=list(spec.exclude),
-                                 shapes=decided_inputs(spec)[0], min_weights=spec.min_weights)
+                                 shapes=decided_inputs(spec)[0], min_weights=spec.min_weights,
+                                 verbose=options.verbose)
     untried: list[str] = []  # the steps the deadline stopped, in order
     # Each cache is calibrated just before the first precision that needs it: the plan's order puts
     # FP16 and BF16 first, which need none, so a budget that calibration would spend (picodet-layout's
