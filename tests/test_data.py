@@ -124,6 +124,26 @@ def test_a_model_exported_for_batch_one_gets_batches_of_one(tmp_path, cli):
     assert code == 0, err
 
 
+def test_a_model_exported_for_a_batch_of_three_runs_only_full_batches(tmp_path, cli):
+    """ONNX Runtime's logreg_iris (OnnxMLTools, IR 3) takes [3, 2] and nothing else: deploy's range pass read 32
+    samples, ten batches of 3 and one of 2, which ONNX Runtime refused, and deploy stopped with exit 2. A model
+    whose inputs fix a batch above one gets batches of exactly that many, whatever --batch-size says; samples
+    that fill none are left out, and data that fills none is refused naming the directory."""
+    from models import mlp, save
+
+    fixed = ModelSpec("m", root=".", inputs=[InputSpec("x", [3, 16])])
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).random((11, 16), np.float32))
+    assert [len(b) for b in iter_batches(fixed, tmp_path, batch_size=16)] == [3, 3, 3]
+    assert [len(b) for b in iter_batches(fixed, tmp_path, batch_size=1)] == [3, 3, 3]
+    assert [len(b) for b in iter_batches(fixed, tmp_path, batch_size=16, limit=8)] == [3, 3]
+    with pytest.raises(TrtpipeError, match="2 samples.*batch of 3"):
+        list(iter_batches(fixed, tmp_path, limit=2))
+    save(mlp(batch=3), tmp_path.parent / f"{tmp_path.name}.mlp.onnx")
+    cache = tmp_path.parent / f"{tmp_path.name}.mlp.cache"
+    code, _, err = cli("calibrate", tmp_path.parent / f"{tmp_path.name}.mlp.onnx", "--data", tmp_path, "-o", cache)
+    assert code == 0, err  # was: "the model cannot run on this data ... Got invalid dimensions for input"
+
+
 def test_data_that_contradicts_a_fixed_input_value_names_the_file_and_input(tmp_path):
     """silero-vad's If on the sample rate is folded for value = 16000: 8000 Hz data would run a branch that is gone."""
     fixed = ModelSpec("m", root=".", inputs=[InputSpec("x", [-1, 6]), InputSpec("sr", [], "int64", batch_axis=None, value=16000)])

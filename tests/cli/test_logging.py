@@ -36,9 +36,12 @@ def test_configure_twice_adds_no_second_handler(capsys):
     assert capsys.readouterr().err.count("once") == 1
 
 
-@pytest.mark.parametrize("command", ["build", "serve"])
+@pytest.mark.parametrize("command", ["build", "serve", "deploy"])
 def test_a_commands_verbose_lowers_the_one_level(tmp_path, command):
-    args = [command, str(tmp_path / "missing.onnx"), "--verbose"] + (["-o", str(tmp_path / "out")] if command == "build" else [])
+    """deploy builds engines too, and a failed build says 'rerun with --verbose' (brainmaze's spindle detector
+    in BF16): deploy answered 'No such option: --verbose'."""
+    out = ["-o", str(tmp_path / "out")] if command in ("build", "deploy") else []
+    args = [command, str(tmp_path / "missing.onnx"), "--verbose"] + out
     CliRunner().invoke(main, args)
     assert LOGGER.getEffectiveLevel() == logging.DEBUG
     CliRunner().invoke(main, [command, str(tmp_path / "missing.onnx")] + args[3:])

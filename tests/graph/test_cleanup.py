@@ -117,3 +117,29 @@ def test_without_names_of_their_own_tensorrt_ties_height_to_width(tmp_path):
     backend = backends.load(backends.choose_spec("tensorrt-rtx", options.target))
     with pytest.raises(TrtpipeError, match="failed to build"):
         build_engine(raw, tmp_path / "raw.engine", Precision.FP32, options, backend, raw)
+
+
+def test_an_ir_3_export_is_cleaned_into_valid_onnx(tmp_path):
+    """Inception v1 as the onnx wheel ships it (onnx-caffe2, IR 3, opset 9, weights made by ConstantOfShape):
+    IR 3 wants every initializer listed as a graph input, and cleanup takes them out of the inputs and folds
+    the weights into new ones. The typed FP16 ONNX was refused on saving ('in initializer but not in graph
+    input; please report this') and the opset could not be raised for BF16, INT8 and FP8 ('Input
+    conv1/7x7_s2_w_0 is undefined'). A cleaned graph is now IR 4 at least."""
+    from pathlib import Path
+
+    import onnx
+
+    from trtpipe.graph import onnxio
+    from trtpipe.quantize import quantize
+
+    path = Path(onnx.__file__).parent / "backend/test/data/light/light_inception_v1.onnx"
+    if not path.is_file():
+        pytest.skip(f"onnx {onnx.__version__} ships no {path.name}")
+    model = onnxio.load(path)
+    assert model.ir_version == 3
+    cleaned, report = cleanup(model)
+    assert report.initializer_inputs == 118 and "ConstantOfShape" not in ops(cleaned)  # the weights folded
+    onnx.checker.check_model(cleaned)
+    onnxio.with_opset(cleaned, 13)
+    quantize(path, "fp16", tmp_path / "m.fp16.onnx")
+    assert onnxio.typed_precision(onnxio.load(tmp_path / "m.fp16.onnx")) == "fp16"

@@ -160,13 +160,15 @@ def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: 
     norm = dict.fromkeys(squared, 0.0)
     for activations in exposed_activations(model, exposed, batches):
         for i, (node, session, names) in enumerate(zip(layers, layer_sessions, feeds)):
-            reference = activations[node.output[0]].ravel()
+            # float64: a layer's squared norm passes float32's 3.4e38 at outputs near 1e19 (Inception v1 as
+            # the onnx wheel ships it, every weight 0.02), and inf / inf is no error to compare
+            reference = activations[node.output[0]].ravel().astype(np.float64)
             for tensor in dict.fromkeys(t for t in activation_inputs(node, constants) if t in measured):
                 norm[tensor, i] += float(np.dot(reference, reference))
                 for name, amax in measured[tensor].items():
                     feed = {n: activations[n] for n in names}
                     feed[tensor] = quantize_signed(activations[tensor], amax, grid)
-                    difference = session.run(None, feed)[0].ravel() - reference
+                    difference = session.run(None, feed)[0].ravel().astype(np.float64) - reference
                     squared[tensor, i][name] += float(np.dot(difference, difference))
         del activations
     errors: dict[str, dict[str, float]] = {t: dict.fromkeys(c, 0.0) for t, c in measured.items()}

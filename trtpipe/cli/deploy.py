@@ -18,6 +18,7 @@ from trtpipe.cli.options import (
     output_option,
     spec_option,
     target_option,
+    verbose_option,
 )
 
 # trtpipe.deploy.PREFERENCES, spelled out: importing trtpipe.deploy loads the builder, and every
@@ -46,9 +47,10 @@ PREFERENCES = ("size", "precision")
                    "equals, and the narrowest precision among them, then the one nearer FP32, wins); precision, the "
                    "narrowest precision (then the one nearer FP32)")
 @batch_size_option()
+@verbose_option("TensorRT's")
 @output_option("directory for the engines, reports/, summary.md and triton/; default: deploy/<model>", required=False)
 def deploy(model, data_dir, validation_dir, target_text, backend_name, precision, spec_path, budget_min, prefer,
-           batch_size, output):
+           batch_size, verbose, output):
     """Calibrate, build, validate and tune every precision the target runs; keep the engines that pass.
 
     Leaves in OUT only engines that pass validation against FP32 on data calibration did not read,
@@ -68,7 +70,7 @@ def deploy(model, data_dir, validation_dir, target_text, backend_name, precision
     from trtpipe.targets import Target
 
     options = DeployOptions(target=Target.parse(target_text), backend=backend_name, precision=precision,
-                            budget_minutes=budget_min, batch_size=batch_size, prefer=prefer)
+                            budget_minutes=budget_min, batch_size=batch_size, prefer=prefer, verbose=verbose)
     output = output or Path("deploy") / model.stem
     result = run(model, output, options, data_dir, spec_path, on_step=lambda text: click.echo(f"-- {text}", err=True),
                  validation_dir=validation_dir)

@@ -40,6 +40,8 @@ ANONYMOUS_DIMS = ("", "?")
 # Conv's pads, MatMul+Add turned into Gemm), so calibration caches and --exclude lists made on the
 # exported graph would stop matching, and TensorRT fuses both patterns itself.
 KEPT_AS_EXPORTED = ("Pad_Fusion", "MatMulAddFusion")  # the names ONNX Runtime registers them under
+# Before IR 4 (onnx 1.3: Caffe2 and early PyTorch exports) every initializer had to be a graph input too.
+FIRST_IR_WITHOUT_INITIALIZER_INPUTS = 4
 
 
 @dataclass
@@ -258,6 +260,9 @@ def cleanup(model, check: bool = True, shapes=None, fixed=None):
     report = CleanupReport(nodes_before=len(model.graph.node))
     batchnorms = sum(node.op_type == "BatchNormalization" for node in model.graph.node)
     report.initializer_inputs = initializers_out_of_inputs(model)
+    # IR 3 lists every initializer as a graph input; with them taken out, and the constants folded into
+    # new initializers, the graph is IR 4, the first that allows weights no caller may override.
+    model.ir_version = max(model.ir_version, FIRST_IR_WITHOUT_INITIALIZER_INPUTS)
     report.renamed_dims = name_dims(model)
     model, report.folded_ifs = fold_ifs(model, shapes, fixed)
     report.constants_to_initializers = constants_to_initializers(model)

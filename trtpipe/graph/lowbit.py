@@ -29,7 +29,7 @@ from trtpipe.calibrators.lowbit import (
     quantize_fp4,
     quantize_int4,
 )
-from trtpipe.errors import TrtpipeError
+from trtpipe.errors import NothingToQuantize, TrtpipeError
 from trtpipe.graph import onnxio, toolkit
 from trtpipe.graph.half import to_half
 from trtpipe.targets import Precision
@@ -45,10 +45,6 @@ DEFAULT_EMBEDDING_BLOCK = 32  # fp4's INT4 embedding tables: a row of 384 has 12
 # so their rounding is a bias on every token, for bytes that hardly count. MiniLM's 2-row
 # token-type table alone cost 0.0024 cosine in INT4, more than its 30522-row word table (0.0014).
 MIN_TABLE_ROWS = 1024
-
-
-class NothingToQuantize(TrtpipeError):
-    """No layer of the model takes the low-bit format (`--precision auto` then skips it)."""
 
 
 @dataclass

@@ -29,7 +29,7 @@ import numpy as np
 from trtpipe.calibrators.amax import METHODS
 from trtpipe.data import Batch
 from trtpipe.deadline import Deadline
-from trtpipe.errors import TrtpipeError
+from trtpipe.errors import NothingToQuantize, TrtpipeError
 from trtpipe.quality.cost import LAUNCH_SECONDS
 from trtpipe.quality.tune_config import Config, Rung, Trial, TuneResult, amax_by_method
 from trtpipe.quality.tune_judge import SHARES, lower_bound, margins, supported_confidence, task_metrics
@@ -134,7 +134,7 @@ class Search:
         """Search within the budget; return the chosen trial (`self.trials` holds them all)."""
         self._deadline = (self.deadline or Deadline(math.inf)).within(self.budget_seconds)
         if not self.layers:
-            raise TrtpipeError("the model has no Conv, MatMul or Gemm with scales to quantize; build it in fp16")
+            raise NothingToQuantize("the model has no Conv, MatMul or Gemm with scales to quantize; build it in fp16")
         if default is not None:
             self.evaluate(default, "default")
         self._phase("one method for every tensor")
@@ -388,7 +388,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     named = require_named(spec, precision, baseline, Path(options.baseline_path or model_path).name)
     tensors = quantized_activations(model)
     if not tensors:
-        raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
+        raise NothingToQuantize(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
     gpu = gpu_for(target)
     if precision not in gpu.tflops:
         raise TrtpipeError(f"--precision {precision}: the {gpu.name} has no {precision} tensor cores; pick another --target")
