@@ -46,6 +46,9 @@ def test_a_streaming_models_caches_are_no_image():
     assert guess_task(camera, facts(("output", [1, 3549, 6], "float32"), ("state_out", [1, 8, 4, 4], "float32"))).task == "detection"
     fixed = facts(("image", [1, 3, 64, 64], "float32"))
     assert guess_task(fixed, facts(("map", [1, 3, 64, 64], "float32"))).task == "dense"
+    # an image-to-image model's picture comes back in its own shape, beside another input: still a picture
+    denoiser = facts(("noisy", [1, 3, 64, 64], "float32"), ("sigma", [1, 1], "float32"))
+    assert guess_task(denoiser, facts(("clean", [1, 3, 64, 64], "float32"))).task == "dense"
 
 
 def test_a_token_tagger_is_a_sequence_of_tags_and_an_encoder_an_embedding():

@@ -7,6 +7,7 @@ user knows which lines to check. The text it returns loads with `trtpipe.spec.lo
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from trtpipe.spec import DTYPES, toml_string
 
 # Batch sizes of the guessed build profile: MIN/OPT/MAX as trtexec writes them.
 PROFILE_BATCHES = (1, 8, 32)
+# What a carried state's name says (silero's state, GTCRN's conv_cache, FSMN-VAD's in_cache0, past key/values).
+STATE_NAME = re.compile(r"cache|state|hidden|past|memory", re.IGNORECASE)
 
 
 @dataclass
@@ -113,12 +116,14 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
 
 
 def carried_states(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> set[str]:
-    """Return the names of the inputs a streaming model carries: of fixed shape, beside other inputs, and
-    written back by an output of that shape (its dynamic dims any size), as FSMN-VAD's caches
-    [1, 128, 19, 1] come back as [1, 128, ?, 1]. A state is no image, whatever its rank."""
+    """Return the names of the inputs a streaming model carries: of fixed shape, beside other inputs, named
+    as a state is, and written back by an output of that shape (its dynamic dims any size), as FSMN-VAD's
+    caches `in_cache0` [1, 128, 19, 1] come back as [1, 128, ?, 1]. A state is no image, whatever its rank.
+    The name is asked too: an image-to-image model's picture comes back in its own shape as well (a
+    denoiser's [1, 3, 256, 256] beside its noise level)."""
     if len(inputs) < 2:
         return set()
-    return {i.name for i in inputs if i.shape and all(d > 0 for d in i.shape)
+    return {i.name for i in inputs if i.shape and all(d > 0 for d in i.shape) and STATE_NAME.search(i.name)
             and any(len(o.shape) == len(i.shape) and all(od < 0 or od == d for od, d in zip(o.shape, i.shape))
                     for o in outputs)}
 
