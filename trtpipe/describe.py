@@ -86,14 +86,17 @@ def describe_onnx(path: Path) -> dict:
     dtypes = Counter(TensorProto.DataType.Name(t) for t in types.values())
 
     def io(values):
-        return [{"name": v.name, "dtype": TensorProto.DataType.Name(v.type.tensor_type.elem_type),
+        return [{"name": v.name, "dtype": type_text(v.type),
                  "shape": [d.dim_value if d.HasField("dim_value") else (d.dim_param or -1) for d in v.type.tensor_type.shape.dim]}
                 for v in values]
 
     initializers = {i.name for i in model.graph.initializer}
     kept, folded, left_out = kept_nodes(model), folded_ifs(model), unquantized_layers(model)
     return {
-        "kind": "onnx", "path": str(path), "opset": onnxio.opset(model), "ir_version": model.ir_version,
+        "kind": "onnx", "path": str(path), "ir_version": model.ir_version,
+        "opset": onnxio.opset(model) if any(e.domain in ("", "ai.onnx") for e in model.opset_import) else None,
+        **({"other_opsets": others} if (others := {e.domain: e.version for e in model.opset_import
+                                                   if e.domain not in ("", "ai.onnx")}) else {}),
         "nodes": len(model.graph.node), "qdq_pairs": ops.get("QuantizeLinear", 0),
         "dequantize_nodes": ops.get("DequantizeLinear", 0),
         "inputs": io(v for v in model.graph.input if v.name not in initializers), "outputs": io(model.graph.output),
@@ -103,6 +106,24 @@ def describe_onnx(path: Path) -> dict:
         **({"folded_ifs": folded} if folded else {}),
         **({"unquantized_layers": left_out} if left_out else {}),
     }
+
+
+def type_text(value_type) -> str:
+    """Return an ONNX type as inspect shows it: a tensor's element type (FLOAT), else map(INT64, FLOAT) or
+    sequence(...), as classic-ML exporters write their outputs."""
+    from onnx import TensorProto
+
+    kind = value_type.WhichOneof("value")
+    if kind == "map_type":
+        key = TensorProto.DataType.Name(value_type.map_type.key_type)
+        return f"map({key}, {type_text(value_type.map_type.value_type)})"
+    if kind == "sequence_type":
+        return f"sequence({type_text(value_type.sequence_type.elem_type)})"
+    if kind == "optional_type":
+        return f"optional({type_text(value_type.optional_type.elem_type)})"
+    if kind == "sparse_tensor_type":
+        return f"sparse({TensorProto.DataType.Name(value_type.sparse_tensor_type.elem_type)})"
+    return TensorProto.DataType.Name(value_type.tensor_type.elem_type)
 
 
 def render(description: dict) -> str:

@@ -108,3 +108,20 @@ def test_an_onnx_runner_after_close_is_one_error(tmp_path):
         runner.infer({"x": x})
     with pytest.raises(TrtpipeError, match="m.onnx: ONNX Runtime failed to run the model"):
         OnnxRunner(tmp_path / "m.onnx").infer({"x": np.zeros((2, 15), np.float32)})
+
+
+def test_inspect_tells_a_classic_ml_models_opsets_and_its_map_output(cli):
+    """ONNX Runtime's own logreg_iris (OnnxMLTools, IR 3, ai.onnx.ml alone): inspect said "opset: 1", a default
+    domain the model never imports, and the probabilities' type UNDEFINED (a sequence of maps is no tensor)."""
+    import json
+    from pathlib import Path
+
+    import onnxruntime
+
+    path = Path(onnxruntime.__file__).parent / "datasets" / "logreg_iris.onnx"
+    code, out, err = cli("inspect", path, "--json")
+    assert code == 0, err
+    description = json.loads(out)
+    assert description["opset"] is None and description["other_opsets"] == {"ai.onnx.ml": 1}
+    assert {o["name"]: o["dtype"] for o in description["outputs"]} == {"label": "INT64",
+                                                                       "probabilities": "sequence(map(INT64, FLOAT))"}
