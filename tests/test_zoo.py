@@ -36,7 +36,8 @@ def test_the_zoo_covers_the_families_it_promises():
     assert sum(e.kind == "transformer" for e in entries) >= 2 and any(e.kind == "recurrent" for e in entries)
     families = " ".join(e.family for e in entries)
     for word in ("YOLO", "PicoDet", "OCR", "dense prediction", "classifier", "audio", "YOLOX", "faces with landmarks",
-                 "CTC", "audio embedding", "music transcription", "per-character tagger", "image to image"):
+                 "CTC", "audio embedding", "music transcription", "per-character tagger", "image to image",
+                 "table structure"):
         assert word in families
     assert len({e.pin.onnx_sha256 for e in entries}) == len(entries), "two entries pin the same file"
 
@@ -265,6 +266,34 @@ def test_face_rois_crop_as_3ddfa_does_around_a_detectors_box():
     assert (right - left, bottom - top) == (110, 110) and ((left + right) / 2, (top + bottom) / 2) == pytest.approx((40, 69.8))
 
 
+def test_tables_are_fed_as_rapid_table_pads_them_zeros_after_normalizing():
+    """slanet-table's maker: BGR, (x / 255 - mean) / std with the ImageNet RGB mean on the BGR channels
+    (PaddleOCR's NormalizeImage as the package configures it), then zeros to 488x488 below and right of
+    the image: not the paper's colour, and not what [preprocess] could say."""
+    from PIL import Image
+
+    image = Image.new("RGB", (488, 100), (255, 128, 0))  # red, half green, no blue
+    x = inputs.table_input(image)
+    assert x.shape == (3, 488, 488) and x.dtype == np.float32
+    assert x[0, :100] == pytest.approx((0 - 0.485) / 0.229)  # blue first, with the mean of red
+    assert x[2, :100] == pytest.approx((1 - 0.406) / 0.225)
+    assert x[1, :100] == pytest.approx((128 / 255 - 0.456) / 0.224, abs=1e-6)
+    assert not x[:, 100:].any()  # the padding
+    with pytest.raises(ValueError, match="longest side"):
+        inputs.table_input(Image.new("RGB", (400, 100)))
+
+
+def test_rendered_tables_are_table_crops_with_their_structure():
+    """A table_image is a crop as rapid-table gets it (488 on its longest side) with its structure in
+    SLANet's tokens: a header and a body, one token a cell or a spanning cell's four."""
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        image, tokens = inputs.table_image(rng)
+        assert max(image.size) == 488
+        assert tokens[0] == "<thead>" and tokens[-1] == "</tbody>" and tokens.count("<tr>") == tokens.count("</tr>") >= 3
+        assert tokens.count("<td></td>") + tokens.count("<td") >= 4
+
+
 def test_noisy_speech_writes_frames_with_the_caches_on_their_batch_axes(tmp_path):
     """gtcrn's maker: one frame a file, its caches where the spec says its one sample sits, and the
     utterances the judge reads beside them (no step of trtpipe reads that folder)."""
@@ -286,7 +315,7 @@ def test_noisy_speech_writes_frames_with_the_caches_on_their_batch_axes(tmp_path
 
 @pytest.mark.parametrize("name", ["captcha-crnn", "centerface", "ddddocr-det", "effword-resnet50", "basic-pitch",
                                   "speech-embedding", "slovorez", "u2netp", "rivagan-dec", "age-resnet",
-                                  "tddfa-mb1"])
+                                  "tddfa-mb1", "slanet-table"])
 def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
     from trtpipe.data import iter_batches
 
