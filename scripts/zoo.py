@@ -429,7 +429,14 @@ def run_model(entry: Entry, samples: int, timeout: float, say, precisions=PRECIS
             row.engine_mb = engine.stat().st_size / 1e6
         else:
             reasons.append(f"build: {step.reason or 'no engine written'}")
-        if typed.is_file() and precision != "fp32":  # written before TensorRT parses it: judge it either way
+            if precision != "fp32" and not typed.is_file():
+                # A failed build commits nothing, its typed ONNX included (212dc6b); `quantize` writes the
+                # same file without TensorRT, so a model TensorRT refuses is still judged.
+                step = run_step(["quantize", onnx_path, "--precision", precision, *cache_args, *common, "-o", typed],
+                                timeout)
+                say(f"quantize {precision}", step)
+                row.seconds += step.seconds
+        if typed.is_file() and precision != "fp32":  # judged whether or not TensorRT took it
             # Judged by the minimums of the precision it was built for, which the typed ONNX records.
             step = run_step(["validate", typed, "--baseline", onnx_path, "--limit", entry.validation_count(samples),
                              "--batch-size", entry.batch_size,
