@@ -515,6 +515,8 @@ class Deployed:
 
 CHOSE = re.compile(r"^chose (\S+) \([^)]*\): (.*)$", re.MULTILINE)
 UNTRIED = re.compile(r"^note: the budget \([^)]*\) ran out before: ([^;]*);", re.MULTILINE)
+# deploy's line for a precision it did not keep ("fp16: does not build: ..."), the row's reason when none passes.
+NOTED = re.compile(r"^(fp32|tf32|fp16|bf16|int8|fp8|int4|fp4): (.+)$", re.MULTILINE)
 
 
 def deploy_model(entry: Entry, samples: int, budget_min: float, timeout: float, say) -> Deployed:
@@ -535,6 +537,9 @@ def deploy_model(entry: Entry, samples: int, budget_min: float, timeout: float, 
         row.chosen, row.why = Path(chose.group(1)).name, chose.group(2)
     if untried:
         row.untried = untried.group(1)
+    noted = NOTED.findall(step.stdout)
+    if not chose and noted:  # slanet-table: every precision refused by TensorRT, which "no precision passes" hid
+        row.why = "no precision passes; " + "; ".join(f"{p}: {n if len(n) <= 120 else n[:117] + '...'}" for p, n in noted)
     return row
 
 
