@@ -539,7 +539,8 @@ def deploy_model(entry: Entry, samples: int, budget_min: float, timeout: float, 
         row.untried = untried.group(1)
     noted = NOTED.findall(step.stdout)
     if not chose and noted:  # slanet-table: every precision refused by TensorRT, which "no precision passes" hid
-        row.why = "no precision passes; " + "; ".join(f"{p}: {n if len(n) <= 120 else n[:117] + '...'}" for p, n in noted)
+        shown = [(p, re.sub(r"/\S*/(\S+\.onnx)", r"\1", n)) for p, n in noted]  # a file's name, not its path
+        row.why = "no precision passes; " + "; ".join(f"{p}: {n if len(n) <= 160 else n[:157] + '...'}" for p, n in shown)
     return row
 
 

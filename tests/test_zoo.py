@@ -442,15 +442,17 @@ def test_the_deploy_row_reads_what_deploy_prints(cli, tmp_path):
 
 def test_a_deploy_that_keeps_nothing_says_what_each_precision_did(monkeypatch):
     """slanet-table's deploy: TensorRT-RTX refused every build and its row read only "no precision passes"."""
-    printed = ("| precision | verdict |\nfp16: does not build: m.fp16.onnx: tensorrt-rtx failed to build a fp16 engine for sm89 "
-               "([graphScope.cpp::makeScopeNodesContiguous::812] Error Code 2: Internal Error)\nint8: does not build: x\n"
+    printed = ("| precision | verdict |\nfp16: does not build: /work/build/zoo/m/deploy/m.fp16.onnx: tensorrt-rtx failed to "
+               "build a fp16 engine for sm89 ([graphScope.cpp::makeScopeNodesContiguous::812] Error Code 2: Internal Error "
+               "(Assertion newNodeOrder.size() == g.nodes.size() failed. ); rerun with --verbose)\nint8: does not build: x\n"
                "no precision passes (simulated); no engine is left\n")
     monkeypatch.setattr(zoo, "fetch", lambda entry, timeout: entry.onnx)
     monkeypatch.setattr(zoo, "make_data", lambda entry, samples: None)
     monkeypatch.setattr(zoo, "run_step", lambda args, timeout: zoo.Step(False, 60.0, printed, "", 1))
     row = zoo.deploy_model(zoo.load_entry(SPECS[0]), 32, 5.0, 600, lambda *_: None)
     assert row.returncode == 1 and not row.chosen
-    assert row.why.startswith("no precision passes; fp16: does not build: m.fp16.onnx: tensorrt-rtx failed to build")
+    assert row.why.startswith("no precision passes; fp16: does not build: m.fp16.onnx: tensorrt-rtx failed to build a fp16 "
+                              "engine for sm89 ([graphScope.cpp::makeScopeNodesContiguous::812]")
     assert row.why.endswith("...; int8: does not build: x") and "\n" not in row.why
 
 
