@@ -16,7 +16,7 @@ import numpy as np
 
 from trtpipe.deadline import OutOfTime
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import read_text_input
+from trtpipe.files import read_text_input, regular_file
 from trtpipe.spec import InputSpec, ModelSpec, Preprocess
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
@@ -49,11 +49,14 @@ def feeds(batches: Iterable[Batch], on_batch: Callable[[int], None] | None = Non
 
 
 def list_files(directory: str | os.PathLike, flag: str = "--data") -> list[Path]:
-    """Return the data files in `directory`, sorted by name, or raise when there are none."""
+    """Return the data files in `directory`, sorted by name, or raise when there are none, or when a name of a
+    sample is not a file of samples (a folder, a FIFO, a link to nothing): it would be left out without a word."""
     directory = Path(directory)
     if not directory.is_dir():
         raise TrtpipeError(f"{flag} {directory}: no such directory; pass a directory of .npy, .npz or image files")
-    files = sorted(p for p in directory.iterdir() if p.suffix.lower() in DATA_SUFFIXES and p.is_file())
+    files = sorted(p for p in directory.iterdir() if p.suffix.lower() in DATA_SUFFIXES)
+    for path in files:
+        regular_file(path, str(path), f"a sample is a file of samples: move it out of {flag} {directory}, or fix the link")
     if not files:
         raise TrtpipeError(f"{flag} {directory}: no .npy, .npz or image files in it; add calibration samples")
     return files
@@ -70,7 +73,13 @@ def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":
-            return {"": np.load(path, allow_pickle=False)}
+            with open(path, "rb") as file:
+                array = np.load(file, allow_pickle=False)
+                if file.read(1) == b"":
+                    return {"": array}
+            # np.load reads the first array and leaves the rest: a second np.save into the file, or a copy cut short
+            raise TrtpipeError(f"{path}: holds more bytes than its array {list(array.shape)} (two arrays saved into one "
+                               "file?); save one array a file, or the samples in one array")
         with np.load(path, allow_pickle=False) as archive:
             if not isinstance(archive, np.lib.npyio.NpzFile):
                 return {"": archive}
@@ -124,13 +133,25 @@ def empty_sample(path: Path, name: str, shape: tuple[int, ...]) -> TrtpipeError:
                         "remove the file or re-export it with at least one value on every axis")
 
 
-def check_finite(path: Path, name: str, array: np.ndarray) -> None:
-    """Raise naming the file and sample when a float `array` (samples first) holds NaN or Inf: every
-    command would calibrate, smooth or judge on it, a range, a scale or a verdict of NaN."""
-    if array.dtype.kind == "f" and not np.isfinite(array).all():
-        sample = int(np.argmax(~np.isfinite(array.reshape(max(len(array), 1), -1)).all(axis=1))) if array.ndim else 0
+def check_finite(path: Path, name: str, array: np.ndarray, dtype=None) -> None:
+    """Raise naming the file and sample when a float `array` (samples first) holds NaN or Inf, or values that
+    `dtype` (what the model is fed) holds only as Inf: every command would calibrate, smooth or judge on it, a
+    range, a scale or a verdict of NaN."""
+    if array.dtype.kind != "f":
+        return
+    flat = array.reshape(max(len(array), 1) if array.ndim else 1, -1)
+    if not np.isfinite(array).all():
+        sample = int(np.argmax(~np.isfinite(flat).all(axis=1)))
         raise TrtpipeError(f"{path}: input '{name}' holds NaN or Inf (sample {sample} of the file); likely cause: a broken "
                            "export or preprocessing that divides by zero; fix or remove that sample")
+    fed = np.dtype(dtype) if dtype is not None else array.dtype
+    if fed.kind == "f" and fed.itemsize < array.dtype.itemsize:
+        beyond = np.abs(flat) > np.finfo(fed).max
+        if beyond.any():
+            sample = int(np.argmax(beyond.any(axis=1)))
+            raise TrtpipeError(f"{path}: input '{name}' holds {flat[beyond][0]:g} (sample {sample} of the file), beyond "
+                               f"{fed}'s range (at most {np.finfo(fed).max:g}), which the model is fed: it would be Inf; "
+                               "fix the preprocessing that scales it")
 
 
 def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndarray:
@@ -156,7 +177,7 @@ def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndar
     expected = np.dtype(spec.dtype)
     if array.dtype != expected and not np.can_cast(array.dtype, expected, casting="same_kind"):
         raise TrtpipeError(f"{path}: input '{name}' is {array.dtype}, the model expects {expected}; convert the data")
-    check_finite(path, name, array)
+    check_finite(path, name, array, expected)
     if spec.value is not None and not np.isclose(array, spec.value, rtol=1e-6, atol=0).all():
         # The graph was folded for that value (graph.control): other data would run a branch that is gone.
         found = array[~np.isclose(array, spec.value, rtol=1e-6, atol=0)].flat[0]

@@ -34,12 +34,10 @@ def sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def read_text_input(path: str | os.PathLike, where: str, fix: str) -> str:
-    """Return the UTF-8 text of an input file, or raise starting with `where` (the flag and the file) and saying `fix`.
-
-    Only a regular file is opened: a FIFO would wait for a writer for ever, a device could be endless.
-    """
-    path = Path(path)
+def regular_file(path: str | os.PathLike, where: str, fix: str) -> os.stat_result:
+    """Return the status of an input file, or raise starting with `where` (the flag and the file) and saying `fix`
+    unless it is a regular file: a FIFO would wait for a writer for ever, a device could be endless, and a
+    path the system refuses (a link to itself, a name too long) cannot be read either."""
     try:
         info = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -50,6 +48,16 @@ def read_text_input(path: str | os.PathLike, where: str, fix: str) -> str:
         raise TrtpipeError(f"{where}: is a directory; {fix}")
     if not stat.S_ISREG(info.st_mode):
         raise TrtpipeError(f"{where}: is not a regular file (a FIFO, device or socket); {fix}")
+    return info
+
+
+def read_text_input(path: str | os.PathLike, where: str, fix: str) -> str:
+    """Return the UTF-8 text of an input file, or raise starting with `where` (the flag and the file) and saying `fix`.
+
+    Only a regular file is opened (regular_file).
+    """
+    path = Path(path)
+    info = regular_file(path, where, fix)
     if info.st_size > MAX_TEXT_INPUT_BYTES:
         raise TrtpipeError(f"{where}: {info.st_size} bytes, more than such a file holds "
                            f"(at most {MAX_TEXT_INPUT_BYTES >> 20} MiB); {fix}")

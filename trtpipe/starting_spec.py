@@ -209,7 +209,7 @@ def _sample_spans(directory: Path, inputs: list[TensorFacts], axes: dict[str, in
                 raise empty_sample(path, tensor.name, array.shape)
             if array is not None:
                 # what every command after init refuses; a lone sample counts as a batch of one
-                check_finite(path, tensor.name, array if array.ndim == len(tensor.shape) else array[None])
+                check_finite(path, tensor.name, array if array.ndim == len(tensor.shape) else array[None], tensor.dtype)
             if dims is not None:
                 seen[tensor.name].append(dims)
     spans = {}

@@ -206,6 +206,19 @@ ONNX_VARIANTS = {
     "weights-outside-its-folder": (_weights_outside, "outside.onnx"),
 }
 FILE_VARIANTS.update(ONNX_VARIANTS)
+def _beside_a_sample(make_second):
+    """Return a maker of a data directory of one good sample file and a second `make_second` makes."""
+    def make(path: Path) -> None:
+        path.mkdir()
+        np.save(path / "000.npy", np.random.default_rng(0).normal(0, 1, (4, 16)).astype(np.float32))
+        make_second(path / "001.npy")
+    return make
+
+
+def _two_arrays(path: Path) -> None:
+    with open(path, "wb") as file:  # np.save twice into one file: np.load reads the first, the second is lost
+        np.save(file, np.ones((4, 16), np.float32))
+        np.save(file, np.ones((4, 16), np.float32))
 # Data directories (each made under {hostile}/<name>/):
 DATA_VARIANTS = {
     "a-file": lambda p: _write(p, GOOD_SPEC.encode()),
@@ -222,6 +235,14 @@ DATA_VARIANTS = {
     "inf-in-a-later-file": lambda p: (p.mkdir(), np.save(p / "000.npy", np.ones((4, 16), np.float32)),
                                       np.save(p / "001.npy", np.full((4, 16), -np.inf, np.float32))),
     "not-utf8-name": lambda p: (p.mkdir(), _write(Path(os.fsdecode(os.fsencode(p) + b"/\xff\xfe.npy")), b"\x93NUMPY")),
+    # session 18: a file named as a sample, beside a good one, that is not a file of samples ...
+    "dangling-link-beside-a-sample": _beside_a_sample(lambda p: p.symlink_to("gone.npy")),
+    "link-loop-beside-a-sample": _beside_a_sample(lambda p: p.symlink_to(p.name)),
+    "directory-beside-a-sample": _beside_a_sample(lambda p: p.mkdir()),
+    "fifo-beside-a-sample": _beside_a_sample(os.mkfifo),
+    # ... and arrays that are not what they seem: two in one .npy, float64 values no float32 holds.
+    "two-arrays-in-one-npy": lambda p: (p.mkdir(), _two_arrays(p / "000.npy")),
+    "beyond-float32": lambda p: (p.mkdir(), np.save(p / "000.npy", np.full((4, 16), 1e300))),
 }
 # What the line must say for these (the others: any message naming the file or flag).
 VARIANT_SAYS = {"oversize": f"at most {MAX_TEXT_INPUT_BYTES >> 20} MiB", "edge-nobody-makes": "not a valid ONNX model",
@@ -298,7 +319,8 @@ def check_refused(argv, workspace, out, hostile, needles_any, fifos=()) -> str:
     """Run `argv`; assert exit 2, one line holding one of `needles_any`, no input changed, nothing left in
     `out`; return the line."""
     before_ws, before_hostile = _snapshot(workspace), _snapshot(hostile)
-    with fifo_watch(list(fifos)) as blocked:
+    fifos = [*fifos, *(p for p in hostile.rglob("*") if p.is_fifo())]  # every FIFO a case made is watched
+    with fifo_watch(fifos) as blocked:
         code, stdout, stderr, exception = run_cli(argv)
     assert not blocked, f"opened the FIFO {blocked[0]} to read it (it would wait for ever): {stderr}"
     lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("-- ")]
@@ -344,16 +366,14 @@ def test_a_file_that_cannot_be_used(case: Case, workspace, report, taken_port, t
     if role == "data":
         target = hostile / f"data-{case.variant}"
         DATA_VARIANTS[case.variant](target)
-        fifos = [target / "000.npy"] if case.variant == "fifo-sample" else []
     else:
         make, name = FILE_VARIANTS[case.variant]
         target = hostile / name
         make(target)
-        fifos = [target] if case.variant == "fifo" else []
     values = {k: v.format(ws=workspace, out=out, taken=taken_port) for k, v in BASES[case.command].items()}
     values[case.param] = str(target)
     flag = case.param if case.param.startswith("-") else target.name
-    message = check_refused(command_line(case.command, values), workspace, out, hostile, (target.name, flag), fifos)
+    message = check_refused(command_line(case.command, values), workspace, out, hostile, (target.name, flag))
     if case.variant in VARIANT_SAYS:
         assert VARIANT_SAYS[case.variant] in message, message
 
