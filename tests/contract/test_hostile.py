@@ -206,6 +206,30 @@ ONNX_VARIANTS = {
     "weights-outside-its-folder": (_weights_outside, "outside.onnx"),
 }
 FILE_VARIANTS.update(ONNX_VARIANTS)
+def _spec_beside(text: str, **files):
+    """Return a maker of a spec holding `text`, with `files` ({name: maker of it}) made beside it."""
+    def make(path: Path) -> None:
+        for name, make_file in files.items():
+            make_file(path.parent / name)
+        _write(path, text.encode())
+    return make
+
+
+_VITERBI = GOOD_SPEC + '[[outputs]]\nname = "probs"\ntask = "sequence"\ndecode = "viterbi"\ntransitions = "{}"\n'
+# Specs that parse and name a path no file can have, or nest deeper than any parser recurses: read by
+# every command at load, so each is refused whatever the command would read of the spec.
+SPEC_VARIANTS = {
+    "nul-in-a-path": (_spec_beside(GOOD_SPEC.replace('calibration = "data"', 'calibration = "da\\u0000ta"')), "nul.toml"),
+    "transitions-a-fifo": (_spec_beside(_VITERBI.format("t.npy"), **{"t.npy": os.mkfifo}), "fifo-inside.toml"),
+    "transform-a-link-loop": (_spec_beside(GOOD_SPEC + '[[outputs]]\nname = "probs"\ntask = "generic"\n'
+                                           'transform = "loop.py:answer"\n', **{"loop.py": lambda p: p.symlink_to(p.name)}),
+                              "loop-inside.toml"),
+    "arrays-nested-too-deep": (_spec_beside("name = " + "[" * 20000 + "]" * 20000 + "\n"), "deep.toml"),
+    "tables-nested-too-deep": (_spec_beside("name = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n"), "deep-tables.toml"),
+}
+FILE_VARIANTS.update(SPEC_VARIANTS)
+
+
 def _beside_a_sample(make_second):
     """Return a maker of a data directory of one good sample file and a second `make_second` makes."""
     def make(path: Path) -> None:
@@ -248,10 +272,11 @@ DATA_VARIANTS = {
 VARIANT_SAYS = {"oversize": f"at most {MAX_TEXT_INPUT_BYTES >> 20} MiB", "edge-nobody-makes": "not a valid ONNX model",
                 "cycle": "not a valid ONNX model", "unknown-operator": "NoSuchOp", "future-opset": "opset 99",
                 "no-outputs": "no outputs", "short-weights": "raw_data size", "weights-outside-its-folder": "outside"}
-BYTES = set(FILE_VARIANTS) - set(ONNX_VARIANTS)
+BYTES = set(FILE_VARIANTS) - set(ONNX_VARIANTS) - set(SPEC_VARIANTS)
 ROLE_VARIANTS = {
-    "model": set(FILE_VARIANTS) - {"not-utf8", "oversize"},  # an ONNX is binary, and may be large
-    "spec": BYTES - {"empty"},  # an empty model.toml is a spec of every default
+    "model": set(FILE_VARIANTS) - {"not-utf8", "oversize"} - set(SPEC_VARIANTS),  # an ONNX is binary, and may be
+    # large
+    "spec": BYTES - {"empty"} | set(SPEC_VARIANTS),  # an empty model.toml is a spec of every default
     "cache": BYTES, "labels": BYTES, "report": BYTES,
     "data": set(DATA_VARIANTS),
 }
