@@ -76,6 +76,25 @@ def sidecar_path(path: str | os.PathLike) -> Path:
     return Path(f"{path}.json")
 
 
+def read_sidecar_json(path: str | os.PathLike, what: str, fix: str) -> dict | None:
+    """Return the JSON object in the sidecar beside `path` (`<path>.json`: what a cache was calibrated for, what
+    an engine was built from), None when there is none; raise naming the sidecar, as not `what`, saying `fix`,
+    when it cannot be one: not a regular file (a FIFO would be waited on for ever), not UTF-8, over 16 MiB,
+    not JSON, not an object, or nested deeper than the parser goes."""
+    side = sidecar_path(path)
+    if not os.path.lexists(side):
+        return None
+    text = read_text_input(side, str(side), fix)
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else "not JSON"
+        raise TrtpipeError(f"{side}: not {what} ({why}); {fix}") from None
+    if not isinstance(raw, dict):
+        raise TrtpipeError(f"{side}: not {what} (not a JSON object); {fix}")
+    return raw
+
+
 def ensure_dir(path: str | os.PathLike, flag: str = "-o") -> Path:
     """Return the directory, created if needed, or raise if it cannot be written."""
     path = Path(path)

@@ -230,6 +230,28 @@ SPEC_VARIANTS = {
 FILE_VARIANTS.update(SPEC_VARIANTS)
 
 
+def _cache_with_sidecar(make_sidecar):
+    """Return a maker of the workspace's INT8 cache (its bytes, made by calibrate) beside a sidecar `make_sidecar` makes."""
+    def make(path: Path) -> None:
+        from trtpipe.files import sidecar_path
+
+        _write(path, CACHE_TEXT)
+        make_sidecar(sidecar_path(path))
+    return make
+
+
+# A cache whose sidecar (the .json beside it, which says what the cache was calibrated for) cannot be used.
+CACHE_TEXT = b"TRT-101300-EntropyCalibration2\nx: 3c010a14\nh2: 3c010a14\n"
+SIDECAR_VARIANTS = {
+    "sidecar-a-fifo": (_cache_with_sidecar(os.mkfifo), "fifo-sidecar.cache"),
+    "sidecar-a-directory": (_cache_with_sidecar(lambda p: p.mkdir()), "dir-sidecar.cache"),
+    "sidecar-nested-too-deep": (_cache_with_sidecar(lambda p: _write(p, b"[" * 100_000 + b"]" * 100_000)), "deep-sidecar.cache"),
+    "sidecar-not-an-object": (_cache_with_sidecar(lambda p: _write(p, b"[]")), "list-sidecar.cache"),
+    "sidecar-not-utf8": (_cache_with_sidecar(lambda p: _write(p, b'{"options": "caf\xe9"}')), "latin1-sidecar.cache"),
+}
+FILE_VARIANTS.update(SIDECAR_VARIANTS)
+
+
 def _beside_a_sample(make_second):
     """Return a maker of a data directory of one good sample file and a second `make_second` makes."""
     def make(path: Path) -> None:
@@ -272,12 +294,12 @@ DATA_VARIANTS = {
 VARIANT_SAYS = {"oversize": f"at most {MAX_TEXT_INPUT_BYTES >> 20} MiB", "edge-nobody-makes": "not a valid ONNX model",
                 "cycle": "not a valid ONNX model", "unknown-operator": "NoSuchOp", "future-opset": "opset 99",
                 "no-outputs": "no outputs", "short-weights": "raw_data size", "weights-outside-its-folder": "outside"}
-BYTES = set(FILE_VARIANTS) - set(ONNX_VARIANTS) - set(SPEC_VARIANTS)
+BYTES = set(FILE_VARIANTS) - set(ONNX_VARIANTS) - set(SPEC_VARIANTS) - set(SIDECAR_VARIANTS)
 ROLE_VARIANTS = {
-    "model": set(FILE_VARIANTS) - {"not-utf8", "oversize"} - set(SPEC_VARIANTS),  # an ONNX is binary, and may be
-    # large
+    "model": set(FILE_VARIANTS) - {"not-utf8", "oversize"} - set(SPEC_VARIANTS) - set(SIDECAR_VARIANTS),  # an ONNX is
+    # binary, and may be large
     "spec": BYTES - {"empty"} | set(SPEC_VARIANTS),  # an empty model.toml is a spec of every default
-    "cache": BYTES, "labels": BYTES, "report": BYTES,
+    "cache": BYTES | set(SIDECAR_VARIANTS), "labels": BYTES, "report": BYTES,
     "data": set(DATA_VARIANTS),
 }
 # Which variants a command refuses with its own message rather than the file's: none; every case
