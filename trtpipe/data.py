@@ -88,8 +88,16 @@ def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
         raise TrtpipeError(f"{path}: not a readable {suffix} file ({exc.__class__.__name__}); re-save it with numpy") from None
 
 
-def load_image(path: Path, pre: Preprocess) -> np.ndarray:
-    """Return one preprocessed image as an array in the spec's layout, without a batch axis."""
+# Pillow's modes whose channels are wider than 8 bits: converting them to L or RGB clips every value above 255.
+WIDE_MODES = {"I": "32-bit integer", "F": "32-bit float", "I;16": "16-bit", "I;16L": "16-bit", "I;16B": "16-bit",
+              "I;16N": "16-bit"}
+
+
+@contextlib.contextmanager
+def opened_image(path: Path) -> Iterator:
+    """Yield the decoded image at `path` (Pillow's), or raise naming the file: one that does not decode (truncated,
+    not an image), a decompression bomb, several frames (which would be the sample?), or channels wider than
+    the 8 bits [preprocess] scale reads. Errors of the block (a resize Pillow cannot do) name the file too."""
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -99,22 +107,38 @@ def load_image(path: Path, pre: Preprocess) -> np.ndarray:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(path)
         with img:
-            img = img.convert("L" if pre.color == "L" else "RGB")
-            height, width = pre.size
-            if pre.resize:
-                ratio = pre.resize / min(img.size)
-                img = img.resize((max(width, round(img.size[0] * ratio)), max(height, round(img.size[1] * ratio))),
-                                 Image.BILINEAR)
-                left, top = (img.size[0] - width) // 2, (img.size[1] - height) // 2
-                img = img.crop((left, top, left + width, top + height))
-            else:
-                img = img.resize((width, height), Image.BILINEAR)
-            array = np.asarray(img, dtype=np.float32)
+            frames = getattr(img, "n_frames", 1)
+            if frames > 1:
+                raise TrtpipeError(f"{path}: holds {frames} frames (an animation?); a sample is one picture: save the "
+                                   "frame you mean as a file of its own")
+            if img.mode in WIDE_MODES:
+                raise TrtpipeError(f"{path}: {WIDE_MODES[img.mode]} pixels (mode {img.mode}), not 8 bits a channel, which "
+                                   "is what [preprocess] scale reads (0..255); save it as an 8-bit image")
+            img.load()
+            yield img
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise TrtpipeError(f"{path}: the image is larger than {Image.MAX_IMAGE_PIXELS} pixels (a decompression bomb?); "
                            "resize it, or remove it") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, MemoryError) as exc:
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, MemoryError, EOFError) as exc:
         raise TrtpipeError(f"{path}: not a readable image ({exc.__class__.__name__}); remove or replace the file") from None
+
+
+def load_image(path: Path, pre: Preprocess) -> np.ndarray:
+    """Return one preprocessed image as an array in the spec's layout, without a batch axis."""
+    from PIL import Image
+
+    with opened_image(path) as img:
+        img = img.convert("L" if pre.color == "L" else "RGB")
+        height, width = pre.size
+        if pre.resize:
+            ratio = pre.resize / min(img.size)
+            img = img.resize((max(width, round(img.size[0] * ratio)), max(height, round(img.size[1] * ratio))),
+                             Image.BILINEAR)
+            left, top = (img.size[0] - width) // 2, (img.size[1] - height) // 2
+            img = img.crop((left, top, left + width, top + height))
+        else:
+            img = img.resize((width, height), Image.BILINEAR)
+        array = np.asarray(img, dtype=np.float32)
     if array.ndim == 2:
         array = array[:, :, None]
     if pre.color == "BGR":

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trtpipe.data import IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays
+from trtpipe.data import IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays, opened_image
 from trtpipe.errors import TrtpipeError
 from trtpipe.spec import DTYPES, toml_string
 
@@ -301,16 +301,12 @@ def _shared_value(array) -> str | None:
 
 
 def _image_size(directory: Path) -> tuple[int, int] | None:
-    """Return (height, width) of the first image in `directory`, None when it cannot be read."""
-    from PIL import Image, UnidentifiedImageError
-
+    """Return (height, width) of the first image in `directory` (None when there is none), or raise naming it when
+    no command could read it (data.opened_image): the spec would be written from its header alone."""
     for path in list_files(directory):
         if path.suffix.lower() in IMAGE_SUFFIXES:
-            try:
-                with Image.open(path) as img:
-                    return img.size[1], img.size[0]
-            except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
-                return None
+            with opened_image(path) as img:
+                return img.size[1], img.size[0]
     return None
 
 
