@@ -359,8 +359,9 @@ def model_runs_on(directory: str | os.PathLike):
     """Turn ONNX Runtime's rejection of the data (wrong shape or dtype) into a one-line error."""
     try:
         yield
-    except (TrtpipeError, OutOfTime, ImportError, NameError, AttributeError, SyntaxError):
-        raise  # ours already one line, or the budget's; the others are bugs of ours, not of the data: show them whole
+    except (TrtpipeError, OutOfTime, ImportError, NameError, AttributeError, SyntaxError, OSError):
+        raise  # ours already one line, or the budget's; a file's (the model's path) says which file; the others are
+        # bugs of ours, not of the data: show them whole
     except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own types for bad feeds
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise TrtpipeError(f"--data {directory}: the model cannot run on this data ({first}); "

@@ -95,16 +95,65 @@ def read_sidecar_json(path: str | os.PathLike, what: str, fix: str) -> dict | No
     return raw
 
 
+# The folders ensure_dir made, outermost first: a command that fails or is interrupted takes away those it
+# left empty (remove_made_folders, which the CLI calls), so that no folder is left for an output never written.
+_MADE_FOLDERS: list[Path] = []
+
+
 def ensure_dir(path: str | os.PathLike, flag: str = "-o") -> Path:
     """Return the directory, created if needed, or raise if it cannot be written."""
     path = Path(path)
+    missing = [folder for folder in (path, *path.parents) if not os.path.lexists(folder)]
     try:
         path.mkdir(parents=True, exist_ok=True)
+        _MADE_FOLDERS.extend(reversed(missing))
     except OSError as exc:
         raise TrtpipeError(f"{flag} {path}: cannot create the directory ({exc.strerror}); choose a writable path") from None
     if not os.access(path, os.W_OK):
         raise TrtpipeError(f"{flag} {path}: the directory is not writable; choose a writable path")
     return path
+
+
+def remove_made_folders() -> None:
+    """Remove the folders ensure_dir made that are still empty, deepest first; forget the others."""
+    while _MADE_FOLDERS:
+        with contextlib.suppress(OSError):
+            _MADE_FOLDERS.pop().rmdir()
+
+
+def forget_made_folders() -> None:
+    """Forget the folders made so far: what a command makes from now on is its own (the CLI calls this first)."""
+    _MADE_FOLDERS.clear()
+
+
+def check_output_dir(path: str | os.PathLike, flag: str = "-o", what: str = "its results") -> Path:
+    """Return `path` if a folder of outputs may be made or written there, else raise naming the flag: an existing
+    file, a link to itself, a name too long, or a path through a file (before any work, not at the first write)."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        _check_parents(path, flag)
+        return path
+    except OSError as exc:
+        raise TrtpipeError(f"{flag} {path}: cannot use it ({exc.strerror}); choose another folder") from None
+    if not stat.S_ISDIR(mode):
+        raise TrtpipeError(f"{flag} {path}: is a file; name a folder to write {what} into")
+    return path
+
+
+def _check_parents(path: Path, flag: str) -> None:
+    """Raise naming `flag` when a folder `path` would be made in is a file (or cannot be looked at)."""
+    for parent in path.parents:
+        try:
+            mode = os.stat(parent).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            raise TrtpipeError(f"{flag} {path}: cannot use {parent} ({exc.strerror}); choose another path") from None
+        if not stat.S_ISDIR(mode):
+            raise TrtpipeError(f"{flag} {path}: {parent} is a file, not a folder; choose a writable path")
+        return
 
 
 def check_output(path: str | os.PathLike, inputs=(), flag: str = "-o", siblings=()) -> Path:
@@ -145,7 +194,8 @@ def _check_writable(path: str | os.PathLike, flag: str) -> Path:
     try:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
-        mode = None  # not there yet; ensure_dir says what is wrong with its directory
+        mode = None  # not there yet: its folders must be folders, or be made
+        _check_parents(path, flag)
     except OSError as exc:
         raise TrtpipeError(f"{flag} {path}: cannot use it ({exc.strerror}); choose another path") from None
     if mode is not None and stat.S_ISDIR(mode):

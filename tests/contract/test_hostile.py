@@ -206,6 +206,17 @@ ONNX_VARIANTS = {
     "weights-outside-its-folder": (_weights_outside, "outside.onnx"),
 }
 FILE_VARIANTS.update(ONNX_VARIANTS)
+# Paths the system refuses, for every role, outputs included (session 18): a link to itself (ELOOP), a name
+# longer than a file system holds (ENAMETOOLONG), a path through a regular file (ENOTDIR). {suffix}: the
+# option's own (an output keeps the name its command asks for).
+PATH_VARIANTS = {
+    "link-loop": (lambda p: p.symlink_to(p.name), "loop{suffix}"),
+    "name-too-long": (lambda p: None, "n" * 300 + "{suffix}"),
+    "through-a-file": (lambda p: _write(p.parent, b"a file, not a folder\n"), "afile/x{suffix}"),
+}
+FILE_VARIANTS.update(PATH_VARIANTS)
+
+
 def _spec_beside(text: str, **files):
     """Return a maker of a spec holding `text`, with `files` ({name: maker of it}) made beside it."""
     def make(path: Path) -> None:
@@ -281,7 +292,11 @@ DATA_VARIANTS = {
     "inf-in-a-later-file": lambda p: (p.mkdir(), np.save(p / "000.npy", np.ones((4, 16), np.float32)),
                                       np.save(p / "001.npy", np.full((4, 16), -np.inf, np.float32))),
     "not-utf8-name": lambda p: (p.mkdir(), _write(Path(os.fsdecode(os.fsencode(p) + b"/\xff\xfe.npy")), b"\x93NUMPY")),
-    # session 18: a file named as a sample, beside a good one, that is not a file of samples ...
+    # session 18: the paths the system refuses (a maker may return the path it made, when it is not `p`) ...
+    "link-loop": lambda p: p.symlink_to(p.name),
+    "name-too-long": lambda p: p.parent / ("n" * 300),
+    "through-a-file": lambda p: (_write(p, b"a file, not a folder\n"), p / "data")[1],
+    # ... a file named as a sample, beside a good one, that is not a file of samples ...
     "dangling-link-beside-a-sample": _beside_a_sample(lambda p: p.symlink_to("gone.npy")),
     "link-loop-beside-a-sample": _beside_a_sample(lambda p: p.symlink_to(p.name)),
     "directory-beside-a-sample": _beside_a_sample(lambda p: p.mkdir()),
@@ -301,6 +316,7 @@ ROLE_VARIANTS = {
     "spec": BYTES - {"empty"} | set(SPEC_VARIANTS),  # an empty model.toml is a spec of every default
     "cache": BYTES | set(SIDECAR_VARIANTS), "labels": BYTES, "report": BYTES,
     "data": set(DATA_VARIANTS),
+    "output": set(PATH_VARIANTS), "outdir": set(PATH_VARIANTS),
 }
 # Which variants a command refuses with its own message rather than the file's: none; every case
 # must name the file or the flag.
@@ -376,7 +392,7 @@ def check_refused(argv, workspace, out, hostile, needles_any, fifos=()) -> str:
     assert any(n in lines[0] for n in needles_any), f"none of {needles_any} in {lines[0]!r}"
     assert _snapshot(workspace) == before_ws, "an input changed"
     assert _snapshot(hostile) == before_hostile, "a hostile input changed"
-    left = [p for p in out.rglob("*") if not p.is_dir()]
+    left = list(out.rglob("*"))  # a folder made for the output is left behind too (session 18)
     assert not left, f"left behind: {left}"
     return lines[0]
 
@@ -412,10 +428,11 @@ def test_a_file_that_cannot_be_used(case: Case, workspace, report, taken_port, t
     role = ROLES[(case.command, case.param)]
     if role == "data":
         target = hostile / f"data-{case.variant}"
-        DATA_VARIANTS[case.variant](target)
+        made = DATA_VARIANTS[case.variant](target)
+        target = made if isinstance(made, Path) else target
     else:
         make, name = FILE_VARIANTS[case.variant]
-        target = hostile / name
+        target = hostile / name.format(suffix=Path(BASES[case.command].get(case.param, "x.txt")).suffix)
         make(target)
     values = {k: v.format(ws=workspace, out=out, taken=taken_port) for k, v in BASES[case.command].items()}
     values[case.param] = str(target)
@@ -622,4 +639,4 @@ def test_ctrl_c_while_writing_leaves_nothing(command, when, strange, monkeypatch
     code, stdout, stderr, exception = run_cli(argv)
     assert code == 130 and stderr.strip().splitlines()[-1] == "trtpipe: interrupted; nothing unfinished was written", \
         f"exit {code} {exception!r}: {stdout}{stderr}"
-    assert [p for p in out.rglob("*") if not p.is_dir()] == []
+    assert list(out.rglob("*")) == []  # no folder made for it either

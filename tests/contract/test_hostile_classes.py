@@ -1,11 +1,12 @@
 """The second battery's classes that need more than a hostile file in one option's place (session 18).
 
 Each bad case keeps the contract as `test_hostile.check_refused` asserts it: exit 2, one line naming the
-file or flag, no input changed, no file left in the output folder. The classes of single hostile files
+file or flag, no input changed, nothing left in the output folder. The classes of single hostile files
 and paths are in test_hostile's variant tables, signals other than Ctrl-C in its interrupt test. Here:
 
 - images that decode to something the spec did not expect, through every data option of every command
-  (`test_hostile.ROLES`), on a workspace whose model reads images.
+  (`test_hostile.ROLES`), on a workspace whose model reads images;
+- a folder a command made for its output, left behind when it fails.
 """
 
 from __future__ import annotations
@@ -133,3 +134,27 @@ def test_an_image_the_spec_did_not_expect(command, param, variant, image_workspa
         values["--shapes"] = IMAGE_SHAPES
     line = check_refused(command_line(command, values), image_workspace, out, hostile, (f"{target.name}/{name}",))
     assert VARIANT_SAYS.get(variant, "") in line, line
+
+
+# ---- a folder made for an output, when the command fails -------------------------------------------
+
+WRITERS = sorted((c, p) for (c, p), role in ROLES.items() if role in ("output", "outdir") and p in BASES[c])
+
+
+@pytest.mark.parametrize("command,param", WRITERS, ids=[f"{c}{p}" for c, p in WRITERS])
+def test_a_folder_made_for_an_output_goes_when_the_command_fails(command, param, workspace, tmp_path):
+    """The output under folders that do not exist yet, and an input the command fails on (samples of NaN, else a
+    model that is missing): the folders it made go with its files."""
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    (hostile / "nan").mkdir(parents=True)
+    np.save(hostile / "nan" / "000.npy", np.full((4, 16), np.nan, np.float32))
+    values = {k: v.format(ws=workspace, out=out, taken=9) for k, v in BASES[command].items()}
+    values[param] = str(out / "new" / "deeper" / Path(values[param]).name)
+    if "--data" in values:
+        values["--data"] = str(hostile / "nan")
+    else:
+        values[next(k for k in values if not k.startswith("-"))] = str(hostile / "missing.onnx")
+    if command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    check_refused(command_line(command, values), workspace, out, hostile, ("000.npy", "missing.onnx"))
