@@ -164,7 +164,8 @@ def check_output(path: str | os.PathLike, inputs=(), flag: str = "-o", siblings=
     inside an input directory (a file written into the data joins the samples the next run reads). Every
     command that writes calls this before it reads anything, with all it reads as `inputs` (model,
     spec, data, cache, exclusions) and the other files it writes beside `path` as `siblings` (a
-    tuned cache's .toml, a sidecar), which are held to the same rules.
+    tuned cache's .toml, a sidecar), which are held to the same rules. A path under one of `inputs` that is
+    not a folder (a report folder where the command writes its cache) is refused too.
     """
     path = _check_writable(path, flag)
     for written in (path, *(_check_writable(sibling, flag) for sibling in siblings)):
@@ -176,7 +177,16 @@ def check_output(path: str | os.PathLike, inputs=(), flag: str = "-o", siblings=
                 what = "is" if written == path else f"would also write {written},"
                 raise TrtpipeError(f"{flag} {path}: {what} inside the input directory {source} (the next run would "
                                    "read it as data); write the result outside it")
+            if source is not None and _under_a_file(written, source):
+                what = "is" if written == path else f"would also write {written},"
+                raise TrtpipeError(f"{flag} {path}: {what} inside {source}, which is a file this command reads or "
+                                   "writes, not a folder; write the result elsewhere")
     return path
+
+
+def _under_a_file(path: Path, source: str | os.PathLike) -> bool:
+    """Return True if `path` would be written under `source`, a path that is no folder (a file, or one not made yet)."""
+    return not os.path.isdir(source) and Path(os.path.abspath(source)) in Path(os.path.abspath(path)).parents
 
 
 def _inside(path: Path, directory: str | os.PathLike) -> bool:

@@ -6,11 +6,13 @@ and paths are in test_hostile's variant tables, signals other than Ctrl-C in its
 
 - images that decode to something the spec did not expect, through every data option of every command
   (`test_hostile.ROLES`), on a workspace whose model reads images;
-- a folder a command made for its output, left behind when it fails.
+- a folder a command made for its output, left behind when it fails;
+- an output that is an input's sidecar, or the command's other output.
 """
 
 from __future__ import annotations
 
+import shutil
 import struct
 import zlib
 from pathlib import Path
@@ -20,6 +22,7 @@ import pytest
 from conftest import HAS_RTX
 
 import models
+from contract.test_battery import ENGINE
 from contract.test_hostile import BASES, NEEDS_RTX, ROLES, check_refused, command_line, run_cli
 
 # ---- images the spec did not expect --------------------------------------------------------------
@@ -158,3 +161,39 @@ def test_a_folder_made_for_an_output_goes_when_the_command_fails(command, param,
     if command in NEEDS_RTX and not HAS_RTX:
         pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
     check_refused(command_line(command, values), workspace, out, hostile, ("000.npy", "missing.onnx"))
+
+
+# ---- an output that is another file of the run -----------------------------------------------------
+
+def _sidecar_copy(workspace: Path, hostile: Path, name: str) -> Path:
+    """Copy the workspace's `name` and its sidecar into hostile/; return the copy."""
+    shutil.copy(workspace / name, hostile / Path(name).name)
+    shutil.copy(workspace / f"{name}.json", hostile / f"{Path(name).name}.json")
+    return hostile / Path(name).name
+
+
+TUNE = ["tune", "{ws}/mlp.onnx", "--spec", "{ws}/spec.toml", "--precision", "int8", "--budget-min", "0.05",
+        "-o", "{out}/t.cache"]
+# An input's sidecar (what a cache was calibrated for, what an engine was built from) is part of the input;
+# one command's two outputs cannot be one path (tune's report folder where its cache or exclusions go).
+OTHER_FILES = {
+    "quantize-o-is-the-caches-sidecar": (["quantize", "{ws}/mlp.onnx", "--precision", "int8", "--cache", "{hostile}/int8.cache",
+                                          "-o", "{hostile}/int8.cache.json"], "int8.cache", "-o"),
+    "validate--report-over-the-engines-sidecar": (["validate", f"{{hostile}}/{Path(ENGINE).name}", "--baseline", "{ws}/mlp.onnx",
+                                                   "--data", "{ws}/data", "--report", "{hostile}"], ENGINE, "--report"),
+    "tune--report-is-its-cache": ([*TUNE, "--report", "{out}/t.cache"], None, "--report"),
+    "tune--report-is-its-exclusions": ([*TUNE, "--report", "{out}/t.toml"], None, "--report"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OTHER_FILES))
+def test_an_output_that_is_another_file_of_the_run(case, workspace, tmp_path):
+    argv, copied, flag = OTHER_FILES[case]
+    if copied == ENGINE and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    if copied is not None:
+        _sidecar_copy(workspace, hostile, copied)
+    check_refused([a.format(ws=workspace, out=out, hostile=hostile) for a in argv], workspace, out, hostile, (flag,))
