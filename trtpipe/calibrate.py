@@ -11,7 +11,7 @@ from pathlib import Path
 
 from trtpipe import data
 from trtpipe.calibrators.amax import DEFAULT_PERCENTILE, METHODS, uniform_amax
-from trtpipe.calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, parse, read_cache, render
+from trtpipe.calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, nameable, parse, read_cache, render
 from trtpipe.calibrators.graph import quantized_activations
 from trtpipe.calibrators.histogram import DEFAULT_BINS
 from trtpipe.deadline import Deadline
@@ -128,6 +128,19 @@ def calibrated_graph(model, spec: ModelSpec | None):
     return cleanup(model, shapes=shapes, fixed=fixed)[0]
 
 
+def calibrated_tensors(model, model_path: str | os.PathLike) -> list[str]:
+    """Return the activations of the cleaned `model` a cache holds scales for, or raise naming the model when there
+    are none, or when one's name no cache line can hold (found before the data is read, not at the write)."""
+    tensors = quantized_activations(model)
+    if not tensors:
+        raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
+    unnamed = next((t for t in tensors if not nameable(t)), None)
+    if unnamed is not None:
+        raise TrtpipeError(f"{model_path}: tensor {unnamed!r} cannot be named in a calibration cache (a line of "
+                           "'name: scale' each); rename it in the model, without line breaks")
+    return tensors
+
+
 def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output: str | os.PathLike,
               options: CalibrationOptions = CalibrationOptions(), spec: ModelSpec | None = None,
               force: bool = False, show_progress: bool = True,
@@ -147,9 +160,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     # Scales are keyed by tensor name: calibrate the cleaned graph, the one the typed passes rewrite
     # (folding Transposes or BatchNorms renames the tensors that feed Conv and MatMul).
     model = calibrated_graph(onnxio.load_float(model_path), spec)
-    tensors = quantized_activations(model)
-    if not tensors:
-        raise TrtpipeError(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
+    tensors = calibrated_tensors(model, model_path)
     check_output(output, [model_path, spec.path if spec is not None else None, data_dir], "-o",
                  siblings=[sidecar_path(output)])
     spec = spec_for(spec, model, model_path)

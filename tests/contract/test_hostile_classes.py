@@ -7,7 +7,8 @@ and paths are in test_hostile's variant tables, signals other than Ctrl-C in its
 - images that decode to something the spec did not expect, through every data option of every command
   (`test_hostile.ROLES`), on a workspace whose model reads images;
 - a folder a command made for its output, left behind when it fails;
-- an output that is an input's sidecar, or the command's other output.
+- an output that is an input's sidecar, or the command's other output;
+- tensor names every file trtpipe writes must hold.
 """
 
 from __future__ import annotations
@@ -197,3 +198,64 @@ def test_an_output_that_is_another_file_of_the_run(case, workspace, tmp_path):
     if copied is not None:
         _sidecar_copy(workspace, hostile, copied)
     check_refused([a.format(ws=workspace, out=out, hostile=hostile) for a in argv], workspace, out, hostile, (flag,))
+
+
+# ---- tensor names every file trtpipe writes must hold ----------------------------------------------
+
+# Names ONNX allows and TOML, a calibration cache, a report and a Triton config must each quote or escape.
+ODD_NAMES = {"x": 'in "q" \\ ü/ sp', "probs": "out#]=[ 'x'", "h2": "a: b:c ", "h0": " lead", "h1": "tab\there",
+             "h3": "名前/ü", "h4": "semi;colon,=x"}
+
+
+def _renamed(names: dict[str, str]):
+    model = models.dynamic_mlp()
+    for node in model.graph.node:
+        node.input[:] = [names.get(i, i) for i in node.input]
+        node.output[:] = [names.get(o, o) for o in node.output]
+        node.name += ' "node"'
+    for value in [*model.graph.input, *model.graph.output]:
+        value.name = names.get(value.name, value.name)
+    return model
+
+
+def test_odd_tensor_names_go_through_init_calibrate_quantize_and_validate(tmp_path):
+    models.save(_renamed(ODD_NAMES), tmp_path / "m.onnx")
+    models.save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (32, 16)).astype(np.float32))
+    for argv in (["init", "m.onnx", "--data", "data", "-o", "m.toml"],
+                 ["calibrate", "m.onnx", "--spec", "m.toml", "-o", "m.int8.cache"],
+                 ["quantize", "m.onnx", "--precision", "int8", "--cache", "m.int8.cache", "--spec", "m.toml",
+                  "-o", "m.int8.onnx"],
+                 ["validate", "m.int8.onnx", "--baseline", "m.onnx", "--spec", "m.toml", "--report", "reports"]):
+        code, out, err, exception = run_cli([tmp_path / a if a.startswith("m.") or a in ("data", "reports") else a
+                                             for a in argv])
+        assert code == 0, f"{argv[0]}: exit {code} {exception!r}: {out}{err}"
+    from trtpipe.calibrators.cache import read_cache
+
+    assert set(read_cache(tmp_path / "m.int8.cache").amax) == {ODD_NAMES["x"], ODD_NAMES["h2"]}
+
+
+# A name a calibration cache cannot hold: TensorRT's format is one `name: scale` a line.
+UNCACHEABLE = {"newline": "a\nb", "carriage-return": "a\rb"}
+CALIBRATING = {
+    "calibrate": ["calibrate", "{m}", "--data", "{ws}/data", "-o", "{out}/c.cache"],
+    "tune": ["tune", "{m}", "--spec", "{spec}", "--data", "{ws}/data", "--validation", "{ws}/data", "--precision", "int8",
+             "--budget-min", "0.05", "-o", "{out}/t.cache"],
+    "build": ["build", "{m}", "--precision", "int8", "--data", "{ws}/data", "--target", "sm_89", "--backend", "tensorrt-rtx",
+              "--shapes", "x:1x16/8x16/32x16", "-o", "{out}/engines"],
+    "deploy": ["deploy", "{m}", "--data", "{ws}/data", "--precision", "int8", "--target", "sm_89", "--backend", "tensorrt-rtx",
+               "--budget-min", "1", "-o", "{out}/deploy"],
+}
+
+
+@pytest.mark.parametrize("command,name", [(c, n) for c in sorted(CALIBRATING) for n in sorted(UNCACHEABLE)])
+def test_a_tensor_name_no_calibration_cache_can_hold(command, name, workspace, tmp_path):
+    if command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    models.save(_renamed({"h2": UNCACHEABLE[name]}), hostile / "m.onnx")
+    (hostile / "m.toml").write_text('name = "m"\n')
+    argv = [a.format(m=hostile / "m.onnx", spec=hostile / "m.toml", ws=workspace, out=out) for a in CALIBRATING[command]]
+    check_refused(argv, workspace, out, hostile, ("m.onnx",))
+
