@@ -336,9 +336,9 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
         inputs = _inputs(model, model_path, data_dir, validation_dir, Path(spec_path) if spec_path else None,
                          output, on_step)
         return _run(model_path, output, options, precisions, inputs, deadline, on_step)
-    except TrtpipeError:
+    except (TrtpipeError, KeyboardInterrupt):
         # Bad input found late (a calibration sample the model cannot read, after FP16 and BF16 were
-        # built): nothing this run wrote stays, a spec or split for data that does not work included.
+        # built), or a stop (Ctrl-C, SIGTERM): nothing this run wrote stays, a spec or split included.
         _remove_written(output, before, had_output)
         raise
 

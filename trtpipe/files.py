@@ -291,22 +291,60 @@ def atomic_path(path: str | os.PathLike, flag: str = "-o") -> Iterator[Path]:
         yield outputs.stage(path, flag)
 
 
+# What stops a command besides Ctrl-C: `kill`, `timeout` and schedulers send SIGTERM, a closed terminal SIGHUP.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal other than Ctrl-C, raised where the command stands (stops_as_interrupts): it unwinds as
+    Ctrl-C does, every staged file removed, and the command exits with 128 + the signal's number."""
+
+    def __init__(self, number: int):
+        super().__init__(signal.Signals(number).name)
+        self.number = number
+
+
+@contextlib.contextmanager
+def stops_as_interrupts() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into Stopped for the block (their default action ends the process at once, and
+    leaves every temporary staged so far): not a signal ignored (nohup), nor outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(number, frame):
+        raise Stopped(number)
+
+    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS
+                if signal.getsignal(number) not in (signal.SIG_IGN, None)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 @contextlib.contextmanager
 def _interrupts_held() -> Iterator[None]:
-    """Hold SIGINT back until the block ends (signal handlers can only be set in the main thread)."""
+    """Hold SIGINT, SIGTERM and SIGHUP back until the block ends (signal handlers can only be set in the main thread)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught = []
-    previous = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
+    previous = {number: signal.signal(number, lambda *args: caught.append(args))
+                for number in (signal.SIGINT, *STOP_SIGNALS) if signal.getsignal(number) not in (signal.SIG_IGN, None)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
-        if caught and callable(previous):
-            previous(*caught[0])  # Python's default handler raises KeyboardInterrupt, now that all is in place
-        elif caught and previous != signal.SIG_IGN:
-            signal.raise_signal(signal.SIGINT)  # SIG_DFL: let the signal end the process as it would have
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if caught:
+            number = caught[0][0]
+            handler = previous[number]
+            if callable(handler):
+                handler(*caught[0])  # Python's handlers raise (KeyboardInterrupt, Stopped), now that all is in place
+            else:
+                signal.raise_signal(number)  # SIG_DFL: let the signal end the process as it would have
 
 
 def write_bytes(path: str | os.PathLike, data: bytes, flag: str = "-o") -> None:

@@ -602,26 +602,46 @@ def test_the_onnx_runner_refuses_feeds_in_one_line_naming_the_model(what, worksp
         assert runner({"x": np.zeros((2, 16), np.float32)})["probs"].shape == (2, 8)  # and it still runs
 
 
-# ---- Ctrl-C while a command writes -------------------------------------------------------------
+# ---- Ctrl-C, or a signal to terminate, while a command writes -----------------------------------
 
 INTERRUPTED = {**{c: GOOD_PATHS[c] for c in ("init", "smooth", "awq", "quantize", "triton", "validate")},
                "calibrate": {"model": "{r}/-m ø.onnx", "--spec": "{r}/spéc.toml", "--force": None, "-o": "{r}/out/-c.cache"}}
+# The long commands (session 18): what a scheduler or `timeout` stops with SIGTERM.
+LONG = {
+    "tune": {"model": "{r}/-m ø.onnx", "--spec": "{r}/spéc.toml", "--precision": "int8", "--budget-min": "0.02",
+             "-o": "{r}/out/-t ü.cache", "--report": "{r}/out/tune"},
+    "build": {"model": "{r}/-m ø.onnx", "--precision": "fp16", "--target": "sm_89", "--backend": "tensorrt-rtx",
+              "--shapes": "x:1x16/8x16/32x16", "-o": "{r}/out/engines"},
+    "deploy": {"model": "{r}/-m ø.onnx", "--data": "{r}/dä ta", "--precision": "fp16", "--target": "sm_89",
+               "--backend": "tensorrt-rtx", "--budget-min": "1", "-o": "{r}/out/deploy"},
+}
 
 
-ONNX_ONLY = {"awq", "quantize", "smooth"}  # their one output is an ONNX, staged and then saved by onnx
+ONNX_ONLY = {"awq", "quantize", "smooth", "build"}  # their first output is an ONNX, staged and then saved by onnx
+SIGNALS = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}  # exit 128 + the signal's number, as a shell reports it
 
 
-@pytest.mark.parametrize("command,when", [(c, w) for c in sorted(INTERRUPTED) for w in ("staged", "written")
-                                          if w == "staged" or c not in ONNX_ONLY])
-def test_ctrl_c_while_writing_leaves_nothing(command, when, strange, monkeypatch):
-    """A real SIGINT the moment the command stages an output ("staged": its first; "written": the first
-    whose bytes come from trtpipe.files): exit 130, the one line, and nothing of it left, finished or
-    temporary."""
+def _interruptions():
+    """Every command at its first staged output, and at its first write where that is trtpipe's, by SIGINT and
+    SIGTERM; SIGHUP, handled as SIGTERM is, at the first staged output."""
+    return [(c, w, s) for c in sorted({*INTERRUPTED, *LONG}) for w in ("staged", "written") for s in SIGNALS
+            if (w == "staged" or c not in ONNX_ONLY) and (s != "SIGHUP" or w == "staged")]
+
+
+@pytest.mark.parametrize("command,when,sig", _interruptions())
+def test_ctrl_c_while_writing_leaves_nothing(command, when, sig, strange, monkeypatch):
+    """A real signal the moment the command stages an output ("staged": its first; "written": the first
+    whose bytes come from trtpipe.files): Ctrl-C's SIGINT, and (session 18) SIGTERM, what `timeout`, a
+    scheduler or `kill` sends, and SIGHUP, a closed terminal's: exit 128 + the signal, the one line, and
+    nothing of it left, finished or temporary, nor a folder made for it."""
     import shutil
     import signal
 
     from trtpipe import files
 
+    if command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    number = getattr(signal, sig)
     out = strange / "out"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
@@ -629,14 +649,28 @@ def test_ctrl_c_while_writing_leaves_nothing(command, when, strange, monkeypatch
 
     def interrupted(self, *args, **kwargs):
         result = real(self, *args, **kwargs)
-        os.kill(os.getpid(), signal.SIGINT)  # handled at the next bytecode: inside the command
+        os.kill(os.getpid(), number)  # handled at the next bytecode: inside the command
         return result
 
+    class Unhandled(Exception):
+        pass
+
+    def unhandled(*_):
+        raise Unhandled(f"trtpipe left {sig} to its default action, which ends the process where it stands")
+
     monkeypatch.setattr(files.Outputs, "stage" if when == "staged" else "write", interrupted)
-    values = {k: (v.format(r=strange) if v is not None else None) for k, v in INTERRUPTED[command].items()}
-    argv = command_line(command, {k: v for k, v in values.items() if v is not None})
-    argv[1:1] = [k for k, v in values.items() if v is None]
-    code, stdout, stderr, exception = run_cli(argv)
-    assert code == 130 and stderr.strip().splitlines()[-1] == "trtpipe: interrupted; nothing unfinished was written", \
-        f"exit {code} {exception!r}: {stdout}{stderr}"
-    assert list(out.rglob("*")) == []  # no folder made for it either
+    # A command that leaves the signal to its default action fails this test, rather than ending the test run.
+    previous = signal.signal(number, unhandled) if sig != "SIGINT" else None
+    try:
+        paths = {**INTERRUPTED, **LONG}[command]
+        values = {k: (v.format(r=strange) if v is not None else None) for k, v in paths.items()}
+        argv = command_line(command, {k: v for k, v in values.items() if v is not None})
+        argv[1:1] = [k for k, v in values.items() if v is None]
+        code, stdout, stderr, exception = run_cli(argv)
+    finally:
+        if previous is not None:
+            signal.signal(number, previous)
+    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    assert code == SIGNALS[sig] and last.startswith("trtpipe: interrupted") and \
+        last.endswith("; nothing unfinished was written"), f"exit {code} {exception!r}: {stdout}{stderr}"
+    assert list(out.rglob("*")) == []

@@ -32,7 +32,8 @@ PATH_ERRORS = {errno.ENAMETOOLONG: "use a shorter name", errno.ELOOP: "a link in
 
 class Group(click.Group):
     """Turns TrtpipeError, click's usage errors and the system's refusal of a path into one line on stderr and
-    exit code 2, never a traceback. A command that fails leaves no folder it made for its outputs."""
+    exit code 2, never a traceback; a stop signal into the interrupt's line. A command that fails leaves no
+    folder it made for its outputs."""
 
     def invoke(self, ctx):
         from trtpipe import files
@@ -40,7 +41,8 @@ class Group(click.Group):
         files.forget_made_folders()
         finished = False
         try:
-            result = super().invoke(ctx)
+            with files.stops_as_interrupts():
+                result = super().invoke(ctx)
             finished = True
             return result
         except TrtpipeError as exc:
@@ -57,11 +59,12 @@ class Group(click.Group):
             click.echo(f"trtpipe: error: {one_line(os.fsdecode(exc.filename))}: {exc.strerror}; {PATH_ERRORS[exc.errno]}",
                        err=True)
             sys.exit(2)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             # Every file is staged and committed whole (trtpipe.files.Outputs): what was not finished
             # was not written; results finished before the interrupt (earlier engines of a build) stay.
-            click.echo("trtpipe: interrupted; nothing unfinished was written", err=True)
-            sys.exit(130)
+            stopped = isinstance(exc, files.Stopped)
+            click.echo(f"trtpipe: interrupted{f' ({exc})' if stopped else ''}; nothing unfinished was written", err=True)
+            sys.exit(128 + exc.number if stopped else 130)
         finally:
             if not finished:
                 files.remove_made_folders()
