@@ -24,7 +24,17 @@ from trtpipe.calibrate import (
     load_table,
 )
 from trtpipe.errors import NothingToQuantize, TrtpipeError
-from trtpipe.files import Outputs, check_output, ensure_dir, json_text, sha256, sidecar_path, staged_outputs, write_bytes
+from trtpipe.files import (
+    Outputs,
+    check_output,
+    check_output_dir,
+    ensure_dir,
+    json_text,
+    sha256,
+    sidecar_path,
+    staged_outputs,
+    write_bytes,
+)
 from trtpipe.graph import onnxio
 from trtpipe.graph.typed import kept_nodes, unquantized_layers
 from trtpipe.quantize import plan_typed
@@ -348,8 +358,7 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
     spec = backends.choose_spec(options.backend, options.target)
     chosen = backends.plan_precisions(precisions, options.target, spec)
     output_dir = Path(output_dir)
-    if output_dir.exists() and not output_dir.is_dir():
-        raise TrtpipeError(f"-o {output_dir}: is a file; build writes engines into a directory, name one")
+    check_output_dir(output_dir, "-o", "the engines")
     caches, to_calibrate = caches_for(model_path, chosen, options, output_dir)
     tables = {precision: load_table(path, [precision]) for precision, path in caches.items() if path not in to_calibrate.values()}
     typed_plan = plan_typed(model, model_path, chosen, options.spec, options.exclude, block_size=options.block_size,

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from trtpipe import data
 from trtpipe.calibrators.amax import DEFAULT_PERCENTILE, METHODS, uniform_amax
-from trtpipe.calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, parse, read_cache, render
+from trtpipe.calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, nameable, parse, read_cache, render
 from trtpipe.calibrators.graph import quantized_activations
 from trtpipe.calibrators.histogram import DEFAULT_BINS
 from trtpipe.deadline import Deadline
 from trtpipe.errors import NothingToQuantize, TrtpipeError
-from trtpipe.files import check_output, read_text_input, sha256, sidecar_path, write_json, write_text
+from trtpipe.files import check_output, read_sidecar_json, read_text_input, sha256, sidecar_path, write_json, write_text
 from trtpipe.graph import onnxio
 from trtpipe.progress import progress_bar
 from trtpipe.spec import ModelSpec, decided_inputs, spec_for, spec_from_onnx
@@ -92,18 +92,27 @@ def provenance(model_path, data_dir, options: CalibrationOptions, spec: ModelSpe
     return made_from
 
 
+SIDECAR = "a calibration sidecar"
+SIDECAR_FIX = "recalibrate with 'trtpipe calibrate', or delete it (a cache without one is taken as TensorRT's own)"
+
+
+def cache_sidecar(cache: str | os.PathLike) -> dict | None:
+    """Return what the sidecar beside `cache` records (calibrate writes it), None without one; raise naming it
+    when it cannot be read (files.read_sidecar_json): the grid and provenance of the cache would be unknown."""
+    return read_sidecar_json(cache, SIDECAR, SIDECAR_FIX)
+
+
 def is_fresh(cache: str | os.PathLike, made_from: dict) -> bool:
     """Return True if `cache`'s sidecar records the same provenance as `made_from`."""
-    side = sidecar_path(cache)
-    if not Path(cache).is_file() or not side.is_file():
+    if not Path(cache).is_file():
         return False
     try:
-        recorded = json.loads(side.read_text())
-    except (OSError, ValueError):
+        recorded_from = cache_sidecar(cache)
+    except TrtpipeError:
+        return False  # calibrating writes it anew
+    if recorded_from is None or recorded_from.get("cache_sha256") != sha256(cache):
         return False
-    if not isinstance(recorded, dict) or recorded.get("cache_sha256") != sha256(cache):
-        return False
-    return {k: recorded.get(k) for k in made_from} == made_from
+    return {k: recorded_from.get(k) for k in made_from} == made_from
 
 
 def calibrated_graph(model, spec: ModelSpec | None):
@@ -117,6 +126,19 @@ def calibrated_graph(model, spec: ModelSpec | None):
 
     shapes, fixed = decided_inputs(spec)
     return cleanup(model, shapes=shapes, fixed=fixed)[0]
+
+
+def calibrated_tensors(model, model_path: str | os.PathLike) -> list[str]:
+    """Return the activations of the cleaned `model` a cache holds scales for, or raise naming the model when there
+    are none, or when one's name no cache line can hold (found before the data is read, not at the write)."""
+    tensors = quantized_activations(model)
+    if not tensors:
+        raise NothingToQuantize(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
+    unnamed = next((t for t in tensors if not nameable(t)), None)
+    if unnamed is not None:
+        raise TrtpipeError(f"{model_path}: tensor {unnamed!r} cannot be named in a calibration cache (a line of "
+                           "'name: scale' each); rename it in the model, without line breaks")
+    return tensors
 
 
 def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output: str | os.PathLike,
@@ -138,9 +160,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     # Scales are keyed by tensor name: calibrate the cleaned graph, the one the typed passes rewrite
     # (folding Transposes or BatchNorms renames the tensors that feed Conv and MatMul).
     model = calibrated_graph(onnxio.load_float(model_path), spec)
-    tensors = quantized_activations(model)
-    if not tensors:
-        raise NothingToQuantize(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
+    tensors = calibrated_tensors(model, model_path)
     check_output(output, [model_path, spec.path if spec is not None else None, data_dir], "-o",
                  siblings=[sidecar_path(output)])
     spec = spec_for(spec, model, model_path)
@@ -256,10 +276,10 @@ def method_summary(path: str | os.PathLike) -> str | None:
     from trtpipe.calibrators.choose import method_of
 
     try:
-        recorded = json.loads(sidecar_path(path).read_text())
-        chosen, check = recorded.get("methods"), recorded.get("outputs_check")
-    except (OSError, ValueError, AttributeError):
+        written = cache_sidecar(path) or {}
+    except TrtpipeError:
         return None
+    chosen, check = written.get("methods"), written.get("outputs_check")
     if not isinstance(chosen, dict) or not chosen:
         return None
     counts = Counter(method_of(c) for c in chosen.values())
@@ -318,9 +338,6 @@ def observe_data_ranges(model, data_dir: str | os.PathLike, spec: ModelSpec | No
 
 def cache_grid(path: Path) -> str | None:
     """Return the precision ('int8' or 'fp8') a cache's sidecar says it was calibrated for, else None."""
-    try:
-        recorded = json.loads(sidecar_path(path).read_text())
-        grid = recorded["options"]["grid"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    options = (cache_sidecar(path) or {}).get("options")
+    grid = options.get("grid") if isinstance(options, dict) else None
     return grid if grid in ("int8", "fp8") else None

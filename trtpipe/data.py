@@ -17,7 +17,7 @@ import numpy as np
 
 from trtpipe.deadline import OutOfTime
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import read_text_input
+from trtpipe.files import read_text_input, regular_file
 from trtpipe.spec import InputSpec, ModelSpec, Preprocess
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
@@ -52,11 +52,14 @@ def feeds(batches: Iterable[Batch], on_batch: Callable[[int], None] | None = Non
 
 
 def list_files(directory: str | os.PathLike, flag: str = "--data") -> list[Path]:
-    """Return the data files in `directory`, sorted by name, or raise when there are none."""
+    """Return the data files in `directory`, sorted by name, or raise when there are none, or when a name of a
+    sample is not a file of samples (a folder, a FIFO, a link to nothing): it would be left out without a word."""
     directory = Path(directory)
     if not directory.is_dir():
         raise TrtpipeError(f"{flag} {directory}: no such directory; pass a directory of .npy, .npz or image files")
-    files = sorted(p for p in directory.iterdir() if p.suffix.lower() in DATA_SUFFIXES and p.is_file())
+    files = sorted(p for p in directory.iterdir() if p.suffix.lower() in DATA_SUFFIXES)
+    for path in files:
+        regular_file(path, str(path), f"a sample is a file of samples: move it out of {flag} {directory}, or fix the link")
     if not files:
         raise TrtpipeError(f"{flag} {directory}: no .npy, .npz or image files in it; add calibration samples")
     return files
@@ -73,7 +76,13 @@ def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":
-            return {"": np.load(path, allow_pickle=False)}
+            with open(path, "rb") as file:
+                array = np.load(file, allow_pickle=False)
+                if file.read(1) == b"":
+                    return {"": array}
+            # np.load reads the first array and leaves the rest: a second np.save into the file, or a copy cut short
+            raise TrtpipeError(f"{path}: holds more bytes than its array {list(array.shape)} (two arrays saved into one "
+                               "file?); save one array a file, or the samples in one array")
         with np.load(path, allow_pickle=False) as archive:
             if not isinstance(archive, np.lib.npyio.NpzFile):
                 return {"": archive}
@@ -82,8 +91,16 @@ def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
         raise TrtpipeError(f"{path}: not a readable {suffix} file ({exc.__class__.__name__}); re-save it with numpy") from None
 
 
-def load_image(path: Path, pre: Preprocess) -> np.ndarray:
-    """Return one preprocessed image as an array in the spec's layout, without a batch axis."""
+# Pillow's modes whose channels are wider than 8 bits: converting them to L or RGB clips every value above 255.
+WIDE_MODES = {"I": "32-bit integer", "F": "32-bit float", "I;16": "16-bit", "I;16L": "16-bit", "I;16B": "16-bit",
+              "I;16N": "16-bit"}
+
+
+@contextlib.contextmanager
+def opened_image(path: Path) -> Iterator:
+    """Yield the decoded image at `path` (Pillow's), or raise naming the file: one that does not decode (truncated,
+    not an image), a decompression bomb, several frames (which would be the sample?), or channels wider than
+    the 8 bits [preprocess] scale reads. Errors of the block (a resize Pillow cannot do) name the file too."""
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -93,22 +110,38 @@ def load_image(path: Path, pre: Preprocess) -> np.ndarray:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(path)
         with img:
-            img = img.convert("L" if pre.color == "L" else "RGB")
-            height, width = pre.size
-            if pre.resize:
-                ratio = pre.resize / min(img.size)
-                img = img.resize((max(width, round(img.size[0] * ratio)), max(height, round(img.size[1] * ratio))),
-                                 Image.BILINEAR)
-                left, top = (img.size[0] - width) // 2, (img.size[1] - height) // 2
-                img = img.crop((left, top, left + width, top + height))
-            else:
-                img = img.resize((width, height), Image.BILINEAR)
-            array = np.asarray(img, dtype=np.float32)
+            frames = getattr(img, "n_frames", 1)
+            if frames > 1:
+                raise TrtpipeError(f"{path}: holds {frames} frames (an animation?); a sample is one picture: save the "
+                                   "frame you mean as a file of its own")
+            if img.mode in WIDE_MODES:
+                raise TrtpipeError(f"{path}: {WIDE_MODES[img.mode]} pixels (mode {img.mode}), not 8 bits a channel, which "
+                                   "is what [preprocess] scale reads (0..255); save it as an 8-bit image")
+            img.load()
+            yield img
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise TrtpipeError(f"{path}: the image is larger than {Image.MAX_IMAGE_PIXELS} pixels (a decompression bomb?); "
                            "resize it, or remove it") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, MemoryError) as exc:
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, MemoryError, EOFError) as exc:
         raise TrtpipeError(f"{path}: not a readable image ({exc.__class__.__name__}); remove or replace the file") from None
+
+
+def load_image(path: Path, pre: Preprocess) -> np.ndarray:
+    """Return one preprocessed image as an array in the spec's layout, without a batch axis."""
+    from PIL import Image
+
+    with opened_image(path) as img:
+        img = img.convert("L" if pre.color == "L" else "RGB")
+        height, width = pre.size
+        if pre.resize:
+            ratio = pre.resize / min(img.size)
+            img = img.resize((max(width, round(img.size[0] * ratio)), max(height, round(img.size[1] * ratio))),
+                             Image.BILINEAR)
+            left, top = (img.size[0] - width) // 2, (img.size[1] - height) // 2
+            img = img.crop((left, top, left + width, top + height))
+        else:
+            img = img.resize((width, height), Image.BILINEAR)
+        array = np.asarray(img, dtype=np.float32)
     if array.ndim == 2:
         array = array[:, :, None]
     if pre.color == "BGR":
@@ -127,13 +160,25 @@ def empty_sample(path: Path, name: str, shape: tuple[int, ...]) -> TrtpipeError:
                         "remove the file or re-export it with at least one value on every axis")
 
 
-def check_finite(path: Path, name: str, array: np.ndarray) -> None:
-    """Raise naming the file and sample when a float `array` (samples first) holds NaN or Inf: every
-    command would calibrate, smooth or judge on it, a range, a scale or a verdict of NaN."""
-    if array.dtype.kind == "f" and not np.isfinite(array).all():
-        sample = int(np.argmax(~np.isfinite(array.reshape(max(len(array), 1), -1)).all(axis=1))) if array.ndim else 0
+def check_finite(path: Path, name: str, array: np.ndarray, dtype=None) -> None:
+    """Raise naming the file and sample when a float `array` (samples first) holds NaN or Inf, or values that
+    `dtype` (what the model is fed) holds only as Inf: every command would calibrate, smooth or judge on it, a
+    range, a scale or a verdict of NaN."""
+    if array.dtype.kind != "f":
+        return
+    flat = array.reshape(max(len(array), 1) if array.ndim else 1, -1)
+    if not np.isfinite(array).all():
+        sample = int(np.argmax(~np.isfinite(flat).all(axis=1)))
         raise TrtpipeError(f"{path}: input '{name}' holds NaN or Inf (sample {sample} of the file); likely cause: a broken "
                            "export or preprocessing that divides by zero; fix or remove that sample")
+    fed = np.dtype(dtype) if dtype is not None else array.dtype
+    if fed.kind == "f" and fed.itemsize < array.dtype.itemsize:
+        beyond = np.abs(flat) > np.finfo(fed).max
+        if beyond.any():
+            sample = int(np.argmax(beyond.any(axis=1)))
+            raise TrtpipeError(f"{path}: input '{name}' holds {flat[beyond][0]:g} (sample {sample} of the file), beyond "
+                               f"{fed}'s range (at most {np.finfo(fed).max:g}), which the model is fed: it would be Inf; "
+                               "fix the preprocessing that scales it")
 
 
 def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndarray:
@@ -159,7 +204,7 @@ def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndar
     expected = np.dtype(spec.dtype)
     if array.dtype != expected and not np.can_cast(array.dtype, expected, casting="same_kind"):
         raise TrtpipeError(f"{path}: input '{name}' is {array.dtype}, the model expects {expected}; convert the data")
-    check_finite(path, name, array)
+    check_finite(path, name, array, expected)
     if spec.value is not None and not np.isclose(array, spec.value, rtol=1e-6, atol=0).all():
         # The graph was folded for that value (graph.control): other data would run a branch that is gone.
         found = array[~np.isclose(array, spec.value, rtol=1e-6, atol=0)].flat[0]
@@ -334,8 +379,9 @@ def model_runs_on(directory: str | os.PathLike):
     """Turn ONNX Runtime's rejection of the data (wrong shape or dtype) into a one-line error."""
     try:
         yield
-    except (TrtpipeError, OutOfTime, ImportError, NameError, AttributeError, SyntaxError):
-        raise  # ours already one line, or the budget's; the others are bugs of ours, not of the data: show them whole
+    except (TrtpipeError, OutOfTime, ImportError, NameError, AttributeError, SyntaxError, OSError):
+        raise  # ours already one line, or the budget's; a file's (the model's path) says which file; the others are
+        # bugs of ours, not of the data: show them whole
     except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own types for bad feeds
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise TrtpipeError(f"--data {directory}: the model cannot run on this data ({first}); "

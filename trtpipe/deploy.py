@@ -23,7 +23,7 @@ from trtpipe.build import BuildOptions, build, caches_for
 from trtpipe.calibrate import DEFAULT_METHOD, CalibrationOptions, calibrate
 from trtpipe.deadline import Deadline, OutOfTime
 from trtpipe.errors import NothingToQuantize, TrtpipeError
-from trtpipe.files import check_output, ensure_dir, sidecar_path, write_text
+from trtpipe.files import check_output, check_output_dir, ensure_dir, sidecar_path, write_text
 from trtpipe.graph import onnxio
 from trtpipe.spec import ModelSpec, decided_inputs, load_spec, resolve_inputs
 from trtpipe.targets import Precision, Target
@@ -315,8 +315,7 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
     model_path, output = Path(model_path), Path(output)
     data_dir = Path(data_dir) if data_dir is not None else None
     validation_dir = Path(validation_dir) if validation_dir is not None else None
-    if output.exists() and not output.is_dir():
-        raise TrtpipeError(f"-o {output}: is a file; deploy writes engines, reports and a Triton repository into a directory")
+    check_output_dir(output, "-o", "the engines, reports and Triton repository")
     if options.budget_minutes < 0:
         raise TrtpipeError(f"--budget-min {options.budget_minutes:g}: give 0 or more minutes")
     model = onnxio.load_float(model_path)
@@ -337,9 +336,9 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
         inputs = _inputs(model, model_path, data_dir, validation_dir, Path(spec_path) if spec_path else None,
                          output, on_step)
         return _run(model_path, output, options, precisions, inputs, deadline, on_step)
-    except TrtpipeError:
+    except (TrtpipeError, KeyboardInterrupt):
         # Bad input found late (a calibration sample the model cannot read, after FP16 and BF16 were
-        # built): nothing this run wrote stays, a spec or split for data that does not work included.
+        # built), or a stop (Ctrl-C, SIGTERM): nothing this run wrote stays, a spec or split included.
         _remove_written(output, before, had_output)
         raise
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import sha256, sidecar_path
+from trtpipe.files import read_sidecar_json, sha256
 from trtpipe.graph import onnxio
 
 
@@ -19,7 +18,7 @@ def describe(path: str | os.PathLike) -> dict:
         raise TrtpipeError(f"{path}: no such file")
     if not path.is_file():
         raise TrtpipeError(f"{path}: not a regular file; inspect takes an .engine, an .onnx or a calibration cache")
-    if path.suffix == ".engine" or _is_engine_sidecar(sidecar_path(path)):
+    if path.suffix == ".engine" or _is_engine_sidecar(path):
         from trtpipe.runtime.sidecar import verify_engine
 
         info = verify_engine(path)  # the sha256 the sidecar records: an edited or truncated engine is refused
@@ -32,17 +31,18 @@ def describe(path: str | os.PathLike) -> dict:
     return describe_cache(path)
 
 
-def _is_engine_sidecar(side: Path) -> bool:
-    """Return True if `side` is an engine's sidecar (a cache's sidecar records calibration, not an engine)."""
+def _is_engine_sidecar(path: Path) -> bool:
+    """Return True if the sidecar beside `path` is an engine's (a cache's records calibration, not an engine)."""
     try:
-        raw = json.loads(side.read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(raw, dict) and "engine_sha256" in raw
+        raw = read_sidecar_json(path, "a sidecar", "rebuild or recalibrate what it describes")
+    except TrtpipeError:
+        return False  # the reader of the kind the file is says what is wrong with it
+    return raw is not None and "engine_sha256" in raw
 
 
 def describe_cache(path: Path) -> dict:
     """Return a cache's header and amax, and what its sidecar (if calibrate wrote one) says it was made from."""
+    from trtpipe.calibrate import cache_sidecar
     from trtpipe.calibrators.cache import CacheError, read_cache
 
     try:
@@ -50,14 +50,8 @@ def describe_cache(path: Path) -> dict:
     except CacheError as exc:
         raise TrtpipeError(f"{exc}; inspect takes an .engine, an .onnx or a calibration cache") from None
     description = {"kind": "calibration cache", "path": str(path), "header": table.header, "entries": len(table.amax)}
-    side = sidecar_path(path)
-    if side.is_file():
-        try:
-            recorded = json.loads(side.read_text())
-            if not isinstance(recorded, dict):
-                raise TypeError(side)
-        except (OSError, ValueError, TypeError):
-            raise TrtpipeError(f"{side}: not a calibration sidecar (not a JSON object); recalibrate with 'trtpipe calibrate'") from None
+    recorded = cache_sidecar(path)
+    if recorded is not None:
         if recorded.get("cache_sha256") not in (None, sha256(path)):
             raise TrtpipeError(f"{path}: the cache does not match its sidecar's sha256 (edited, or left by an "
                                "interrupted calibration); recalibrate with 'trtpipe calibrate --force'")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges
-from trtpipe.files import check_output
+from trtpipe.files import check_output, sidecar_path
 from trtpipe.graph import onnxio
 from trtpipe.graph.keep import check_exclude
 from trtpipe.graph.lowbit import int4_block
@@ -88,7 +88,9 @@ def quantize(model_path: str | os.PathLike, precision: Precision | str, output: 
     `reads`: other files the arguments came from (`--exclude @FILE`), which `output` may not replace.
     """
     model_path, output, precision = Path(model_path), Path(output), Precision.parse(str(precision))
-    check_output(output, [model_path, cache, spec.path if spec is not None else None, data_dir, *reads])
+    # The cache's sidecar says what grid it was calibrated for: part of the cache, which no output may replace.
+    check_output(output, [model_path, cache, cache and sidecar_path(cache), spec.path if spec is not None else None,
+                          data_dir, *reads])
     graph = onnxio.load_float(model_path)
     table = load_table(cache, [str(precision)]) if cache is not None else None
     spec = spec_for(spec, graph, model_path)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trtpipe.data import IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays
+from trtpipe.data import IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays, opened_image
 from trtpipe.errors import TrtpipeError
 from trtpipe.spec import DTYPES, toml_string
 
@@ -226,7 +226,7 @@ def _sample_spans(directory: Path, inputs: list[TensorFacts], axes: dict[str, in
                 raise empty_sample(path, tensor.name, array.shape)
             if array is not None:
                 # what every command after init refuses; a lone sample counts as a batch of one
-                check_finite(path, tensor.name, array if array.ndim == len(tensor.shape) else array[None])
+                check_finite(path, tensor.name, array if array.ndim == len(tensor.shape) else array[None], tensor.dtype)
             if dims is not None:
                 seen[tensor.name].append(dims)
     spans = {}
@@ -318,16 +318,12 @@ def _shared_value(array) -> str | None:
 
 
 def _image_size(directory: Path) -> tuple[int, int] | None:
-    """Return (height, width) of the first image in `directory`, None when it cannot be read."""
-    from PIL import Image, UnidentifiedImageError
-
+    """Return (height, width) of the first image in `directory` (None when there is none), or raise naming it when
+    no command could read it (data.opened_image): the spec would be written from its header alone."""
     for path in list_files(directory):
         if path.suffix.lower() in IMAGE_SUFFIXES:
-            try:
-                with Image.open(path) as img:
-                    return img.size[1], img.size[0]
-            except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
-                return None
+            with opened_image(path) as img:
+                return img.size[1], img.size[0]
     return None
 
 

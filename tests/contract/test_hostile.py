@@ -206,6 +206,76 @@ ONNX_VARIANTS = {
     "weights-outside-its-folder": (_weights_outside, "outside.onnx"),
 }
 FILE_VARIANTS.update(ONNX_VARIANTS)
+# Paths the system refuses, for every role, outputs included (session 18): a link to itself (ELOOP), a name
+# longer than a file system holds (ENAMETOOLONG), a path through a regular file (ENOTDIR). {suffix}: the
+# option's own (an output keeps the name its command asks for).
+PATH_VARIANTS = {
+    "link-loop": (lambda p: p.symlink_to(p.name), "loop{suffix}"),
+    "name-too-long": (lambda p: None, "n" * 300 + "{suffix}"),
+    "through-a-file": (lambda p: _write(p.parent, b"a file, not a folder\n"), "afile/x{suffix}"),
+}
+FILE_VARIANTS.update(PATH_VARIANTS)
+
+
+def _spec_beside(text: str, **files):
+    """Return a maker of a spec holding `text`, with `files` ({name: maker of it}) made beside it."""
+    def make(path: Path) -> None:
+        for name, make_file in files.items():
+            make_file(path.parent / name)
+        _write(path, text.encode())
+    return make
+
+
+_VITERBI = GOOD_SPEC + '[[outputs]]\nname = "probs"\ntask = "sequence"\ndecode = "viterbi"\ntransitions = "{}"\n'
+# Specs that parse and name a path no file can have, or nest deeper than any parser recurses: read by
+# every command at load, so each is refused whatever the command would read of the spec.
+SPEC_VARIANTS = {
+    "nul-in-a-path": (_spec_beside(GOOD_SPEC.replace('calibration = "data"', 'calibration = "da\\u0000ta"')), "nul.toml"),
+    "transitions-a-fifo": (_spec_beside(_VITERBI.format("t.npy"), **{"t.npy": os.mkfifo}), "fifo-inside.toml"),
+    "transform-a-link-loop": (_spec_beside(GOOD_SPEC + '[[outputs]]\nname = "probs"\ntask = "generic"\n'
+                                           'transform = "loop.py:answer"\n', **{"loop.py": lambda p: p.symlink_to(p.name)}),
+                              "loop-inside.toml"),
+    "arrays-nested-too-deep": (_spec_beside("name = " + "[" * 20000 + "]" * 20000 + "\n"), "deep.toml"),
+    "tables-nested-too-deep": (_spec_beside("name = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n"), "deep-tables.toml"),
+}
+FILE_VARIANTS.update(SPEC_VARIANTS)
+
+
+def _cache_with_sidecar(make_sidecar):
+    """Return a maker of the workspace's INT8 cache (its bytes, made by calibrate) beside a sidecar `make_sidecar` makes."""
+    def make(path: Path) -> None:
+        from trtpipe.files import sidecar_path
+
+        _write(path, CACHE_TEXT)
+        make_sidecar(sidecar_path(path))
+    return make
+
+
+# A cache whose sidecar (the .json beside it, which says what the cache was calibrated for) cannot be used.
+CACHE_TEXT = b"TRT-101300-EntropyCalibration2\nx: 3c010a14\nh2: 3c010a14\n"
+SIDECAR_VARIANTS = {
+    "sidecar-a-fifo": (_cache_with_sidecar(os.mkfifo), "fifo-sidecar.cache"),
+    "sidecar-a-directory": (_cache_with_sidecar(lambda p: p.mkdir()), "dir-sidecar.cache"),
+    "sidecar-nested-too-deep": (_cache_with_sidecar(lambda p: _write(p, b"[" * 100_000 + b"]" * 100_000)), "deep-sidecar.cache"),
+    "sidecar-not-an-object": (_cache_with_sidecar(lambda p: _write(p, b"[]")), "list-sidecar.cache"),
+    "sidecar-not-utf8": (_cache_with_sidecar(lambda p: _write(p, b'{"options": "caf\xe9"}')), "latin1-sidecar.cache"),
+}
+FILE_VARIANTS.update(SIDECAR_VARIANTS)
+
+
+def _beside_a_sample(make_second):
+    """Return a maker of a data directory of one good sample file and a second `make_second` makes."""
+    def make(path: Path) -> None:
+        path.mkdir()
+        np.save(path / "000.npy", np.random.default_rng(0).normal(0, 1, (4, 16)).astype(np.float32))
+        make_second(path / "001.npy")
+    return make
+
+
+def _two_arrays(path: Path) -> None:
+    with open(path, "wb") as file:  # np.save twice into one file: np.load reads the first, the second is lost
+        np.save(file, np.ones((4, 16), np.float32))
+        np.save(file, np.ones((4, 16), np.float32))
 # Data directories (each made under {hostile}/<name>/):
 DATA_VARIANTS = {
     "a-file": lambda p: _write(p, GOOD_SPEC.encode()),
@@ -222,17 +292,31 @@ DATA_VARIANTS = {
     "inf-in-a-later-file": lambda p: (p.mkdir(), np.save(p / "000.npy", np.ones((4, 16), np.float32)),
                                       np.save(p / "001.npy", np.full((4, 16), -np.inf, np.float32))),
     "not-utf8-name": lambda p: (p.mkdir(), _write(Path(os.fsdecode(os.fsencode(p) + b"/\xff\xfe.npy")), b"\x93NUMPY")),
+    # session 18: the paths the system refuses (a maker may return the path it made, when it is not `p`) ...
+    "link-loop": lambda p: p.symlink_to(p.name),
+    "name-too-long": lambda p: p.parent / ("n" * 300),
+    "through-a-file": lambda p: (_write(p, b"a file, not a folder\n"), p / "data")[1],
+    # ... a file named as a sample, beside a good one, that is not a file of samples ...
+    "dangling-link-beside-a-sample": _beside_a_sample(lambda p: p.symlink_to("gone.npy")),
+    "link-loop-beside-a-sample": _beside_a_sample(lambda p: p.symlink_to(p.name)),
+    "directory-beside-a-sample": _beside_a_sample(lambda p: p.mkdir()),
+    "fifo-beside-a-sample": _beside_a_sample(os.mkfifo),
+    # ... and arrays that are not what they seem: two in one .npy, float64 values no float32 holds.
+    "two-arrays-in-one-npy": lambda p: (p.mkdir(), _two_arrays(p / "000.npy")),
+    "beyond-float32": lambda p: (p.mkdir(), np.save(p / "000.npy", np.full((4, 16), 1e300))),
 }
 # What the line must say for these (the others: any message naming the file or flag).
 VARIANT_SAYS = {"oversize": f"at most {MAX_TEXT_INPUT_BYTES >> 20} MiB", "edge-nobody-makes": "not a valid ONNX model",
                 "cycle": "not a valid ONNX model", "unknown-operator": "NoSuchOp", "future-opset": "opset 99",
                 "no-outputs": "no outputs", "short-weights": "raw_data size", "weights-outside-its-folder": "outside"}
-BYTES = set(FILE_VARIANTS) - set(ONNX_VARIANTS)
+BYTES = set(FILE_VARIANTS) - set(ONNX_VARIANTS) - set(SPEC_VARIANTS) - set(SIDECAR_VARIANTS)
 ROLE_VARIANTS = {
-    "model": set(FILE_VARIANTS) - {"not-utf8", "oversize"},  # an ONNX is binary, and may be large
-    "spec": BYTES - {"empty"},  # an empty model.toml is a spec of every default
-    "cache": BYTES, "labels": BYTES, "report": BYTES,
+    "model": set(FILE_VARIANTS) - {"not-utf8", "oversize"} - set(SPEC_VARIANTS) - set(SIDECAR_VARIANTS),  # an ONNX is
+    # binary, and may be large
+    "spec": BYTES - {"empty"} | set(SPEC_VARIANTS),  # an empty model.toml is a spec of every default
+    "cache": BYTES | set(SIDECAR_VARIANTS), "labels": BYTES, "report": BYTES,
     "data": set(DATA_VARIANTS),
+    "output": set(PATH_VARIANTS), "outdir": set(PATH_VARIANTS),
 }
 # Which variants a command refuses with its own message rather than the file's: none; every case
 # must name the file or the flag.
@@ -298,7 +382,8 @@ def check_refused(argv, workspace, out, hostile, needles_any, fifos=()) -> str:
     """Run `argv`; assert exit 2, one line holding one of `needles_any`, no input changed, nothing left in
     `out`; return the line."""
     before_ws, before_hostile = _snapshot(workspace), _snapshot(hostile)
-    with fifo_watch(list(fifos)) as blocked:
+    fifos = [*fifos, *(p for p in hostile.rglob("*") if p.is_fifo())]  # every FIFO a case made is watched
+    with fifo_watch(fifos) as blocked:
         code, stdout, stderr, exception = run_cli(argv)
     assert not blocked, f"opened the FIFO {blocked[0]} to read it (it would wait for ever): {stderr}"
     lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("-- ")]
@@ -307,7 +392,7 @@ def check_refused(argv, workspace, out, hostile, needles_any, fifos=()) -> str:
     assert any(n in lines[0] for n in needles_any), f"none of {needles_any} in {lines[0]!r}"
     assert _snapshot(workspace) == before_ws, "an input changed"
     assert _snapshot(hostile) == before_hostile, "a hostile input changed"
-    left = [p for p in out.rglob("*") if not p.is_dir()]
+    left = list(out.rglob("*"))  # a folder made for the output is left behind too (session 18)
     assert not left, f"left behind: {left}"
     return lines[0]
 
@@ -343,17 +428,16 @@ def test_a_file_that_cannot_be_used(case: Case, workspace, report, taken_port, t
     role = ROLES[(case.command, case.param)]
     if role == "data":
         target = hostile / f"data-{case.variant}"
-        DATA_VARIANTS[case.variant](target)
-        fifos = [target / "000.npy"] if case.variant == "fifo-sample" else []
+        made = DATA_VARIANTS[case.variant](target)
+        target = made if isinstance(made, Path) else target
     else:
         make, name = FILE_VARIANTS[case.variant]
-        target = hostile / name
+        target = hostile / name.format(suffix=Path(BASES[case.command].get(case.param, "x.txt")).suffix)
         make(target)
-        fifos = [target] if case.variant == "fifo" else []
     values = {k: v.format(ws=workspace, out=out, taken=taken_port) for k, v in BASES[case.command].items()}
     values[case.param] = str(target)
     flag = case.param if case.param.startswith("-") else target.name
-    message = check_refused(command_line(case.command, values), workspace, out, hostile, (target.name, flag), fifos)
+    message = check_refused(command_line(case.command, values), workspace, out, hostile, (target.name, flag))
     if case.variant in VARIANT_SAYS:
         assert VARIANT_SAYS[case.variant] in message, message
 
@@ -518,26 +602,46 @@ def test_the_onnx_runner_refuses_feeds_in_one_line_naming_the_model(what, worksp
         assert runner({"x": np.zeros((2, 16), np.float32)})["probs"].shape == (2, 8)  # and it still runs
 
 
-# ---- Ctrl-C while a command writes -------------------------------------------------------------
+# ---- Ctrl-C, or a signal to terminate, while a command writes -----------------------------------
 
 INTERRUPTED = {**{c: GOOD_PATHS[c] for c in ("init", "smooth", "awq", "quantize", "triton", "validate")},
                "calibrate": {"model": "{r}/-m ø.onnx", "--spec": "{r}/spéc.toml", "--force": None, "-o": "{r}/out/-c.cache"}}
+# The long commands (session 18): what a scheduler or `timeout` stops with SIGTERM.
+LONG = {
+    "tune": {"model": "{r}/-m ø.onnx", "--spec": "{r}/spéc.toml", "--precision": "int8", "--budget-min": "0.02",
+             "-o": "{r}/out/-t ü.cache", "--report": "{r}/out/tune"},
+    "build": {"model": "{r}/-m ø.onnx", "--precision": "fp16", "--target": "sm_89", "--backend": "tensorrt-rtx",
+              "--shapes": "x:1x16/8x16/32x16", "-o": "{r}/out/engines"},
+    "deploy": {"model": "{r}/-m ø.onnx", "--data": "{r}/dä ta", "--precision": "fp16", "--target": "sm_89",
+               "--backend": "tensorrt-rtx", "--budget-min": "1", "-o": "{r}/out/deploy"},
+}
 
 
-ONNX_ONLY = {"awq", "quantize", "smooth"}  # their one output is an ONNX, staged and then saved by onnx
+ONNX_ONLY = {"awq", "quantize", "smooth", "build"}  # their first output is an ONNX, staged and then saved by onnx
+SIGNALS = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}  # exit 128 + the signal's number, as a shell reports it
 
 
-@pytest.mark.parametrize("command,when", [(c, w) for c in sorted(INTERRUPTED) for w in ("staged", "written")
-                                          if w == "staged" or c not in ONNX_ONLY])
-def test_ctrl_c_while_writing_leaves_nothing(command, when, strange, monkeypatch):
-    """A real SIGINT the moment the command stages an output ("staged": its first; "written": the first
-    whose bytes come from trtpipe.files): exit 130, the one line, and nothing of it left, finished or
-    temporary."""
+def _interruptions():
+    """Every command at its first staged output, and at its first write where that is trtpipe's, by SIGINT and
+    SIGTERM; SIGHUP, handled as SIGTERM is, at the first staged output."""
+    return [(c, w, s) for c in sorted({*INTERRUPTED, *LONG}) for w in ("staged", "written") for s in SIGNALS
+            if (w == "staged" or c not in ONNX_ONLY) and (s != "SIGHUP" or w == "staged")]
+
+
+@pytest.mark.parametrize("command,when,sig", _interruptions())
+def test_ctrl_c_while_writing_leaves_nothing(command, when, sig, strange, monkeypatch):
+    """A real signal the moment the command stages an output ("staged": its first; "written": the first
+    whose bytes come from trtpipe.files): Ctrl-C's SIGINT, and (session 18) SIGTERM, what `timeout`, a
+    scheduler or `kill` sends, and SIGHUP, a closed terminal's: exit 128 + the signal, the one line, and
+    nothing of it left, finished or temporary, nor a folder made for it."""
     import shutil
     import signal
 
     from trtpipe import files
 
+    if command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    number = getattr(signal, sig)
     out = strange / "out"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
@@ -545,14 +649,28 @@ def test_ctrl_c_while_writing_leaves_nothing(command, when, strange, monkeypatch
 
     def interrupted(self, *args, **kwargs):
         result = real(self, *args, **kwargs)
-        os.kill(os.getpid(), signal.SIGINT)  # handled at the next bytecode: inside the command
+        os.kill(os.getpid(), number)  # handled at the next bytecode: inside the command
         return result
 
+    class Unhandled(Exception):
+        pass
+
+    def unhandled(*_):
+        raise Unhandled(f"trtpipe left {sig} to its default action, which ends the process where it stands")
+
     monkeypatch.setattr(files.Outputs, "stage" if when == "staged" else "write", interrupted)
-    values = {k: (v.format(r=strange) if v is not None else None) for k, v in INTERRUPTED[command].items()}
-    argv = command_line(command, {k: v for k, v in values.items() if v is not None})
-    argv[1:1] = [k for k, v in values.items() if v is None]
-    code, stdout, stderr, exception = run_cli(argv)
-    assert code == 130 and stderr.strip().splitlines()[-1] == "trtpipe: interrupted; nothing unfinished was written", \
-        f"exit {code} {exception!r}: {stdout}{stderr}"
-    assert [p for p in out.rglob("*") if not p.is_dir()] == []
+    # A command that leaves the signal to its default action fails this test, rather than ending the test run.
+    previous = signal.signal(number, unhandled) if sig != "SIGINT" else None
+    try:
+        paths = {**INTERRUPTED, **LONG}[command]
+        values = {k: (v.format(r=strange) if v is not None else None) for k, v in paths.items()}
+        argv = command_line(command, {k: v for k, v in values.items() if v is not None})
+        argv[1:1] = [k for k, v in values.items() if v is None]
+        code, stdout, stderr, exception = run_cli(argv)
+    finally:
+        if previous is not None:
+            signal.signal(number, previous)
+    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    assert code == SIGNALS[sig] and last.startswith("trtpipe: interrupted") and \
+        last.endswith("; nothing unfinished was written"), f"exit {code} {exception!r}: {stdout}{stderr}"
+    assert list(out.rglob("*")) == []

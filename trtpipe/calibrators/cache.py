@@ -64,18 +64,23 @@ def decode_scale(text: str) -> float:
     return struct.unpack(">f", bytes.fromhex(text.zfill(8)))[0]
 
 
+def nameable(name: str) -> bool:
+    """Return whether a cache line can name tensor `name`: it splits at the last colon, so any text on one line."""
+    return "\n" not in name and "\r" not in name and bool(name.strip())
+
+
 def render(table: CalibrationTable, header: str | None = None) -> str:
     """Return the cache text for `table`, under `header` when given (TensorRT checks it)."""
     lines = [header or table.header]
     for name, amax in table.amax.items():
-        if amax == 0 and "\n" not in name and "\r" not in name and name.strip():
+        if amax == 0 and nameable(name):
             lines.append(f"{name}: 0")  # TensorRT's own mark for a tensor that was zero on every sample
             continue
         try:
             scale = encode_scale(amax / INT8_MAX)
         except (OverflowError, struct.error):
             scale = "7f800000"
-        if "\n" in name or "\r" in name or not name.strip() or not (math.isfinite(amax) and amax > 0) \
+        if not nameable(name) or not (math.isfinite(amax) and amax > 0) \
                 or not 0 < decode_scale(scale) < math.inf:
             raise ValueError(f"tensor {name!r}: amax {amax!r} cannot be written "
                              "(a one-line name and an amax that is 0 or has a finite float32 scale above 0)")

@@ -4,6 +4,8 @@ line with exit code 2, and the helpers that read --spec, --data and --exclude th
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from pathlib import Path
 
@@ -21,12 +23,28 @@ def one_line(message: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
+# The system's refusals of a path itself, wherever a command meets them: what to do about each.
+PATH_ERRORS = {errno.ENAMETOOLONG: "use a shorter name", errno.ELOOP: "a link in the path leads back to itself; fix it",
+               errno.ENOTDIR: "a folder in the path is a file; fix the path",
+               errno.EACCES: "choose a path you may read and write", errno.EPERM: "choose a path you may read and write",
+               errno.EROFS: "choose a path on a writable file system"}
+
+
 class Group(click.Group):
-    """Turns TrtpipeError and click's usage errors into one line on stderr and exit code 2, never a traceback."""
+    """Turns TrtpipeError, click's usage errors and the system's refusal of a path into one line on stderr and
+    exit code 2, never a traceback; a stop signal into the interrupt's line. A command that fails leaves no
+    folder it made for its outputs."""
 
     def invoke(self, ctx):
+        from trtpipe import files
+
+        files.forget_made_folders()
+        finished = False
         try:
-            return super().invoke(ctx)
+            with files.stops_as_interrupts():
+                result = super().invoke(ctx)
+            finished = True
+            return result
         except TrtpipeError as exc:
             click.echo(f"trtpipe: error: {one_line(str(exc))}", err=True)
             sys.exit(2)
@@ -34,11 +52,22 @@ class Group(click.Group):
             command = f"trtpipe {exc.ctx.info_name}" if exc.ctx is not None and exc.ctx.parent is not None else "trtpipe"
             click.echo(f"trtpipe: error: {one_line(exc.format_message())} (see '{command} --help')", err=True)
             sys.exit(2)
-        except KeyboardInterrupt:
+        except OSError as exc:
+            if exc.errno not in PATH_ERRORS or exc.filename is None:
+                raise
+            # A name too long, a link to itself, a path through a file: what the system said of which file.
+            click.echo(f"trtpipe: error: {one_line(os.fsdecode(exc.filename))}: {exc.strerror}; {PATH_ERRORS[exc.errno]}",
+                       err=True)
+            sys.exit(2)
+        except KeyboardInterrupt as exc:
             # Every file is staged and committed whole (trtpipe.files.Outputs): what was not finished
             # was not written; results finished before the interrupt (earlier engines of a build) stay.
-            click.echo("trtpipe: interrupted; nothing unfinished was written", err=True)
-            sys.exit(130)
+            stopped = isinstance(exc, files.Stopped)
+            click.echo(f"trtpipe: interrupted{f' ({exc})' if stopped else ''}; nothing unfinished was written", err=True)
+            sys.exit(128 + exc.number if stopped else 130)
+        finally:
+            if not finished:
+                files.remove_made_folders()
 
 
 def exclude_patterns(given, spec) -> list[str]:

@@ -33,7 +33,7 @@ from trtpipe.errors import NothingToQuantize, TrtpipeError
 from trtpipe.quality.cost import LAUNCH_SECONDS
 from trtpipe.quality.tune_config import Config, Rung, Trial, TuneResult, amax_by_method
 from trtpipe.quality.tune_judge import SHARES, lower_bound, margins, supported_confidence, task_metrics
-from trtpipe.spec import ModelSpec
+from trtpipe.spec import ModelSpec, spec_for
 from trtpipe.targets import Precision
 
 __all__ = ["SHARES", "Config", "Rung", "Search", "Trial", "TuneOptions", "TuneResult", "amax_by_method", "confirm",
@@ -367,10 +367,10 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     step as it happens.
     """
     options = options or TuneOptions()
-    from trtpipe.calibrate import DEFAULT_METHOD, calibrated_graph
+    from trtpipe.calibrate import DEFAULT_METHOD, calibrated_graph, calibrated_tensors
     from trtpipe.calibrators.choose import CHOICE_SAMPLES, choose_amax
     from trtpipe.calibrators.collect import collect_histograms
-    from trtpipe.calibrators.graph import activation_inputs, constant_names, quantized_activations
+    from trtpipe.calibrators.graph import activation_inputs, constant_names
     from trtpipe.graph import onnxio
     from trtpipe.graph.keep import node_matches
     from trtpipe.graph.toolkit import label
@@ -381,14 +381,14 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
 
     if precision not in (Precision.INT8, Precision.FP8):
         raise TrtpipeError(f"--precision {precision}: tune searches int8 or fp8")
-    model = calibrated_graph(onnxio.load_float(model_path), spec)  # the graph whose tensor names the typed passes and caches use
+    graph = onnxio.load_float(model_path)
+    spec = spec_for(spec, graph, model_path)  # a spec without [[inputs]] takes the model's, as every command's does
+    model = calibrated_graph(graph, spec)  # the graph whose tensor names the typed passes and caches use
     baseline = onnxio.load_float(options.baseline_path, "--baseline") if options.baseline_path else model
     thresholds = thresholds_for(precision, spec)
     # Before any data is read: a named metric no output's task judges (inferred or the spec's) is refused, as validate refuses it
     named = require_named(spec, precision, baseline, Path(options.baseline_path or model_path).name)
-    tensors = quantized_activations(model)
-    if not tensors:
-        raise NothingToQuantize(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
+    tensors = calibrated_tensors(model, model_path)
     gpu = gpu_for(target)
     if precision not in gpu.tflops:
         raise TrtpipeError(f"--precision {precision}: the {gpu.name} has no {precision} tensor cores; pick another --target")

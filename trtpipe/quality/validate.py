@@ -357,7 +357,7 @@ def validate(candidate: Path, baseline: Path, spec: ModelSpec | None = None, dat
     the data directory). `overrides`: {metric: minimum} over the precision's thresholds. The report is
     written into `report_dir` when given (`write_report`); every check on the inputs runs before anything does.
     """
-    from trtpipe.files import check_output
+    from trtpipe.files import check_output, sidecar_path
     from trtpipe.graph import onnxio
     from trtpipe.runtime.onnxrt import OnnxRunner
     from trtpipe.spec import spec_for
@@ -369,7 +369,10 @@ def validate(candidate: Path, baseline: Path, spec: ModelSpec | None = None, dat
     labels = data.labels_path(labels, spec.labels, data_dir)
     if report_dir:
         json_path, *others = report_paths(report_dir, candidate.name)
-        check_output(json_path, [candidate, baseline, spec_path, data_dir, labels], "--report", siblings=others)
+        # An engine's sidecar is part of it, and named as the report of a candidate of that name is: <name>.json.
+        engine_sidecar = sidecar_path(candidate) if candidate.suffix != ".onnx" else None
+        check_output(json_path, [candidate, engine_sidecar, baseline, spec_path, data_dir, labels], "--report",
+                     siblings=others)
     label_map = data.read_labels(labels) if labels else None
     runner, precision = open_candidate(candidate)
     limits = thresholds_for(precision, spec, overrides)  # unknown metric names fail here, before anything runs

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import sha256, sidecar_path
+from trtpipe.files import read_text_input, sha256, sidecar_path
 
 SIDECAR_VERSION = 1
 
@@ -141,13 +141,12 @@ def parse_sidecar(raw, path) -> EngineInfo:
 def read_sidecar(engine: str | os.PathLike) -> EngineInfo:
     """Return the EngineInfo beside `engine`, or raise naming the file and the fix."""
     path = sidecar_path(engine)
+    if not os.path.lexists(path):
+        raise TrtpipeError(f"{path}: no sidecar beside the engine; rebuild it with 'trtpipe build'")
+    text = read_text_input(path, str(path), "rebuild the engine")  # a FIFO is not waited on, nor a huge file read
     try:
-        return parse_sidecar(json.loads(path.read_text()), path)
-    except FileNotFoundError:
-        raise TrtpipeError(f"{path}: no sidecar beside the engine; rebuild it with 'trtpipe build'") from None
-    except UnicodeDecodeError:
-        raise TrtpipeError(f"{path}: not a trtpipe engine sidecar (not text); rebuild the engine") from None
-    except (OSError, ValueError, TypeError, RecursionError) as exc:
+        return parse_sidecar(json.loads(text), path)
+    except (ValueError, TypeError, RecursionError) as exc:
         why = str(exc) if type(exc) in (ValueError, TypeError) else exc.__class__.__name__
         raise TrtpipeError(f"{path}: not a trtpipe engine sidecar ({why[:120]}); rebuild the engine") from None
 

@@ -13,11 +13,11 @@ from typing import NamedTuple
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import read_text_input
+from trtpipe.files import read_text_input, regular_file
 from trtpipe.spec.model import InputSpec, ModelSpec, OutputSpec, Preprocess, ShapeRange
 from trtpipe.spec.schema import validate_raw
 from trtpipe.spec.shapes import parse_shapes
-from trtpipe.spec.toml_text import tomllib
+from trtpipe.spec.toml_text import loads, tomllib
 from trtpipe.spec.validators import Invalid, did_you_mean
 
 
@@ -26,7 +26,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
     path = Path(path)
     text = read_text_input(path, f"--spec {path}", "pass the model's model.toml ('trtpipe init' writes one)")
     try:
-        raw = tomllib.loads(text)
+        raw = loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TrtpipeError(f"--spec {path}: not valid TOML ({exc}); fix the file") from None
     try:
@@ -58,7 +58,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
     quantize = raw.get("quantize", {})
 
     def rel(key):
-        return (root / data[key]).resolve() if key in data else None
+        return resolved(root, data[key]) if key in data else None
 
     spec = ModelSpec(
         name=raw.get("name", root.name), root=root, task=raw.get("task"), inputs=inputs,
@@ -67,7 +67,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
         smooth=quantize.get("smooth"), exclude=quantize.get("exclude", []), block_size=quantize.get("block_size"),
         min_weights=quantize.get("min_weights", 0),
         outputs=[OutputSpec(**{"task": raw.get("task", "generic"), **o,
-                               **({"transitions": (root / o["transitions"]).resolve()} if "transitions" in o else {}),
+                               **({"transitions": resolved(root, o["transitions"])} if "transitions" in o else {}),
                                **({"transform": resolved_transform(root, o["transform"], f"--spec {path}: [[outputs]] "
                                                                    f"{o['name']}")} if "transform" in o else {})})
                  for o in raw.get("outputs", [])],
@@ -93,6 +93,7 @@ def read_transitions(path: Path, where: str) -> Transitions:
     """Return the transitions in a .npy ([classes, classes]) or .npz (`transitions`, optional `start`,
     `end`), or raise naming `where` and what is wrong."""
     fix = "give a .npy [classes, classes] of transition scores, or a .npz of transitions, start, end"
+    regular_file(path, f"{where} {path}", fix)
     try:
         with open(path, "rb") as file:
             loaded = np.load(file, allow_pickle=False)
@@ -124,6 +125,12 @@ def read_transitions(path: Path, where: str) -> Transitions:
     return Transitions(found["transitions"], found["start"], found["end"])
 
 
+def resolved(root: Path, text: str) -> Path:
+    """Return the absolute path `text` names, relative to the spec's folder `root`, links followed as far as they
+    go: a link to itself is left for the command that reads the file to refuse (Path.resolve raises on it)."""
+    return Path(os.path.realpath(root / text))
+
+
 def resolved_transform(root: Path, text: str, where: str) -> str:
     """Return "FILE.py:FUNCTION" with the file made absolute against the spec's folder; raise unless it is a
     .py file that exists and a function name (the function itself is looked up when validate loads it)."""
@@ -131,10 +138,11 @@ def resolved_transform(root: Path, text: str, where: str) -> str:
     if not file.endswith(".py") or not function.isidentifier():
         raise TrtpipeError(f"{where}: transform = \"{text}\" is not FILE.py:FUNCTION; give the Python file and the "
                            "function in it, e.g. \"decode.py:landmarks\"")
-    resolved = (root / file).resolve()
-    if not resolved.is_file():
-        raise TrtpipeError(f"{where}: transform's file {resolved} does not exist; the path is relative to the spec's folder")
-    return f"{resolved}:{function}"
+    found = resolved(root, file)
+    if not os.path.lexists(found):
+        raise TrtpipeError(f"{where}: transform's file {found} does not exist; the path is relative to the spec's folder")
+    regular_file(found, f"{where}: transform's file {found}", "give the Python file of the function")
+    return f"{found}:{function}"
 
 
 def check_transforms(spec: ModelSpec, where: str) -> None:
@@ -247,7 +255,7 @@ def load_exclusions(path: str | os.PathLike) -> list[str]:
     path = Path(path)
     text = read_text_input(path, f"--exclude @{path}", "make it with 'trtpipe tune'")
     try:
-        raw = tomllib.loads(text)
+        raw = loads(text)
         names = raw.get("quantize", {}).get("exclude", [])
     except (tomllib.TOMLDecodeError, AttributeError):
         raise TrtpipeError(f"--exclude @{path}: not a TOML file with [quantize] exclude; rerun 'trtpipe tune'") from None

@@ -21,6 +21,7 @@ from trtpipe.spec.validators import (
     list_of,
     map_of,
     number,
+    path,
     string,
     table,
 )
@@ -39,7 +40,7 @@ SCHEMA = {
                           "scale": number, "mean": list_of(number), "std": list_of(number),
                           "layout": choice("NCHW", "NHWC"), "dtype": choice("float32", "float16")}, "preprocess"),
     "shapes": map_of(string, "shapes"),
-    "data": table({"calibration": string, "validation": string, "labels": string}, "data"),
+    "data": table({"calibration": path, "validation": path, "labels": path}, "data"),
     "thresholds": map_of(map_of(number, "thresholds"), "thresholds", keys=PRECISION_KEYS),
     "quantize": table({"exclude": list_of(string), "smooth": number, "block_size": integer,
                           "min_weights": integer}, "quantize"),
@@ -52,9 +53,9 @@ SCHEMA = {
                                         "scale_output": string, "offset_output": string,
                                         "landmark_output": string, "stride": integer,
                                         "decode": choice("ctc", "tags", "viterbi"), "padding_input": string,
-                                        "transitions": string, "emissions": choice("scores", "probabilities"),
+                                        "transitions": path, "emissions": choice("scores", "probabilities"),
                                         "padding_value": integer, "batch_axis": axis_or_none,
-                                        "transform": string, "tolerance": number}, "outputs",
+                                        "transform": path, "tolerance": number}, "outputs",
                                        required=("name",)),
                              "outputs"),
     # The public model zoo's pins and input recipe (scripts/zoo.py reads it; the pipeline does not).

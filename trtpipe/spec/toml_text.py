@@ -9,7 +9,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["toml_string", "tomllib"]
+__all__ = ["loads", "toml_string", "tomllib"]
+
+
+def loads(text: str) -> dict:
+    """Return the TOML in `text` (tomllib.loads); arrays or inline tables nested past Python's recursion limit
+    raise tomllib.TOMLDecodeError too, as any other text that is no TOML does, not RecursionError."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError("arrays or inline tables nested too deeply") from None
 
 
 def toml_string(text: str) -> str:

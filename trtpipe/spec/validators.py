@@ -35,6 +35,17 @@ def string(value, where):
 string.kind = "string"
 
 
+def path(value, where):
+    """A string that can name a file: no NUL, which no file system's names hold (os.stat raises on one)."""
+    value = string(value, where)
+    if "\0" in value:
+        raise Invalid(f"{where} holds a NUL character ({value!r}), which no file name can; fix the path")
+    return value
+
+
+path.kind = "string"
+
+
 def integer(value, where):
     if isinstance(value, bool) or not isinstance(value, int):
         raise Invalid(f"{where} must be an integer, not {_describe(value)}")

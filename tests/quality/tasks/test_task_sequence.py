@@ -309,7 +309,7 @@ def test_a_missing_transition_file_is_named_before_anything_runs(tmp_path):
     """The zoo makes its files with the data: the spec loads without it, and validate's task names it."""
     (tmp_path / "model.toml").write_text(VITERBI_SPEC)
     output = load_spec(tmp_path / "model.toml").outputs[0]
-    with pytest.raises(TrtpipeError, match=r"transitions .*tags.npz: cannot read it \(No such file"):
+    with pytest.raises(TrtpipeError, match=r"transitions .*tags.npz: cannot read it \([Nn]o such file"):
         make_task(output)
 
 

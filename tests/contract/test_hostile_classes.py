@@ -1,0 +1,261 @@
+"""The second battery's classes that need more than a hostile file in one option's place (session 18).
+
+Each bad case keeps the contract as `test_hostile.check_refused` asserts it: exit 2, one line naming the
+file or flag, no input changed, nothing left in the output folder. The classes of single hostile files
+and paths are in test_hostile's variant tables, signals other than Ctrl-C in its interrupt test. Here:
+
+- images that decode to something the spec did not expect, through every data option of every command
+  (`test_hostile.ROLES`), on a workspace whose model reads images;
+- a folder a command made for its output, left behind when it fails;
+- an output that is an input's sidecar, or the command's other output;
+- tensor names every file trtpipe writes must hold.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import HAS_RTX
+
+import models
+from contract.test_battery import ENGINE
+from contract.test_hostile import BASES, NEEDS_RTX, ROLES, check_refused, command_line, run_cli
+
+# ---- images the spec did not expect --------------------------------------------------------------
+
+IMAGE_SPEC = """name = "mlp"
+[[inputs]]
+name = "x"
+shape = [-1, 1, 16, 16]
+[preprocess]
+size = [16, 16]
+color = "L"
+scale = 0.0039215686
+[data]
+calibration = "data"
+validation = "data"
+"""
+IMAGE_SHAPES = "x:1x1x16x16/8x1x16x16/32x1x16x16"
+
+
+@pytest.fixture(scope="module")
+def image_workspace(tmp_path_factory):
+    """The workspace's files under their names, for a model that reads 16x16 grey images: a classifier on the
+    flattened pixels, its FP16 ONNX, an INT8 cache, a spec with [preprocess], and good PNGs in data/."""
+    from PIL import Image
+
+    ws = tmp_path_factory.mktemp("images")
+    rng = np.random.default_rng(0)
+    weights = [rng.normal(0, 0.05, (256, 64)), rng.normal(0, 0.3, (64, 8))]
+    models.save(models.renamed_input(models.mlp_classifier(weights, [np.zeros(64), np.zeros(8)], (1, 16, 16)), "image", "x"),
+                ws / "mlp.onnx")
+    (ws / "spec.toml").write_text(IMAGE_SPEC)
+    (ws / "data").mkdir()
+    for i in range(8):
+        Image.fromarray(rng.integers(0, 255, (20, 20), np.uint8)).save(ws / "data" / f"{i:03d}.png")
+    for argv in (["calibrate", ws / "mlp.onnx", "--spec", ws / "spec.toml", "-o", ws / "int8.cache"],
+                 ["quantize", ws / "mlp.onnx", "--precision", "fp16", "-o", ws / "mlp.fp16.onnx"]):
+        code, _out, err, _ = run_cli(argv)
+        assert code == 0, err
+    return ws
+
+
+def _image(mode: str, array, **save):
+    def make(path: Path) -> None:
+        from PIL import Image
+
+        Image.fromarray(array, mode).save(path, **save)
+    return make
+
+
+def _frames(path: Path) -> None:
+    from PIL import Image
+
+    first, *others = [Image.new("L", (16, 16), shade) for shade in (0, 128, 255)]
+    first.save(path, save_all=True, append_images=others)
+
+
+def _truncated(path: Path) -> None:
+    from PIL import Image
+
+    Image.fromarray(np.random.default_rng(1).integers(0, 255, (64, 64), np.uint8)).save(path)
+    path.write_bytes(path.read_bytes()[:300])
+
+
+def _bmp_claiming(width: int, height: int):
+    """Return a maker of a BMP header claiming `width` x `height` pixels and holding none (a decompression bomb in
+    another format than the PNG of issue 26's class)."""
+    def make(path: Path) -> None:
+        path.write_bytes(b"BM" + struct.pack("<IHHI", 0, 0, 0, 54)
+                         + struct.pack("<IiiHHIIiiII", 40, width, height, 1, 24, 0, 0, 0, 0, 0, 0))
+    return make
+
+
+def _png_of_no_width(path: Path) -> None:
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 0, 16, 8, 0, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+
+
+# An image whose pixels are not 8 bits a channel ([preprocess] scale says what 0..255 means; Pillow
+# clips wider values to 255 when it converts), one of several frames (which is the sample?), or that
+# does not decode (init reads the first image for the spec's size, and took its header alone).
+IMAGE_VARIANTS = {
+    "16-bit": (_image(None, np.arange(256, dtype=np.uint16).reshape(16, 16) * 257), "000.png"),
+    "32-bit-integers": (_image("I", np.arange(256, dtype=np.int32).reshape(16, 16) << 20, format="TIFF"), "000.png"),
+    "floats": (_image("F", np.linspace(-1, 1, 256, dtype=np.float32).reshape(16, 16), format="TIFF"), "000.png"),
+    "several-frames": (_frames, "000.png"),
+    "truncated": (_truncated, "000.png"),
+    "no-width": (_png_of_no_width, "000.png"),
+    "not-an-image": (lambda p: p.write_bytes(b"a text file named like a picture\n"), "000.jpg"),
+    "bomb-in-a-bmp": (_bmp_claiming(100_000, 100_000), "000.bmp"),
+}
+VARIANT_SAYS = {"16-bit": "8 bits", "32-bit-integers": "8 bits", "floats": "8 bits", "several-frames": "3 frames",
+                "bomb-in-a-bmp": "decompression bomb"}
+DATA_OPTIONS = sorted((c, p) for (c, p), role in ROLES.items() if role == "data")
+
+
+@pytest.mark.parametrize("command,param,variant", [(c, p, v) for c, p in DATA_OPTIONS for v in sorted(IMAGE_VARIANTS)],
+                         ids=[f"{c}{p}-{v}" for c, p in DATA_OPTIONS for v in sorted(IMAGE_VARIANTS)])
+def test_an_image_the_spec_did_not_expect(command, param, variant, image_workspace, tmp_path):
+    if command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    target = hostile / f"images-{variant}"
+    target.mkdir(parents=True)
+    make, name = IMAGE_VARIANTS[variant]
+    make(target / name)
+    values = {k: v.format(ws=image_workspace, out=out, taken=9) for k, v in BASES[command].items()}
+    values[param] = str(target)
+    if "--shapes" in values:
+        values["--shapes"] = IMAGE_SHAPES
+    line = check_refused(command_line(command, values), image_workspace, out, hostile, (f"{target.name}/{name}",))
+    assert VARIANT_SAYS.get(variant, "") in line, line
+
+
+# ---- a folder made for an output, when the command fails -------------------------------------------
+
+WRITERS = sorted((c, p) for (c, p), role in ROLES.items() if role in ("output", "outdir") and p in BASES[c])
+
+
+@pytest.mark.parametrize("command,param", WRITERS, ids=[f"{c}{p}" for c, p in WRITERS])
+def test_a_folder_made_for_an_output_goes_when_the_command_fails(command, param, workspace, tmp_path):
+    """The output under folders that do not exist yet, and an input the command fails on (samples of NaN, else a
+    model that is missing): the folders it made go with its files."""
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    (hostile / "nan").mkdir(parents=True)
+    np.save(hostile / "nan" / "000.npy", np.full((4, 16), np.nan, np.float32))
+    values = {k: v.format(ws=workspace, out=out, taken=9) for k, v in BASES[command].items()}
+    values[param] = str(out / "new" / "deeper" / Path(values[param]).name)
+    if "--data" in values:
+        values["--data"] = str(hostile / "nan")
+    else:
+        values[next(k for k in values if not k.startswith("-"))] = str(hostile / "missing.onnx")
+    if command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    check_refused(command_line(command, values), workspace, out, hostile, ("000.npy", "missing.onnx"))
+
+
+# ---- an output that is another file of the run -----------------------------------------------------
+
+def _sidecar_copy(workspace: Path, hostile: Path, name: str) -> Path:
+    """Copy the workspace's `name` and its sidecar into hostile/; return the copy."""
+    shutil.copy(workspace / name, hostile / Path(name).name)
+    shutil.copy(workspace / f"{name}.json", hostile / f"{Path(name).name}.json")
+    return hostile / Path(name).name
+
+
+TUNE = ["tune", "{ws}/mlp.onnx", "--spec", "{ws}/spec.toml", "--precision", "int8", "--budget-min", "0.05",
+        "-o", "{out}/t.cache"]
+# An input's sidecar (what a cache was calibrated for, what an engine was built from) is part of the input;
+# one command's two outputs cannot be one path (tune's report folder where its cache or exclusions go).
+OTHER_FILES = {
+    "quantize-o-is-the-caches-sidecar": (["quantize", "{ws}/mlp.onnx", "--precision", "int8", "--cache", "{hostile}/int8.cache",
+                                          "-o", "{hostile}/int8.cache.json"], "int8.cache", "-o"),
+    "validate--report-over-the-engines-sidecar": (["validate", f"{{hostile}}/{Path(ENGINE).name}", "--baseline", "{ws}/mlp.onnx",
+                                                   "--data", "{ws}/data", "--report", "{hostile}"], ENGINE, "--report"),
+    "tune--report-is-its-cache": ([*TUNE, "--report", "{out}/t.cache"], None, "--report"),
+    "tune--report-is-its-exclusions": ([*TUNE, "--report", "{out}/t.toml"], None, "--report"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OTHER_FILES))
+def test_an_output_that_is_another_file_of_the_run(case, workspace, tmp_path):
+    argv, copied, flag = OTHER_FILES[case]
+    if copied == ENGINE and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    if copied is not None:
+        _sidecar_copy(workspace, hostile, copied)
+    check_refused([a.format(ws=workspace, out=out, hostile=hostile) for a in argv], workspace, out, hostile, (flag,))
+
+
+# ---- tensor names every file trtpipe writes must hold ----------------------------------------------
+
+# Names ONNX allows and TOML, a calibration cache, a report and a Triton config must each quote or escape.
+ODD_NAMES = {"x": 'in "q" \\ ü/ sp', "probs": "out#]=[ 'x'", "h2": "a: b:c ", "h0": " lead", "h1": "tab\there",
+             "h3": "名前/ü", "h4": "semi;colon,=x"}
+
+
+def _renamed(names: dict[str, str]):
+    model = models.dynamic_mlp()
+    for node in model.graph.node:
+        node.input[:] = [names.get(i, i) for i in node.input]
+        node.output[:] = [names.get(o, o) for o in node.output]
+        node.name += ' "node"'
+    for value in [*model.graph.input, *model.graph.output]:
+        value.name = names.get(value.name, value.name)
+    return model
+
+
+def test_odd_tensor_names_go_through_init_calibrate_quantize_and_validate(tmp_path):
+    models.save(_renamed(ODD_NAMES), tmp_path / "m.onnx")
+    models.save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (32, 16)).astype(np.float32))
+    for argv in (["init", "m.onnx", "--data", "data", "-o", "m.toml"],
+                 ["calibrate", "m.onnx", "--spec", "m.toml", "-o", "m.int8.cache"],
+                 ["quantize", "m.onnx", "--precision", "int8", "--cache", "m.int8.cache", "--spec", "m.toml",
+                  "-o", "m.int8.onnx"],
+                 ["validate", "m.int8.onnx", "--baseline", "m.onnx", "--spec", "m.toml", "--report", "reports"]):
+        code, out, err, exception = run_cli([tmp_path / a if a.startswith("m.") or a in ("data", "reports") else a
+                                             for a in argv])
+        assert code == 0, f"{argv[0]}: exit {code} {exception!r}: {out}{err}"
+    from trtpipe.calibrators.cache import read_cache
+
+    assert set(read_cache(tmp_path / "m.int8.cache").amax) == {ODD_NAMES["x"], ODD_NAMES["h2"]}
+
+
+# A name a calibration cache cannot hold: TensorRT's format is one `name: scale` a line.
+UNCACHEABLE = {"newline": "a\nb", "carriage-return": "a\rb"}
+CALIBRATING = {
+    "calibrate": ["calibrate", "{m}", "--data", "{ws}/data", "-o", "{out}/c.cache"],
+    "tune": ["tune", "{m}", "--spec", "{spec}", "--data", "{ws}/data", "--validation", "{ws}/data", "--precision", "int8",
+             "--budget-min", "0.05", "-o", "{out}/t.cache"],
+    "build": ["build", "{m}", "--precision", "int8", "--data", "{ws}/data", "--target", "sm_89", "--backend", "tensorrt-rtx",
+              "--shapes", "x:1x16/8x16/32x16", "-o", "{out}/engines"],
+    "deploy": ["deploy", "{m}", "--data", "{ws}/data", "--precision", "int8", "--target", "sm_89", "--backend", "tensorrt-rtx",
+               "--budget-min", "1", "-o", "{out}/deploy"],
+}
+
+
+@pytest.mark.parametrize("command,name", [(c, n) for c in sorted(CALIBRATING) for n in sorted(UNCACHEABLE)])
+def test_a_tensor_name_no_calibration_cache_can_hold(command, name, workspace, tmp_path):
+    if command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    models.save(_renamed({"h2": UNCACHEABLE[name]}), hostile / "m.onnx")
+    (hostile / "m.toml").write_text('name = "m"\n')
+    argv = [a.format(m=hostile / "m.onnx", spec=hostile / "m.toml", ws=workspace, out=out) for a in CALIBRATING[command]]
+    check_refused(argv, workspace, out, hostile, ("m.onnx",))
+
