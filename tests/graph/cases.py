@@ -215,3 +215,22 @@ def if_subgraph():
     ]
     model = _model(nodes, [_value("x", [2, 3])], [_value("y", [2, 4])], inits)
     return model, {"x": rng.normal(0, 1, (2, 3)).astype(np.float32)}
+
+
+def loop_reading_outer_weight():
+    """A Loop whose body runs a MatMul on a weight that only the body reads (an outer-scope initializer), after
+    a top-level MatMul that Q/DQ quantizes: a TorchScript export of a scripted refinement loop writes this."""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "w_step"], ["step"]), helper.make_node("Tanh", ["step"], ["h_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 _value("h_in", [2, 4])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), _value("h_out", [2, 4])])
+    inits = [_f("w", rng.normal(0, 0.5, (3, 4))), _f("w_step", rng.normal(0, 0.5, (4, 4))), _i("trips", 3),
+             numpy_helper.from_array(np.array(True), "go")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+        helper.make_node("Loop", ["trips", "go", "h"], ["y"], body=body, name="refine"),
+    ]
+    model = _model(nodes, [_value("x", [2, 3])], [_value("y", [2, 4])], inits)
+    return model, {"x": rng.normal(0, 1, (2, 3)).astype(np.float32)}

@@ -147,7 +147,7 @@ def casts_of_initializers_folded(model) -> int:
         array = numpy_helper.to_array(source).astype(helper.tensor_dtype_to_np_dtype(to))
         folded.append(numpy_helper.from_array(array, node.output[0]))
     if folded:
-        used = {name for node in kept for name in node.input} | {o.name for o in graph.output}
+        used = toolkit.names_needed(graph, kept)
         initializers = [init for init in graph.initializer if init.name in used] + folded
         del graph.node[:]
         graph.node.extend(kept)
