@@ -29,6 +29,10 @@ class Task:
     name = "generic"
     judged: tuple[str, ...] = ("cosine",)
     primary = "cosine"
+    # Each row on the batch axis is one sample, read beside that sample's inputs and label; so the rows must be
+    # as many as the batch's samples. The generic task reads values, and takes any rows (a batch-1 model's
+    # waveform [samples] is judged as it always was).
+    rows_are_samples = True
 
     def __init__(self, spec: OutputSpec):
         self.spec = spec
@@ -64,6 +68,14 @@ class Task:
                                    f"of its shape {list(shape)}; fix it")
             got, want = ({**arrays, self.output: np.moveaxis(arrays[self.output], self.spec.batch_axis, 0)}
                          for arrays in (got, want))
+        if self.rows_are_samples and self.spec.batch_axis is not None:
+            count = np.shape(want[self.output])[:1]
+            if count != (len(ids),):  # the metrics below take each row for a sample, and pair it with the sample's inputs
+                held = f"{count[0]} on its batch axis ({self.spec.batch_axis})" if count else "no axis"
+                raise TrtpipeError(
+                    f"output '{self.output}': {held} for a batch of {len(ids)} samples, so that axis does not count "
+                    "samples (a list of detections after NMS?); say where they stack with [[outputs]] batch_axis, or "
+                    "batch_axis = \"none\" for an output without one")
         for name in self.reads:
             check_baseline(name, want[name], ids)
             values = np.asarray(got[name])
