@@ -234,3 +234,24 @@ def loop_reading_outer_weight():
     ]
     model = _model(nodes, [_value("x", [2, 3])], [_value("y", [2, 4])], inits)
     return model, {"x": rng.normal(0, 1, (2, 3)).astype(np.float32)}
+
+
+def contrib_ops_between_matmuls():
+    """MatMul, then ONNX Runtime's com.microsoft BiasGelu and SkipLayerNormalization, then a MatMul on their
+    output: what its transformer optimizer writes into a BERT. ONNX's shape inference knows no com.microsoft
+    op, so every tensor from the first of them on has no type it can tell."""
+    hidden = 8
+    inits = [_f("w0", rng.normal(0, 0.5, (hidden, hidden))), _f("bias", rng.normal(0, 0.1, hidden)),
+             _f("gamma", rng.uniform(0.5, 1.5, hidden)), _f("beta", rng.normal(0, 0.1, hidden)),
+             _f("w1", rng.normal(0, 0.5, (hidden, 4)))]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w0"], ["h"], name="fc0"),
+        helper.make_node("BiasGelu", ["h", "bias"], ["g"], domain="com.microsoft", name="gelu"),
+        helper.make_node("SkipLayerNormalization", ["g", "x", "gamma", "beta"], ["n"], domain="com.microsoft",
+                         epsilon=1e-5, name="skip_norm"),
+        helper.make_node("MatMul", ["n", "w1"], ["y"], name="fc1"),
+    ]
+    graph = helper.make_graph(nodes, "case", [_value("x", [2, 3, hidden])], [_value("y", [2, 3, 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = onnxio.IR_VERSION
+    return model, {"x": rng.normal(0, 1, (2, 3, hidden)).astype(np.float32)}

@@ -5,7 +5,7 @@ import json
 import cases
 import pytest
 from conftest import needs_rtx
-from helpers import build_engines, cosine, run
+from helpers import build_engines, cosine, run, table_for
 from onnx import TensorProto
 
 from trtpipe.graph import onnxio
@@ -104,3 +104,18 @@ def test_fp16_engines_build_and_record_kept_nodes(case, shapes, tmp_path):
     assert sidecar["kept_fp32"] == kept_nodes(onnxio.load(result.typed_onnx))
     if case != "activation_beyond_fp16":  # without calibration data nothing there is out of range
         assert sidecar["kept_fp32"]
+
+
+@pytest.mark.parametrize("precision", [Precision.FP16, Precision.INT8])
+def test_com_microsoft_ops_stay_fp32_and_their_readers_get_their_type(precision, tmp_path):
+    """A BERT through ONNX Runtime's transformer optimizer: shape inference types nothing after its first
+    com.microsoft op, so the half pass left those ops' readers unconverted beside FP16 weights; ONNX Runtime
+    refused the FP16 graph (MatMul bound to float and float16) and INT8 tuning ended deploy in exit 2."""
+    model, feeds = cases.contrib_ops_between_matmuls()
+    expected, = run(model, feeds, tmp_path / "fp32.onnx")
+    table = table_for(model, feeds) if precision is Precision.INT8 else None
+    typed = typed_graph(model, precision, table)
+    kept = reasons(typed.kept)
+    assert kept["gelu"].startswith("custom-domain op") and kept["skip_norm"].startswith("custom-domain op")
+    got, = run(typed.model, feeds, tmp_path / f"{precision}.onnx")
+    assert cosine(got, expected) >= 0.999

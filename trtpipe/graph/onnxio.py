@@ -194,6 +194,42 @@ def typed_precision(model) -> str:
 
 
 def tensor_types(model) -> dict[str, int]:
+    """Return the element type of every tensor whose type ONNX shape inference can tell, and of the
+    top-level node outputs it cannot where ONNX Runtime can (runtime_types)."""
+    types = _inferred_types(model)
+    untyped = [out for node in model.graph.node for out in node.output if out and out not in types]
+    if untyped:
+        types.update(runtime_types(model, untyped))
+    return types
+
+
+def runtime_types(model, names: list[str]) -> dict[str, int]:
+    """Return the element types ONNX Runtime gives the tensors `names`, from a session that exposes them
+    (built, never run); {} when it cannot load the model.
+
+    ONNX's shape inference knows no op outside the ONNX domains: from the first com.microsoft op on (ONNX
+    Runtime's transformer optimizer writes Attention, SkipLayerNormalization, BiasGelu) it types nothing,
+    and a pass that retypes float tensors would leave those unconverted beside half ones."""
+    from onnx import TensorProto, ValueInfoProto
+
+    from trtpipe.graph import sessions
+
+    exposed = toolkit.copy(model)
+    known = {value.name for value in exposed.graph.output}
+    exposed.graph.output.extend(ValueInfoProto(name=name) for name in names if name not in known)
+    try:
+        outputs = sessions.session(exposed, optimization="none").get_outputs()
+    except TrtpipeError:
+        return {}
+    types = {}
+    for output in outputs:
+        kind = output.type[len("tensor("):-1] if output.type.startswith("tensor(") else ""
+        if output.name in names and kind.upper() in TensorProto.DataType.keys():
+            types[output.name] = TensorProto.DataType.Value(kind.upper())
+    return types
+
+
+def _inferred_types(model) -> dict[str, int]:
     """Return the element type of every tensor whose type ONNX shape inference can tell."""
     onnx = _onnx()
     try:
