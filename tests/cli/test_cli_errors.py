@@ -182,3 +182,25 @@ def test_an_already_quantized_model_is_refused_naming_its_nodes(already_quantize
     code, _, err = trtpipe(*QUANTIZED_INPUT[command].format(m=model, r=root).split())
     assert_one_line_error(code, err, str(model), "already quantized", nodes, "FP32")
     assert not (root / "out").exists()
+
+
+def test_a_dynamically_quantized_lstm_is_refused_as_already_quantized(tmp_path):
+    """ONNX Runtime's quantize_dynamic turns an LSTM into com.microsoft DynamicQuantizeLSTM with INT8 weights and
+    writes no other quantized op: a speaker embedder's LSTM-only export went through as FP32 and failed to build."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.normal(0, 0.3, shape).astype(np.float32), name)
+               for name, shape in (("W", (1, 16, 8)), ("R", (1, 16, 4)))]
+    graph = helper.make_graph([helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=4)], "lstm",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["T", 1, 1, 4])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10  # what ONNX Runtime reads
+    models.save(model, tmp_path / "lstm.onnx")
+    quantize_dynamic(tmp_path / "lstm.onnx", tmp_path / "dynamic.onnx", weight_type=QuantType.QInt8)
+    (tmp_path / "data").mkdir()
+    np.save(tmp_path / "data" / "0.npy", rng.normal(0, 1, (5, 1, 8)).astype(np.float32))
+    code, _, err = trtpipe("calibrate", tmp_path / "dynamic.onnx", "--data", tmp_path / "data", "-o", tmp_path / "c.cache")
+    assert_one_line_error(code, err, "already quantized (1 DynamicQuantizeLSTM)", "FP32")

@@ -77,11 +77,11 @@ def _check_valid(model, path: Path, external: bool) -> None:
 
 
 # Nodes that only a quantized graph has: ONNX Runtime's quantize_static (Q/DQ) and quantize_dynamic
-# (DynamicQuantizeLinear, MatMulInteger), its QOperator format, weight-only INT4, and the typed ONNX
-# trtpipe and Model Optimizer write.
+# (DynamicQuantizeLinear, MatMulInteger; an LSTM becomes DynamicQuantizeLSTM, the only such node of an
+# LSTM-only model), its QOperator format, weight-only INT4, and the typed ONNX trtpipe and Model Optimizer write.
 QUANTIZED_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger",
-                 "QLinearConv", "QLinearMatMul", "QGemm", "QAttention", "DynamicQuantizeMatMul", "MatMulNBits",
-                 "TRT_FP4DynamicQuantize")
+                 "DynamicQuantizeLSTM", "QLinearConv", "QLinearMatMul", "QGemm", "QAttention", "DynamicQuantizeMatMul",
+                 "MatMulNBits", "TRT_FP4DynamicQuantize")
 
 
 def load_float(path: str | os.PathLike, flag: str = "MODEL"):
