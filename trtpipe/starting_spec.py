@@ -14,6 +14,7 @@ import numpy as np
 
 from trtpipe.data import IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays
 from trtpipe.errors import TrtpipeError
+from trtpipe.graph import onnxio
 from trtpipe.spec import DTYPES, toml_string
 
 # Batch sizes of the guessed build profile: MIN/OPT/MAX as trtexec writes them.
@@ -339,6 +340,7 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     loader reads them (None: the model's folder). `validation_dir`: other samples to validate on
     (None: `data_dir`, marked for the user to change).
     """
+    onnxio.refuse_strings(model, model_path)
     inputs, outputs = tensor_facts(model)
     data_dir = Path(data_dir) if data_dir is not None else None
     images = data_dir is not None and any(p.suffix.lower() in IMAGE_SUFFIXES for p in list_files(data_dir))

@@ -84,10 +84,25 @@ QUANTIZED_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", 
                  "MatMulNBits", "TRT_FP4DynamicQuantize")
 
 
+def refuse_strings(model, where) -> None:
+    """Raise naming `where` when a graph input holds strings (skl2onnx's text pipelines): no data file of
+    numbers feeds it, and TensorRT has no string tensors to build an engine for."""
+    from onnx import TensorProto
+
+    constants = {init.name for init in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name not in constants and value.type.tensor_type.elem_type == TensorProto.STRING:
+            raise TrtpipeError(f"{where}: input '{value.name}' holds strings, and TensorRT has no string tensors, so "
+                               "no engine can take it; give trtpipe the model that reads the text's numbers (token "
+                               "ids, features) after its preprocessing")
+
+
 def load_float(path: str | os.PathLike, flag: str = "MODEL"):
     """Return the ModelProto at `path` (as `load`), refusing one that is already quantized: calibrating or
-    typing it again would quantize twice, and the scales it carries are not the ones trtpipe would choose."""
+    typing it again would quantize twice, and the scales it carries are not the ones trtpipe would choose;
+    and one that takes strings (refuse_strings)."""
     model = load(path, flag)
+    refuse_strings(model, path if flag == "MODEL" else f"{flag} {path}")
     found: dict[str, int] = {}
     for node in model.graph.node:
         if node.op_type in QUANTIZED_OPS:
