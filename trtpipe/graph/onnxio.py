@@ -229,6 +229,8 @@ def runtime_types(model, names: list[str]) -> dict[str, int]:
 
     from trtpipe.graph import sessions
 
+    type_names = set(TensorProto.DataType.keys())  # ONNX Runtime writes "tensor(float16)" for FLOAT16
+
     exposed = toolkit.copy(model)
     known = {value.name for value in exposed.graph.output}
     exposed.graph.output.extend(ValueInfoProto(name=name) for name in names if name not in known)
@@ -238,9 +240,9 @@ def runtime_types(model, names: list[str]) -> dict[str, int]:
         return {}
     types = {}
     for output in outputs:
-        kind = output.type[len("tensor("):-1] if output.type.startswith("tensor(") else ""
-        if output.name in names and kind.upper() in TensorProto.DataType.keys():
-            types[output.name] = TensorProto.DataType.Value(kind.upper())
+        kind = output.type[len("tensor("):-1].upper() if output.type.startswith("tensor(") else ""
+        if output.name in names and kind in type_names:
+            types[output.name] = TensorProto.DataType.Value(kind)
     return types
 
 
