@@ -255,3 +255,13 @@ def contrib_ops_between_matmuls():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = onnxio.IR_VERSION
     return model, {"x": rng.normal(0, 1, (2, 3, hidden)).astype(np.float32)}
+
+
+def input_passed_through():
+    """An output that is an input as it came (Identity), beside one computed from it: a TorchScript export
+    that returns its input too writes this."""
+    inits = [_f("w", rng.normal(0, 0.5, (4, 3)))]
+    nodes = [helper.make_node("Identity", ["x"], ["x_out"], name="copy"),
+             helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")]
+    model = _model(nodes, [_value("x", [2, 4])], [_value("y", [2, 3]), _value("x_out", [2, 4])], inits)
+    return model, {"x": (rng.normal(0, 1, (2, 4)) * 3.3).astype(np.float32)}

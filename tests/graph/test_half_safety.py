@@ -3,6 +3,7 @@
 import json
 
 import cases
+import numpy as np
 import pytest
 from conftest import needs_rtx
 from helpers import build_engines, cosine, run, table_for
@@ -119,3 +120,15 @@ def test_com_microsoft_ops_stay_fp32_and_their_readers_get_their_type(precision,
     assert kept["gelu"].startswith("custom-domain op") and kept["skip_norm"].startswith("custom-domain op")
     got, = run(typed.model, feeds, tmp_path / f"{precision}.onnx")
     assert cosine(got, expected) >= 0.999
+
+
+@pytest.mark.parametrize("precision", [Precision.FP16, Precision.BF16])
+def test_an_output_that_passes_an_input_through_stays_exact(precision, tmp_path):
+    """A scripted refinement loop returned its input as features_out: the half graph read it through a Cast
+    to FP16 and back, so the engine's copy of its own input was off by 1e-3, and that copy, not the model's
+    answer, was the output that decided the FP16 verdict."""
+    model, feeds = cases.input_passed_through()
+    typed = typed_graph(model, precision, None)
+    assert "copy" in reasons(typed.kept)
+    outputs = dict(zip(["y", "x_out"], run(typed.model, feeds, tmp_path / f"{precision}.onnx")))
+    assert np.array_equal(outputs["x_out"], feeds["x"])

@@ -10,6 +10,7 @@ AutoCast decides per node):
 - an activation it reads or writes went beyond the range on calibration data (observe_ranges), or
   sat among FP16's subnormal numbers;
 - it runs If/Loop/Scan subgraphs;
+- it only moves graph inputs to graph outputs (an Identity that returns an input: MOVES);
 - it is a fragile op (FP16_KEEP_FP32) or the user names it (--exclude).
 half.py does the rewriting.
 """
@@ -42,6 +43,10 @@ SHAPE_INPUTS = {
 }
 # Nodes whose output describes their input's shape, not its values: a shape computation starts here.
 SHAPE_SOURCES = frozenset({"Shape", "Size"})
+# Ops that move values without arithmetic: one that takes graph inputs straight to graph outputs stays FP32,
+# since in half it would only round the model's own inputs on their way out.
+MOVES = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Tile", "Slice",
+                   "Gather", "Concat", "Split"})
 # Ops that clamp with their constants: a constant beyond the range may saturate there harmlessly.
 SATURATING = frozenset({"Clip", "Min", "Max"})
 
@@ -122,6 +127,8 @@ def kept_reasons(model, precision, is_float, keep, default_keep, ranges) -> dict
     constant_nodes = {n.output[0]: n for n in graph.node if n.op_type == "Constant" and n.output}
     opset = onnxio.opset(model)
     fragile = FP16_KEEP_FP32 if default_keep and precision is Precision.FP16 else frozenset()
+    graph_inputs = {value.name for value in graph.input}
+    graph_outputs = {value.name for value in graph.output}
     reasons: dict[int, str] = {}
     for i, node in enumerate(graph.node):
         floats = [n for n in list(node.input) + list(node.output) if n in is_float]
@@ -130,6 +137,9 @@ def kept_reasons(model, precision, is_float, keep, default_keep, ranges) -> dict
         reason = None
         if node_matches(node, keep):
             reason = "named by --exclude"
+        elif (node.op_type in MOVES and all(n in graph_inputs for n in node.input if n in is_float)
+              and all(n in graph_outputs for n in node.output if n)):
+            reason = "passes graph inputs through to graph outputs: in half it would only round them"
         elif node.op_type in fragile:
             reason = "fragile in FP16 (squares, exponentials, normalization statistics)"
         elif toolkit.subgraphs(node):
