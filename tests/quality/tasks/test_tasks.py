@@ -241,3 +241,13 @@ def test_tuning_and_sensitivity_judge_with_the_batchs_own_samples():
     tasks = lambda outputs: [make_task(OutputSpec("rows", "classification"))]
     with pytest.raises(TrtpipeError, match="output 'rows': 6 on its batch axis .0. for a batch of 3 samples"):
         judge_model(model, tasks, [batch], [{"rows": x.reshape(-1, 2)}])
+
+
+def test_an_output_alike_for_every_sample_names_the_way_to_leave_it_unjudged():
+    """A decoder step's first-layer cache is the same for every sample that shares its prompt: the refusal said
+    only 'validate on varied data', though [[outputs]] listing the outputs to judge is the way past it."""
+    task = make_task(OutputSpec("present.0.key"))
+    same = np.ones((3, 4)) * np.arange(4)
+    task.update({"present.0.key": same}, {"present.0.key": same}, ["a", "b", "c"], {})
+    with pytest.raises(Degenerate, match=r"same for every one of the 3 samples.*\[\[outputs\]\]"):
+        task.finish()

@@ -114,7 +114,9 @@ class Task:
             raise Degenerate(
                 f"output '{self.output}': the FP32 baseline is the same for every one of the {self.raw.count} samples, "
                 "so they are one sample judged many times; likely cause: inputs that are all alike (blank images, "
-                "padding only) or an output that does not depend on the inputs; validate on varied data")
+                "padding only) or an output that does not depend on the inputs; validate on varied data, or, where it "
+                "is alike by design (a decoder's cache of a prompt every sample shares), list the outputs to judge in "
+                "the spec's [[outputs]] without it")
 
     def metrics(self) -> dict[str, float]:
         """Return the task's metrics (judged ones first), then the raw-tensor ones."""
