@@ -265,3 +265,25 @@ def input_passed_through():
              helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")]
     model = _model(nodes, [_value("x", [2, 4])], [_value("y", [2, 3]), _value("x_out", [2, 4])], inits)
     return model, {"x": (rng.normal(0, 1, (2, 4)) * 3.3).astype(np.float32)}
+
+
+def sequence_through_a_loop():
+    """A Loop that fills a sequence begun by SequenceEmpty, then ConcatFromSequence and a MatMul: what the
+    TorchScript exporter writes for a scripted loop appending to a list (its element type is SequenceEmpty's dtype)."""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["part"]), helper.make_node("SequenceInsert", ["parts_in", "part"], ["parts_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_sequence_value_info("parts_in", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_sequence_value_info("parts_out", TensorProto.FLOAT, None)])
+    inits = [_f("w", rng.normal(0, 0.5, (8, 4))), _f("w2", rng.normal(0, 0.5, (8, 3))), _i("trips", 2),
+             numpy_helper.from_array(np.array(True), "go")]
+    nodes = [
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT, name="empty"),
+        helper.make_node("Loop", ["trips", "go", "empty"], ["parts"], body=body, name="collect"),
+        helper.make_node("ConcatFromSequence", ["parts"], ["joined"], axis=1, name="join"),
+        helper.make_node("MatMul", ["joined", "w2"], ["y"], name="fc"),
+    ]
+    model = _model(nodes, [_value("x", [2, 8])], [_value("y", [2, 3])], inits)
+    return model, {"x": rng.normal(0, 1, (2, 8)).astype(np.float32)}

@@ -132,3 +132,17 @@ def test_an_output_that_passes_an_input_through_stays_exact(precision, tmp_path)
     assert "copy" in reasons(typed.kept)
     outputs = dict(zip(["y", "x_out"], run(typed.model, feeds, tmp_path / f"{precision}.onnx")))
     assert np.array_equal(outputs["x_out"], feeds["x"])
+
+
+@pytest.mark.parametrize("precision", [Precision.FP16, Precision.INT8])
+def test_sequences_stay_fp32_beside_the_loop_that_fills_them(precision, tmp_path):
+    """A scripted loop appending to a list: the half pass retyped SequenceEmpty's dtype to FLOAT16 while the Loop
+    that fills the sequence stays FP32, and ONNX Runtime refused the graph (Loop: element type 1 against 10);
+    INT8 tuning ended deploy in exit 2."""
+    model, feeds = cases.sequence_through_a_loop()
+    expected, = run(model, feeds, tmp_path / "fp32.onnx")
+    table = table_for(model, feeds) if precision is Precision.INT8 else None
+    typed = typed_graph(model, precision, table)
+    assert {"empty", "join"} <= set(reasons(typed.kept))
+    got, = run(typed.model, feeds, tmp_path / f"{precision}.onnx")
+    assert cosine(got, expected) >= 0.999

@@ -9,7 +9,7 @@ AutoCast decides per node):
   or loses more than UNDERFLOW_FRACTION of its non-zero values to zero;
 - an activation it reads or writes went beyond the range on calibration data (observe_ranges), or
   sat among FP16's subnormal numbers;
-- it runs If/Loop/Scan subgraphs;
+- it runs If/Loop/Scan subgraphs, or makes, reads or fills a sequence (SEQUENCE_OPS);
 - it only moves graph inputs to graph outputs (an Identity that returns an input: MOVES);
 - it is a fragile op (FP16_KEEP_FP32) or the user names it (--exclude).
 half.py does the rewriting.
@@ -47,6 +47,10 @@ SHAPE_SOURCES = frozenset({"Shape", "Size"})
 # since in half it would only round the model's own inputs on their way out.
 MOVES = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Tile", "Slice",
                    "Gather", "Concat", "Split"})
+# Ops that make, read or fill sequences of tensors (a scripted loop appending to a list): the half pass retypes
+# tensors, not the sequences holding them, so these stay FP32 with every sequence, whoever fills it.
+SEQUENCE_OPS = frozenset({"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceAt", "SequenceErase",
+                          "SequenceLength", "SplitToSequence", "ConcatFromSequence", "SequenceMap"})
 # Ops that clamp with their constants: a constant beyond the range may saturate there harmlessly.
 SATURATING = frozenset({"Clip", "Min", "Max"})
 
@@ -131,6 +135,9 @@ def kept_reasons(model, precision, is_float, keep, default_keep, ranges) -> dict
     graph_outputs = {value.name for value in graph.output}
     reasons: dict[int, str] = {}
     for i, node in enumerate(graph.node):
+        if node.op_type in SEQUENCE_OPS:  # before the float check: SequenceEmpty reads and writes no tensor
+            reasons[i] = "sequence op: the half pass retypes tensors, not the sequences that hold them"
+            continue
         floats = [n for n in list(node.input) + list(node.output) if n in is_float]
         if not floats or node.op_type in SHAPE_SOURCES:
             continue  # nothing float to convert (integer shape math), or only a shape read off a tensor
