@@ -285,6 +285,15 @@ def dynamic_mlp() -> onnx.ModelProto:
     return mlp(batch="N")
 
 
+def unranked_mlp() -> onnx.ModelProto:
+    """The MLP with no shape on its input and output (any rank), as some exporters write them: ONNX Runtime
+    runs it, ONNX's checker refuses it (so it is not checked here)."""
+    model = mlp(batch="N")
+    for value in list(model.graph.input) + list(model.graph.output):
+        value.type.tensor_type.ClearField("shape")
+    return model
+
+
 def lookup(rows=5, width=3) -> onnx.ModelProto:
     """Gather rows of a constant table: index int64 [N, 1] -> rows float32 [N, 1, width]; an index >= rows fails at run time."""
     table = _init("table", np.arange(rows * width).reshape(rows, width))

@@ -208,3 +208,14 @@ def test_nan_in_any_file_stops_every_command_that_reads_data(tmp_path, cli):
         code, _out, err = cli(args[0], tmp_path / "mlp.onnx", *args[1:])
         assert code == 2 and "data/004.npy: input 'x' holds NaN or Inf (sample 2 of the file)" in err, (args[0], err)
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_images_take_the_inputs_float_dtype(tmp_path):
+    """A ViT exported in FP16 takes pixel_values float16; init's [preprocess] names no dtype, and the float32
+    images stopped deploy at once ('convert it with .astype'), where a float32 .npy would have been cast."""
+    Image.fromarray(np.full((16, 12, 3), 255, np.uint8)).save(tmp_path / "white.png")
+    spec = ModelSpec("m", root=".", inputs=[InputSpec("image", [-1, 3, 8, 8], "float16")],
+                     preprocess=Preprocess(size=(8, 8), mean=[0.5], std=[0.25]))
+    (batch,) = iter_batches(spec, tmp_path, batch_size=4)
+    assert batch.arrays["image"].dtype == np.float16
+    np.testing.assert_allclose(batch.arrays["image"], 2.0)

@@ -362,3 +362,29 @@ def test_a_spec_init_cannot_load_replaces_nothing(cli, tmp_path, monkeypatch):
     code, _out, err = cli("init", tmp_path / "m.onnx", "--force", "-o", tmp_path / "m.toml")
     assert code == 2 and "dims >= 1" in err, err
     assert (tmp_path / "m.toml").read_text() == 'name = "mine"\n' and sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.toml"]
+
+
+@needs_rtx
+def test_a_model_whose_input_has_no_shape_gets_the_datas_rank(cli, tmp_path):
+    """An ONNX input without a shape (any rank) was taken for a scalar: init refused every sample ('the model
+    expects []'), and with the shape written by hand the build's typed ONNX failed ONNX's checker ('please
+    report this'). init now reads the rank from a sample, and the typed passes give the graph the profile's."""
+    models.save(models.unranked_mlp(), tmp_path / "m.onnx")
+    code, _, err = cli("init", tmp_path / "m.onnx", "-o", tmp_path / "nodata.toml")
+    assert code == 2 and "input 'x' has no shape in the ONNX" in err and "--data" in err
+    code, _, err = cli("quantize", tmp_path / "m.onnx", "--precision", "fp16", "-o", tmp_path / "m.fp16.onnx")
+    assert code == 2 and "input 'x' has no shape in the ONNX" in err and "--spec" in err
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(4):
+        np.save(data / f"{i}.npy", np.random.default_rng(i).normal(size=16).astype(np.float32))  # one sample a file
+    code, _, err = cli("init", tmp_path / "m.onnx", "--data", data, "-o", tmp_path / "m.toml")
+    assert code == 0, err
+    spec = load_spec(tmp_path / "m.toml")
+    assert spec.inputs[0].shape == [-1, -1] and spec.shapes["x"].opt == (8, 16)
+    code, _, err = cli("build", tmp_path / "m.onnx", "--spec", tmp_path / "m.toml", "--precision", "fp16",
+                       "--target", "sm_89", "-o", tmp_path / "engines")
+    assert code == 0, err
+    code, _, err = cli("validate", tmp_path / "engines" / "m.fp16.onnx", "--baseline", tmp_path / "m.onnx",
+                       "--spec", tmp_path / "m.toml", "--data", data)
+    assert code in (0, 1), err

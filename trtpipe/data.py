@@ -201,15 +201,22 @@ def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndar
         )
     if len(array) and 0 in array.shape[1:]:
         raise empty_sample(path, name, array.shape)
-    expected = np.dtype(spec.dtype)
-    if array.dtype != expected and not np.can_cast(array.dtype, expected, casting="same_kind"):
-        raise TrtpipeError(f"{path}: input '{name}' is {array.dtype}, the model expects {expected}; convert the data")
-    check_finite(path, name, array, expected)
+    check_finite(path, name, array, spec.dtype)  # before the cast: a float64 beyond float32 would be Inf after it
+    array = as_input_dtype(path, name, array, spec)
     if spec.value is not None and not np.isclose(array, spec.value, rtol=1e-6, atol=0).all():
         # The graph was folded for that value (graph.control): other data would run a branch that is gone.
         found = array[~np.isclose(array, spec.value, rtol=1e-6, atol=0)].flat[0]
         raise TrtpipeError(f"{path}: input '{name}' holds {found:g}, but the spec's [[inputs]] {name} value = "
                            f"{spec.value:g} fixes it; give data with that value, or change or remove value")
+    return array
+
+
+def as_input_dtype(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndarray:
+    """Return `array` in the input's dtype, or raise naming the file: the one rule for every sample, an
+    array's or an image's (a float32 image for a model that takes float16 is cast, as a float64 .npy is)."""
+    expected = np.dtype(spec.dtype)
+    if array.dtype != expected and not np.can_cast(array.dtype, expected, casting="same_kind"):
+        raise TrtpipeError(f"{path}: input '{name}' is {array.dtype}, the model expects {expected}; convert the data")
     return array.astype(expected, copy=False)
 
 
@@ -224,7 +231,8 @@ def _samples(path: Path, spec: ModelSpec, first_dtypes: dict[str, tuple[np.dtype
     if suffix in IMAGE_SUFFIXES:
         if spec.preprocess is None or len(spec.inputs) != 1:
             raise TrtpipeError(f"{path}: images need a spec with one input and a [preprocess] table; pass --spec model.toml")
-        yield path.name, {spec.inputs[0].name: load_image(path, spec.preprocess)}
+        image = spec.inputs[0]
+        yield path.name, {image.name: as_input_dtype(path, image.name, load_image(path, spec.preprocess), image)}
         return
     if suffix == ".npy" and len(spec.inputs) != 1:
         raise TrtpipeError(f"{path}: the model has {len(spec.inputs)} inputs; store samples as .npz keyed by input name")

@@ -15,6 +15,7 @@ import numpy as np
 
 from trtpipe.data import IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays, opened_image
 from trtpipe.errors import TrtpipeError
+from trtpipe.graph import onnxio
 from trtpipe.spec import DTYPES, toml_string
 
 # Batch sizes of the guessed build profile: MIN/OPT/MAX as trtexec writes them.
@@ -30,6 +31,7 @@ class TensorFacts:
     name: str
     shape: list[int]
     dtype: str
+    ranked: bool = True  # False: the ONNX gives no shape (any rank); `shape` is then [] until the data tells
 
 
 @dataclass
@@ -67,7 +69,7 @@ def tensor_facts(model) -> tuple[list[TensorFacts], list[TensorFacts]]:
         # A dim_value of 0 is how some exporters write a dynamic dimension; the spec writes those -1.
         shape = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in tensor.shape.dim]
         dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type)) if tensor.elem_type else "float32"
-        return TensorFacts(value.name, shape, dtype)
+        return TensorFacts(value.name, shape, dtype, tensor.HasField("shape"))
 
     inputs = [facts(v) for v in model.graph.input if v.name not in initializers]
     return inputs, [facts(v) for v in model.graph.output]
@@ -298,6 +300,42 @@ def _fixed_at_one(model, inputs: list[TensorFacts], arrays: dict, axes: dict[str
     return False
 
 
+def _ranked_by_data(model, model_path, inputs: list[TensorFacts], data_dir: Path | None) -> list[TensorFacts]:
+    """Return `inputs` with a rank for each the ONNX gives no shape, read from the first .npy/.npz file: a
+    sample with a batch axis in front when ONNX Runtime runs it so, else the array as a batch; every dim
+    dynamic. Raises when there is no such file, or ONNX Runtime runs the array neither way."""
+    from trtpipe.graph.sessions import session
+
+    unranked = [t for t in inputs if not t.ranked]
+    files = [p for p in list_files(data_dir) if p.suffix.lower() in (".npy", ".npz")] if data_dir is not None else []
+    if not files:
+        raise TrtpipeError(f"{model_path}: input '{unranked[0].name}' has no shape in the ONNX (any rank); pass --data "
+                           "with .npy or .npz samples, from which init reads it")
+    held = load_arrays(files[0])
+    arrays = {t.name: np.asarray(held[""] if files[0].suffix.lower() == ".npy" else held.get(t.name)) for t in inputs
+              if (files[0].suffix.lower() == ".npy" and len(inputs) == 1) or t.name in held}
+    if any(t.name not in arrays for t in inputs):
+        raise TrtpipeError(f"{files[0]}: no array for every input of {Path(model_path).name}; store samples as .npz "
+                           "keyed by input name")
+    runs = session(model, optimization="none", log_severity=4)
+
+    def runs_on(feeds: dict) -> bool:
+        try:
+            runs.run(None, {t.name: feeds[t.name].astype(t.dtype) for t in inputs})
+        except Exception:  # noqa: BLE001 - ONNX Runtime's run errors have no common base
+            return False
+        return True
+
+    for added in (1, 0):  # one sample a file (docs/data.md), then a batch
+        feeds = {t.name: (arrays[t.name][None] if added and not t.ranked else arrays[t.name]) for t in inputs}
+        feeds = {t.name: feeds[t.name][None] if t.ranked and feeds[t.name].ndim == len(t.shape) - 1 else feeds[t.name]
+                 for t in inputs}
+        if runs_on(feeds):
+            return [t if t.ranked else replace(t, shape=[-1] * feeds[t.name].ndim) for t in inputs]
+    raise TrtpipeError(f"{files[0]}: ONNX Runtime runs input '{unranked[0].name}' of shape {list(arrays[unranked[0].name].shape)} "
+                       "neither as one sample nor as a batch; write the spec's [[inputs]] shape by hand")
+
+
 def _sample_dims(tensor: TensorFacts, array, axis: int | None) -> tuple[int, ...] | None:
     """Return one sample's dims (no batch axis) as the data holds them."""
     if array is None:
@@ -340,8 +378,11 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     loader reads them (None: the model's folder). `validation_dir`: other samples to validate on
     (None: `data_dir`, marked for the user to change).
     """
+    onnxio.refuse_strings(model, model_path)
     inputs, outputs = tensor_facts(model)
     data_dir = Path(data_dir) if data_dir is not None else None
+    if not all(t.ranked for t in inputs):
+        inputs = _ranked_by_data(model, model_path, inputs, data_dir)
     images = data_dir is not None and any(p.suffix.lower() in IMAGE_SUFFIXES for p in list_files(data_dir))
     image = next((t for t in inputs if len(t.shape) == 4), None) if images and len(inputs) == 1 else None
     size = _preprocess_size(image, _image_size(data_dir)) if image is not None else None
@@ -369,7 +410,9 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
         axes.append(axis)
         lines += ["[[inputs]]", f"name = {toml_string(tensor.name)}", f"shape = {tensor.shape}"
                   + ("  # CHECK: the ONNX names a dynamic batch, but the graph runs one sample and refuses two"
-                     if one_batch and axis is not None else "")]
+                     if one_batch and axis is not None else "")
+                  + ("  # CHECK: the ONNX gives no shape; the rank is the data's, every dim dynamic"
+                     if not tensor.ranked else "")]
         if tensor.dtype in DTYPES:
             lines.append(f'dtype = "{tensor.dtype}"')
         else:  # the loader takes the dtypes data files are read as; others are refused, so none is written

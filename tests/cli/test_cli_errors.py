@@ -182,3 +182,46 @@ def test_an_already_quantized_model_is_refused_naming_its_nodes(already_quantize
     code, _, err = trtpipe(*QUANTIZED_INPUT[command].format(m=model, r=root).split())
     assert_one_line_error(code, err, str(model), "already quantized", nodes, "FP32")
     assert not (root / "out").exists()
+
+
+def test_a_dynamically_quantized_lstm_is_refused_as_already_quantized(tmp_path):
+    """ONNX Runtime's quantize_dynamic turns an LSTM into com.microsoft DynamicQuantizeLSTM with INT8 weights and
+    writes no other quantized op: a speaker embedder's LSTM-only export went through as FP32 and failed to build."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.normal(0, 0.3, shape).astype(np.float32), name)
+               for name, shape in (("W", (1, 16, 8)), ("R", (1, 16, 4)))]
+    graph = helper.make_graph([helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=4)], "lstm",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["T", 1, 1, 4])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10  # what ONNX Runtime reads
+    models.save(model, tmp_path / "lstm.onnx")
+    quantize_dynamic(tmp_path / "lstm.onnx", tmp_path / "dynamic.onnx", weight_type=QuantType.QInt8)
+    (tmp_path / "data").mkdir()
+    np.save(tmp_path / "data" / "0.npy", rng.normal(0, 1, (5, 1, 8)).astype(np.float32))
+    code, _, err = trtpipe("calibrate", tmp_path / "dynamic.onnx", "--data", tmp_path / "data", "-o", tmp_path / "c.cache")
+    assert_one_line_error(code, err, "already quantized (1 DynamicQuantizeLSTM)", "FP32")
+
+
+@pytest.mark.parametrize("command", ["init {m} --data {r}/data -o {r}/out/m.toml", "init {m} -o {r}/out/m.toml",
+                                     "deploy {m} --data {r}/data --target sm_89 --budget-min 0.1 -o {r}/out",
+                                     "calibrate {m} --data {r}/data -o {r}/out/c.cache"])
+def test_a_model_that_takes_strings_is_refused_in_one_line(tmp_path, command):
+    """skl2onnx's text pipelines take a string tensor: init told to 'save the samples as object' (still no
+    numbers) or wrote dtype float32 for it, and deploy then asked to convert the text to float32."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Cast", ["text"], ["value"], to=TensorProto.FLOAT)], "strings",
+                              [helper.make_tensor_value_info("text", TensorProto.STRING, ["N", 1])],
+                              [helper.make_tensor_value_info("value", TensorProto.FLOAT, ["N", 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 10
+    models.save(model, tmp_path / "strings.onnx")
+    (tmp_path / "data").mkdir()
+    np.save(tmp_path / "data" / "0.npy", np.array(["1.5", "2"]))
+    code, _, err = trtpipe(*command.format(m=tmp_path / "strings.onnx", r=tmp_path).split())
+    assert_one_line_error(code, err, "input 'text' holds strings", "TensorRT")
+    assert not (tmp_path / "out").exists()

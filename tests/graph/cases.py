@@ -215,3 +215,75 @@ def if_subgraph():
     ]
     model = _model(nodes, [_value("x", [2, 3])], [_value("y", [2, 4])], inits)
     return model, {"x": rng.normal(0, 1, (2, 3)).astype(np.float32)}
+
+
+def loop_reading_outer_weight():
+    """A Loop whose body runs a MatMul on a weight that only the body reads (an outer-scope initializer), after
+    a top-level MatMul that Q/DQ quantizes: a TorchScript export of a scripted refinement loop writes this."""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "w_step"], ["step"]), helper.make_node("Tanh", ["step"], ["h_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 _value("h_in", [2, 4])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), _value("h_out", [2, 4])])
+    inits = [_f("w", rng.normal(0, 0.5, (3, 4))), _f("w_step", rng.normal(0, 0.5, (4, 4))), _i("trips", 3),
+             numpy_helper.from_array(np.array(True), "go")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+        helper.make_node("Loop", ["trips", "go", "h"], ["y"], body=body, name="refine"),
+    ]
+    model = _model(nodes, [_value("x", [2, 3])], [_value("y", [2, 4])], inits)
+    return model, {"x": rng.normal(0, 1, (2, 3)).astype(np.float32)}
+
+
+def contrib_ops_between_matmuls():
+    """MatMul, then ONNX Runtime's com.microsoft BiasGelu and SkipLayerNormalization, then a MatMul on their
+    output: what its transformer optimizer writes into a BERT. ONNX's shape inference knows no com.microsoft
+    op, so every tensor from the first of them on has no type it can tell."""
+    hidden = 8
+    inits = [_f("w0", rng.normal(0, 0.5, (hidden, hidden))), _f("bias", rng.normal(0, 0.1, hidden)),
+             _f("gamma", rng.uniform(0.5, 1.5, hidden)), _f("beta", rng.normal(0, 0.1, hidden)),
+             _f("w1", rng.normal(0, 0.5, (hidden, 4)))]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w0"], ["h"], name="fc0"),
+        helper.make_node("BiasGelu", ["h", "bias"], ["g"], domain="com.microsoft", name="gelu"),
+        helper.make_node("SkipLayerNormalization", ["g", "x", "gamma", "beta"], ["n"], domain="com.microsoft",
+                         epsilon=1e-5, name="skip_norm"),
+        helper.make_node("MatMul", ["n", "w1"], ["y"], name="fc1"),
+    ]
+    graph = helper.make_graph(nodes, "case", [_value("x", [2, 3, hidden])], [_value("y", [2, 3, 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = onnxio.IR_VERSION
+    return model, {"x": rng.normal(0, 1, (2, 3, hidden)).astype(np.float32)}
+
+
+def input_passed_through():
+    """An output that is an input as it came (Identity), beside one computed from it: a TorchScript export
+    that returns its input too writes this."""
+    inits = [_f("w", rng.normal(0, 0.5, (4, 3)))]
+    nodes = [helper.make_node("Identity", ["x"], ["x_out"], name="copy"),
+             helper.make_node("MatMul", ["x", "w"], ["y"], name="fc")]
+    model = _model(nodes, [_value("x", [2, 4])], [_value("y", [2, 3]), _value("x_out", [2, 4])], inits)
+    return model, {"x": (rng.normal(0, 1, (2, 4)) * 3.3).astype(np.float32)}
+
+
+def sequence_through_a_loop():
+    """A Loop that fills a sequence begun by SequenceEmpty, then ConcatFromSequence and a MatMul: what the
+    TorchScript exporter writes for a scripted loop appending to a list (its element type is SequenceEmpty's dtype)."""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["part"]), helper.make_node("SequenceInsert", ["parts_in", "part"], ["parts_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_sequence_value_info("parts_in", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_sequence_value_info("parts_out", TensorProto.FLOAT, None)])
+    inits = [_f("w", rng.normal(0, 0.5, (8, 4))), _f("w2", rng.normal(0, 0.5, (8, 3))), _i("trips", 2),
+             numpy_helper.from_array(np.array(True), "go")]
+    nodes = [
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT, name="empty"),
+        helper.make_node("Loop", ["trips", "go", "empty"], ["parts"], body=body, name="collect"),
+        helper.make_node("ConcatFromSequence", ["parts"], ["joined"], axis=1, name="join"),
+        helper.make_node("MatMul", ["joined", "w2"], ["y"], name="fc"),
+    ]
+    model = _model(nodes, [_value("x", [2, 8])], [_value("y", [2, 3])], inits)
+    return model, {"x": rng.normal(0, 1, (2, 8)).astype(np.float32)}

@@ -3,9 +3,10 @@
 import json
 
 import cases
+import numpy as np
 import pytest
 from conftest import needs_rtx
-from helpers import build_engines, cosine, run
+from helpers import build_engines, cosine, run, table_for
 from onnx import TensorProto
 
 from trtpipe.graph import onnxio
@@ -104,3 +105,44 @@ def test_fp16_engines_build_and_record_kept_nodes(case, shapes, tmp_path):
     assert sidecar["kept_fp32"] == kept_nodes(onnxio.load(result.typed_onnx))
     if case != "activation_beyond_fp16":  # without calibration data nothing there is out of range
         assert sidecar["kept_fp32"]
+
+
+@pytest.mark.parametrize("precision", [Precision.FP16, Precision.INT8])
+def test_com_microsoft_ops_stay_fp32_and_their_readers_get_their_type(precision, tmp_path):
+    """A BERT through ONNX Runtime's transformer optimizer: shape inference types nothing after its first
+    com.microsoft op, so the half pass left those ops' readers unconverted beside FP16 weights; ONNX Runtime
+    refused the FP16 graph (MatMul bound to float and float16) and INT8 tuning ended deploy in exit 2."""
+    model, feeds = cases.contrib_ops_between_matmuls()
+    expected, = run(model, feeds, tmp_path / "fp32.onnx")
+    table = table_for(model, feeds) if precision is Precision.INT8 else None
+    typed = typed_graph(model, precision, table)
+    kept = reasons(typed.kept)
+    assert kept["gelu"].startswith("custom-domain op") and kept["skip_norm"].startswith("custom-domain op")
+    got, = run(typed.model, feeds, tmp_path / f"{precision}.onnx")
+    assert cosine(got, expected) >= 0.999
+
+
+@pytest.mark.parametrize("precision", [Precision.FP16, Precision.BF16])
+def test_an_output_that_passes_an_input_through_stays_exact(precision, tmp_path):
+    """A scripted refinement loop returned its input as features_out: the half graph read it through a Cast
+    to FP16 and back, so the engine's copy of its own input was off by 1e-3, and that copy, not the model's
+    answer, was the output that decided the FP16 verdict."""
+    model, feeds = cases.input_passed_through()
+    typed = typed_graph(model, precision, None)
+    assert "copy" in reasons(typed.kept)
+    outputs = dict(zip(["y", "x_out"], run(typed.model, feeds, tmp_path / f"{precision}.onnx")))
+    assert np.array_equal(outputs["x_out"], feeds["x"])
+
+
+@pytest.mark.parametrize("precision", [Precision.FP16, Precision.INT8])
+def test_sequences_stay_fp32_beside_the_loop_that_fills_them(precision, tmp_path):
+    """A scripted loop appending to a list: the half pass retyped SequenceEmpty's dtype to FLOAT16 while the Loop
+    that fills the sequence stays FP32, and ONNX Runtime refused the graph (Loop: element type 1 against 10);
+    INT8 tuning ended deploy in exit 2."""
+    model, feeds = cases.sequence_through_a_loop()
+    expected, = run(model, feeds, tmp_path / "fp32.onnx")
+    table = table_for(model, feeds) if precision is Precision.INT8 else None
+    typed = typed_graph(model, precision, table)
+    assert {"empty", "join"} <= set(reasons(typed.kept))
+    got, = run(typed.model, feeds, tmp_path / f"{precision}.onnx")
+    assert cosine(got, expected) >= 0.999

@@ -89,3 +89,15 @@ def test_int8_and_fp8_engines_build(case, tmp_path):
     for result in results[1:]:
         assert result.engine.stat().st_size > 10_000
         assert weight_dequantizers(onnx.load(str(result.typed_onnx)))  # the engine was built from Q/DQ weights
+
+
+@pytest.mark.parametrize("precision", [Precision.INT8, Precision.FP8])
+def test_a_weight_only_a_loop_body_reads_survives_qdq(precision, tmp_path):
+    """A TorchScript export's refinement Loop reads its weight from the outer scope: Q/DQ, quantizing the MatMul
+    outside, dropped that weight as unread (ONNX Runtime refused the typed graph: 'topologically sorted')."""
+    model, feeds = cases.loop_reading_outer_weight()
+    expected, = run(model, feeds, tmp_path / "fp32.onnx")
+    typed = typed_graph(model, precision, table_for(model, feeds))
+    assert "w_step" in {i.name for i in typed.model.graph.initializer}
+    got, = run(typed.model, feeds, tmp_path / f"{precision}.onnx")
+    assert cosine(got, expected) >= 0.99

@@ -53,10 +53,56 @@ class CleanupReport:
     batchnorms_folded: int = 0
     constants_to_initializers: int = 0
     initializer_inputs: int = 0  # initializers also listed as graph inputs (IR 4 exports), taken out of the inputs
+    ranked: list[str] = field(default_factory=list)  # inputs and outputs the ONNX gave no shape (any rank), ranked here
     renamed_dims: dict[str, str] = field(default_factory=dict)  # "input:axis" -> new name
     folded_ifs: list = field(default_factory=list)  # graph.control.FoldedIf: If nodes replaced by the branch taken
     max_relative_error: float | None = None  # None: not checked
     check_note: str = ""
+
+
+def rank_inputs(model, shapes) -> list[str]:
+    """Give each graph input that the ONNX leaves without a shape (any rank: ONNX Runtime runs it, TensorRT
+    needs a rank, ONNX's checker refuses the rewritten graph) the rank of its profile in `shapes`, in place:
+    a dim whose MIN and MAX agree fixed, the others dynamic (name_dims names them). Returns their names."""
+    constants = {init.name for init in model.graph.initializer}
+    ranked = []
+    for value in model.graph.input:
+        tensor = value.type.tensor_type
+        if value.name in constants or not value.type.HasField("tensor_type") or tensor.HasField("shape"):
+            continue
+        profile = (shapes or {}).get(value.name)
+        if profile is None:
+            raise TrtpipeError(f"input '{value.name}' has no shape in the ONNX (any rank), and nothing gives it one; name "
+                               "its MIN/OPT/MAX in the spec's [shapes] or --shapes ('trtpipe init --data' reads them "
+                               "from a sample)")
+        tensor.shape.SetInParent()
+        for low, high in zip(profile[0], profile[2]):
+            dim = tensor.shape.dim.add()
+            if low == high:
+                dim.dim_value = low
+        ranked.append(value.name)
+    return ranked
+
+
+def shape_outputs(model) -> list[str]:
+    """Give each graph output the ONNX leaves without a shape the one ONNX's shape inference finds, in
+    place, once the inputs are ranked (rank_inputs); returns their names."""
+    import onnx
+
+    missing = {value.name for value in model.graph.output
+               if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")}
+    if not missing:
+        return []
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # noqa: BLE001 - inference is a best effort; an output left unshaped is named when saved
+        return []
+    found = {value.name: value for value in inferred.graph.output
+             if value.name in missing and value.type.tensor_type.HasField("shape")}
+    for value in model.graph.output:
+        if value.name in found:
+            value.type.tensor_type.shape.CopyFrom(found[value.name].type.tensor_type.shape)
+    return sorted(found)
 
 
 def name_dims(model) -> dict[str, str]:
@@ -147,7 +193,7 @@ def casts_of_initializers_folded(model) -> int:
         array = numpy_helper.to_array(source).astype(helper.tensor_dtype_to_np_dtype(to))
         folded.append(numpy_helper.from_array(array, node.output[0]))
     if folded:
-        used = {name for node in kept for name in node.input} | {o.name for o in graph.output}
+        used = toolkit.names_needed(graph, kept)
         initializers = [init for init in graph.initializer if init.name in used] + folded
         del graph.node[:]
         graph.node.extend(kept)
@@ -263,12 +309,14 @@ def cleanup(model, check: bool = True, shapes=None, fixed=None):
     # IR 3 lists every initializer as a graph input; with them taken out, and the constants folded into
     # new initializers, the graph is IR 4, the first that allows weights no caller may override.
     model.ir_version = max(model.ir_version, FIRST_IR_WITHOUT_INITIALIZER_INPUTS)
+    report.ranked = rank_inputs(model, shapes)
     report.renamed_dims = name_dims(model)
     model, report.folded_ifs = fold_ifs(model, shapes, fixed)
     report.constants_to_initializers = constants_to_initializers(model)
     cleaned = ort_basic(model)
     casts_of_initializers_folded(cleaned)
     del cleaned.graph.value_info[:]  # stale after folding; every consumer re-infers shapes and types
+    report.ranked += shape_outputs(cleaned)
     report.nodes_after = len(cleaned.graph.node)
     report.batchnorms_folded = batchnorms - sum(node.op_type == "BatchNormalization" for node in cleaned.graph.node)
     if check:

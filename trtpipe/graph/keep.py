@@ -9,7 +9,8 @@ AutoCast decides per node):
   or loses more than UNDERFLOW_FRACTION of its non-zero values to zero;
 - an activation it reads or writes went beyond the range on calibration data (observe_ranges), or
   sat among FP16's subnormal numbers;
-- it runs If/Loop/Scan subgraphs;
+- it runs If/Loop/Scan subgraphs, or makes, reads or fills a sequence (SEQUENCE_OPS);
+- it only moves graph inputs to graph outputs (an Identity that returns an input: MOVES);
 - it is a fragile op (FP16_KEEP_FP32) or the user names it (--exclude).
 half.py does the rewriting.
 """
@@ -42,6 +43,14 @@ SHAPE_INPUTS = {
 }
 # Nodes whose output describes their input's shape, not its values: a shape computation starts here.
 SHAPE_SOURCES = frozenset({"Shape", "Size"})
+# Ops that move values without arithmetic: one that takes graph inputs straight to graph outputs stays FP32,
+# since in half it would only round the model's own inputs on their way out.
+MOVES = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Tile", "Slice",
+                   "Gather", "Concat", "Split"})
+# Ops that make, read or fill sequences of tensors (a scripted loop appending to a list): the half pass retypes
+# tensors, not the sequences holding them, so these stay FP32 with every sequence, whoever fills it.
+SEQUENCE_OPS = frozenset({"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceAt", "SequenceErase",
+                          "SequenceLength", "SplitToSequence", "ConcatFromSequence", "SequenceMap"})
 # Ops that clamp with their constants: a constant beyond the range may saturate there harmlessly.
 SATURATING = frozenset({"Clip", "Min", "Max"})
 
@@ -122,14 +131,22 @@ def kept_reasons(model, precision, is_float, keep, default_keep, ranges) -> dict
     constant_nodes = {n.output[0]: n for n in graph.node if n.op_type == "Constant" and n.output}
     opset = onnxio.opset(model)
     fragile = FP16_KEEP_FP32 if default_keep and precision is Precision.FP16 else frozenset()
+    graph_inputs = {value.name for value in graph.input}
+    graph_outputs = {value.name for value in graph.output}
     reasons: dict[int, str] = {}
     for i, node in enumerate(graph.node):
+        if node.op_type in SEQUENCE_OPS:  # before the float check: SequenceEmpty reads and writes no tensor
+            reasons[i] = "sequence op: the half pass retypes tensors, not the sequences that hold them"
+            continue
         floats = [n for n in list(node.input) + list(node.output) if n in is_float]
         if not floats or node.op_type in SHAPE_SOURCES:
             continue  # nothing float to convert (integer shape math), or only a shape read off a tensor
         reason = None
         if node_matches(node, keep):
             reason = "named by --exclude"
+        elif (node.op_type in MOVES and all(n in graph_inputs for n in node.input if n in is_float)
+              and all(n in graph_outputs for n in node.output if n)):
+            reason = "passes graph inputs through to graph outputs: in half it would only round them"
         elif node.op_type in fragile:
             reason = "fragile in FP16 (squares, exponentials, normalization statistics)"
         elif toolkit.subgraphs(node):

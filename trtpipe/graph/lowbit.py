@@ -139,7 +139,7 @@ def _finish(half, new_nodes_before: dict[str, list], new_inits: list):
         nodes.append(node)
     del half.graph.node[:]
     half.graph.node.extend(nodes)
-    used = {name for node in nodes for name in node.input}
+    used = toolkit.names_needed(half.graph, nodes)
     kept = [init for init in half.graph.initializer if init.name in used]
     del half.graph.initializer[:]
     half.graph.initializer.extend(kept + new_inits)

@@ -77,17 +77,32 @@ def _check_valid(model, path: Path, external: bool) -> None:
 
 
 # Nodes that only a quantized graph has: ONNX Runtime's quantize_static (Q/DQ) and quantize_dynamic
-# (DynamicQuantizeLinear, MatMulInteger), its QOperator format, weight-only INT4, and the typed ONNX
-# trtpipe and Model Optimizer write.
+# (DynamicQuantizeLinear, MatMulInteger; an LSTM becomes DynamicQuantizeLSTM, the only such node of an
+# LSTM-only model), its QOperator format, weight-only INT4, and the typed ONNX trtpipe and Model Optimizer write.
 QUANTIZED_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger",
-                 "QLinearConv", "QLinearMatMul", "QGemm", "QAttention", "DynamicQuantizeMatMul", "MatMulNBits",
-                 "TRT_FP4DynamicQuantize")
+                 "DynamicQuantizeLSTM", "QLinearConv", "QLinearMatMul", "QGemm", "QAttention", "DynamicQuantizeMatMul",
+                 "MatMulNBits", "TRT_FP4DynamicQuantize")
+
+
+def refuse_strings(model, where) -> None:
+    """Raise naming `where` when a graph input holds strings (skl2onnx's text pipelines): no data file of
+    numbers feeds it, and TensorRT has no string tensors to build an engine for."""
+    from onnx import TensorProto
+
+    constants = {init.name for init in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name not in constants and value.type.tensor_type.elem_type == TensorProto.STRING:
+            raise TrtpipeError(f"{where}: input '{value.name}' holds strings, and TensorRT has no string tensors, so "
+                               "no engine can take it; give trtpipe the model that reads the text's numbers (token "
+                               "ids, features) after its preprocessing")
 
 
 def load_float(path: str | os.PathLike, flag: str = "MODEL"):
     """Return the ModelProto at `path` (as `load`), refusing one that is already quantized: calibrating or
-    typing it again would quantize twice, and the scales it carries are not the ones trtpipe would choose."""
+    typing it again would quantize twice, and the scales it carries are not the ones trtpipe would choose;
+    and one that takes strings (refuse_strings)."""
     model = load(path, flag)
+    refuse_strings(model, path if flag == "MODEL" else f"{flag} {path}")
     found: dict[str, int] = {}
     for node in model.graph.node:
         if node.op_type in QUANTIZED_OPS:
@@ -194,6 +209,44 @@ def typed_precision(model) -> str:
 
 
 def tensor_types(model) -> dict[str, int]:
+    """Return the element type of every tensor whose type ONNX shape inference can tell, and of the
+    top-level node outputs it cannot where ONNX Runtime can (runtime_types)."""
+    types = _inferred_types(model)
+    untyped = [out for node in model.graph.node for out in node.output if out and out not in types]
+    if untyped:
+        types.update(runtime_types(model, untyped))
+    return types
+
+
+def runtime_types(model, names: list[str]) -> dict[str, int]:
+    """Return the element types ONNX Runtime gives the tensors `names`, from a session that exposes them
+    (built, never run); {} when it cannot load the model.
+
+    ONNX's shape inference knows no op outside the ONNX domains: from the first com.microsoft op on (ONNX
+    Runtime's transformer optimizer writes Attention, SkipLayerNormalization, BiasGelu) it types nothing,
+    and a pass that retypes float tensors would leave those unconverted beside half ones."""
+    from onnx import TensorProto, ValueInfoProto
+
+    from trtpipe.graph import sessions
+
+    type_names = set(TensorProto.DataType.keys())  # ONNX Runtime writes "tensor(float16)" for FLOAT16
+
+    exposed = toolkit.copy(model)
+    known = {value.name for value in exposed.graph.output}
+    exposed.graph.output.extend(ValueInfoProto(name=name) for name in names if name not in known)
+    try:
+        outputs = sessions.session(exposed, optimization="none").get_outputs()
+    except TrtpipeError:
+        return {}
+    types = {}
+    for output in outputs:
+        kind = output.type[len("tensor("):-1].upper() if output.type.startswith("tensor(") else ""
+        if output.name in names and kind in type_names:
+            types[output.name] = TensorProto.DataType.Value(kind)
+    return types
+
+
+def _inferred_types(model) -> dict[str, int]:
     """Return the element type of every tensor whose type ONNX shape inference can tell."""
     onnx = _onnx()
     try:

@@ -289,13 +289,13 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
         quantized_nodes.append(toolkit.label(node))
 
     # Constant nodes whose weights now live quantized are read by nobody: drop them with the initializers.
-    used = {name for node in new_nodes for name in node.input}
+    used = toolkit.names_needed(graph, new_nodes)
     new_nodes = [n for n in new_nodes if not (n.op_type == "Constant" and n.output[0] not in used)]
     if not quantized_nodes:
         raise TrtpipeError("nothing was quantized: every Conv, MatMul and Gemm is excluded, depthwise, under min_weights "
                            "or lacks scales; check --exclude, --min-weights and --cache")
     # Weights now read only through their DequantizeLinear; drop the float originals nobody uses.
-    used = {name for node in new_nodes for name in node.input}
+    used = toolkit.names_needed(graph, new_nodes)
     kept = [init for init in graph.initializer if init.name in used]
     del graph.initializer[:]
     graph.initializer.extend(kept + new_initializers)

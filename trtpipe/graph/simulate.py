@@ -185,7 +185,7 @@ def fp4_for_cpu(model):
             nodes += [node, helper.make_node("Cast", [node.output[0]], [out], to=TensorProto.FLOAT16)]
             continue
         nodes.append(node)
-    used = {name for node in nodes for name in node.input}
+    used = toolkit.names_needed(graph, nodes)
     keep = [init for init in graph.initializer if init.name in used and init.data_type != TensorProto.FLOAT4E2M1]
     folded = [numpy_helper.from_array(constants[name].astype(np.float32), name)
               for name in sorted(exact) if name in constants and name in used]  # sorted: the same file every run

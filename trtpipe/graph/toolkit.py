@@ -120,6 +120,12 @@ def names_read(nodes: Iterable) -> set[str]:
     return names
 
 
+def names_needed(graph, nodes: Iterable) -> set[str]:
+    """Return the names a graph made of `nodes` still needs: what they read (subgraphs included, see
+    names_read) and the graph's outputs. A pass that drops unread initializers keeps these."""
+    return names_read(nodes) | {out.name for out in graph.output}
+
+
 def constant_value(node) -> np.ndarray | None:
     """Return the value a Constant node makes (its tensor, float or float list), None for other forms."""
     from onnx import numpy_helper

@@ -72,7 +72,7 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
     for node in layers:
         name = label(node)
         typed = typed_model(model, precision, table, unquantized=unquantized, only=[name])
-        summaries = judge_model(typed, lambda outputs: tasks(), arrays, wanted, name)
+        summaries = judge_model(typed, lambda outputs: tasks(), batches, wanted, name)
         score_task, score = min(((t, s[t.primary]) for t, s in summaries), key=lambda pair: pair[1])
         top1 = [s["top1_agreement"] for t, s in summaries if "top1_agreement" in s]
         rows.append(LayerSensitivity(name, node.op_type, float(score), f"{score_task.output} {score_task.primary}",

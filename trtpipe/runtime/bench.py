@@ -292,9 +292,11 @@ def input_shapes(inputs, given: Mapping[str, tuple[int, ...]], batch: int | None
     for spec in inputs:
         if spec.name in given:
             shape = tuple(given[spec.name])
-            if len(shape) != len(spec.shape) or any(d >= 0 and d != s for d, s in zip(spec.shape, shape)):
+            if spec.ranked and (len(shape) != len(spec.shape) or any(d >= 0 and d != s for d, s in zip(spec.shape, shape))):
                 raise TrtpipeError(f"--shapes {spec.name}: {list(shape)} does not fit the input's shape {list(spec.shape)}")
         else:
+            if not spec.ranked and spec.name not in opt:
+                raise TrtpipeError(f"input '{spec.name}' has no shape in the ONNX (any rank); pass --shapes {spec.name}:DIMS")
             dims = list(opt.get(spec.name) or spec.shape)
             if batch is not None and spec.shape and spec.shape[0] < 0:
                 dims[0] = batch

@@ -70,8 +70,9 @@ class OnnxRunner(Runner):
         if self.session is None or self.session.get_providers()[0] != "CUDAExecutionProvider":
             self.session = session(simulate.for_cpu(model), optimization=optimization, threads=threads, name=str(self.path),
                                    spin=spin)
-        self.inputs = [IOSpec(i.name, _dtype(i.type), tuple(d if isinstance(d, int) else -1 for d in i.shape))
-                       for i in self.session.get_inputs()]
+        unranked = {v.name for v in model.graph.input if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape")}
+        self.inputs = [IOSpec(i.name, _dtype(i.type), tuple(d if isinstance(d, int) else -1 for d in i.shape),
+                              i.name not in unranked) for i in self.session.get_inputs()]
         self.outputs = [IOSpec(o.name, _dtype(o.type), tuple(d if isinstance(d, int) else -1 for d in o.shape))
                         for o in self.session.get_outputs()]
         self.provider = self.session.get_providers()[0]

@@ -13,11 +13,13 @@ from trtpipe.runtime.buffers import is_device_array
 
 @dataclass(frozen=True)
 class IOSpec:
-    """A runner's input or output: name, numpy dtype, shape with -1 for dynamic dimensions."""
+    """A runner's input or output: name, numpy dtype, shape with -1 for dynamic dimensions; `ranked` False
+    for an ONNX input that gives no shape (any rank: ONNX Runtime reports it as a scalar's [])."""
 
     name: str
     dtype: str
     shape: tuple[int, ...]
+    ranked: bool = True
 
 
 class Runner:
@@ -74,6 +76,8 @@ class Runner:
 
 
 def check_shape(runner: str, spec: IOSpec, shape: Sequence[int]) -> None:
+    if not spec.ranked:
+        return
     if len(shape) != len(spec.shape) or any(d >= 0 and d != s for d, s in zip(spec.shape, shape)):
         raise TrtpipeError(f"{runner}: input '{spec.name}' has shape {list(shape)}, the model takes "
                            f"{list(spec.shape)} (-1 is any size)")

@@ -228,7 +228,7 @@ def resolve_inputs(spec: ModelSpec, model, model_path: str | os.PathLike) -> Mod
     An [[inputs]] name the model lacks, or a model input the spec leaves out, is an error: data
     would otherwise be fed to the wrong tensor or not at all.
     """
-    found = spec_from_onnx(model, model_path).inputs
+    found = spec_from_onnx(model, model_path, ranked=not spec.inputs).inputs
     where = f"--spec {spec.path}" if spec.path else "--spec"
     if not spec.inputs:
         spec.inputs = found
@@ -264,8 +264,10 @@ def load_exclusions(path: str | os.PathLike) -> list[str]:
     return names
 
 
-def spec_from_onnx(model, path: str | os.PathLike) -> ModelSpec:
-    """Return a spec with just the inputs of `model`, for commands run without --spec."""
+def spec_from_onnx(model, path: str | os.PathLike, ranked: bool = True) -> ModelSpec:
+    """Return a spec with just the inputs of `model`, for commands run without --spec. `ranked`: refuse an
+    input the ONNX gives no shape (any rank), whose shape only a spec can give; False: such an input comes
+    back with shape [] (its name is all the caller reads)."""
     from onnx import helper
 
     inputs = []
@@ -274,6 +276,9 @@ def spec_from_onnx(model, path: str | os.PathLike) -> ModelSpec:
         if value.name in initializers:
             continue
         tensor = value.type.tensor_type
+        if ranked and value.type.HasField("tensor_type") and not tensor.HasField("shape"):
+            raise TrtpipeError(f"{path}: input '{value.name}' has no shape in the ONNX (any rank); pass --spec with its "
+                               "shape in [[inputs]] and [shapes] ('trtpipe init --data' reads them from a sample)")
         shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
         dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         inputs.append(InputSpec(value.name, shape, dtype))

@@ -206,3 +206,48 @@ def test_report_json_names_runners_and_the_deciding_check(tmp_path, cli):
     # no spec: [batch, 8] is judged as a classifier, as `trtpipe init` would guess it, and the report says so
     assert report["decided_by"]["output"] == "probs" and report["outputs"]["probs"]["task"] == "classification"
     assert "output 'probs' is [batch, 8]: one score per class" in report["outputs"]["probs"]["why"]
+
+
+@pytest.mark.parametrize("task", ["classification", "embedding", "dense"])
+def test_an_output_whose_first_axis_is_no_batch_is_one_line(task):
+    """An end-to-end detector's NMS output [num_dets, 4] holds 21 detections for a batch of 16 images: the
+    classification task took its rows for samples and ended in an IndexError traceback (the generic task
+    reads values, and still judges any rows: test_an_output_without_a_batch_axis_is_one_sample_per_run)."""
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(21, 4)).astype(np.float32)
+    images = rng.normal(size=(16, 3, 8, 8)).astype(np.float32)
+    ids = [f"{i}.png" for i in range(16)]
+    with pytest.raises(TrtpipeError, match=r"output 'det_boxes': 21 on its batch axis \(0\) for a batch of 16 samples"):
+        make_task(OutputSpec("det_boxes", task)).update({"det_boxes": rows}, {"det_boxes": rows}, ids, {"images": images})
+
+
+def test_tuning_and_sensitivity_judge_with_the_batchs_own_samples():
+    """judge_model counted a batch's samples by the rows of its first output: an NMS output's 21 detections
+    of 16 images were 21 samples, and the classification task read image 21 of 16 (IndexError)."""
+    from onnx import TensorProto, helper
+
+    from trtpipe.data import Batch
+    from trtpipe.graph import onnxio
+    from trtpipe.quality.tasks import judge_model
+
+    shape = helper.make_tensor("pairs", TensorProto.INT64, [2], [-1, 2])
+    graph = helper.make_graph([helper.make_node("Reshape", ["x", "pairs"], ["rows"])], "rows",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("rows", TensorProto.FLOAT, ["M", 2])], [shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = onnxio.IR_VERSION
+    x = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    batch = Batch(["a.npy", "b.npy", "c.npy"], {"x": x})
+    tasks = lambda outputs: [make_task(OutputSpec("rows", "classification"))]
+    with pytest.raises(TrtpipeError, match="output 'rows': 6 on its batch axis .0. for a batch of 3 samples"):
+        judge_model(model, tasks, [batch], [{"rows": x.reshape(-1, 2)}])
+
+
+def test_an_output_alike_for_every_sample_names_the_way_to_leave_it_unjudged():
+    """A decoder step's first-layer cache is the same for every sample that shares its prompt: the refusal said
+    only 'validate on varied data', though [[outputs]] listing the outputs to judge is the way past it."""
+    task = make_task(OutputSpec("present.0.key"))
+    same = np.ones((3, 4)) * np.arange(4)
+    task.update({"present.0.key": same}, {"present.0.key": same}, ["a", "b", "c"], {})
+    with pytest.raises(Degenerate, match=r"same for every one of the 3 samples.*\[\[outputs\]\]"):
+        task.finish()

@@ -21,6 +21,7 @@ imports them all and makes the tasks a spec asks for (make_tasks).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from trtpipe.quality.tasks.face import FaceTask
 from trtpipe.quality.tasks.generic import GenericTask
 from trtpipe.quality.tasks.sequence import SequenceTask
 from trtpipe.spec import ModelSpec, OutputSpec
+
+if TYPE_CHECKING:
+    from trtpipe.data import Batch
 
 __all__ = ["ClassificationTask", "Degenerate", "DenseTask", "DetectionTask", "EmbeddingTask", "FaceTask", "GenericTask",
            "SequenceTask", "Task", "judge_model", "judged_by", "make_task", "make_tasks", "task_kinds"]
@@ -127,20 +131,20 @@ def _with_why(task: Task, why: str) -> Task:
     return task
 
 
-def judge_model(model, tasks, batches: Sequence[Mapping[str, np.ndarray]],
+def judge_model(model, tasks, batches: Sequence[Batch],
                 wanted: Sequence[Mapping[str, np.ndarray]], name: str = "candidate") -> list[tuple[Task, dict]]:
     """Run the ONNX `model` on `batches` in ONNX Runtime and judge it against the baseline's outputs
     `wanted`; return each task with its summary. `tasks(outputs)` makes the judges from the model's
-    outputs (IOSpecs). Sensitivity and tuning judge their trial graphs this way, as validate does."""
+    outputs (IOSpecs). Sensitivity and tuning judge their trial graphs this way, as validate does:
+    with the batches' own sample ids (an output's rows are not always its samples: NMS detections)."""
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     with OnnxRunner(name, model=model) as runner:
         judged = tasks(runner.outputs)
         for batch, want in zip(batches, wanted):
-            got = runner(batch)
-            ids = [f"sample {j}" for j in range(len(next(iter(want.values()))))]
+            got = runner(batch.arrays)
             for task in judged:
-                task.update(got, want, ids, batch)
+                task.update(got, want, batch.ids, batch.arrays)
     for task in judged:
         task.finish()  # a constant baseline cannot rank or tune either: it says so
     return [(task, task.summary()) for task in judged]

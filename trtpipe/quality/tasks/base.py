@@ -29,6 +29,10 @@ class Task:
     name = "generic"
     judged: tuple[str, ...] = ("cosine",)
     primary = "cosine"
+    # Each row on the batch axis is one sample, read beside that sample's inputs and label; so the rows must be
+    # as many as the batch's samples. The generic task reads values, and takes any rows (a batch-1 model's
+    # waveform [samples] is judged as it always was).
+    rows_are_samples = True
 
     def __init__(self, spec: OutputSpec):
         self.spec = spec
@@ -64,6 +68,14 @@ class Task:
                                    f"of its shape {list(shape)}; fix it")
             got, want = ({**arrays, self.output: np.moveaxis(arrays[self.output], self.spec.batch_axis, 0)}
                          for arrays in (got, want))
+        if self.rows_are_samples and self.spec.batch_axis is not None:
+            count = np.shape(want[self.output])[:1]
+            if count != (len(ids),):  # the metrics below take each row for a sample, and pair it with the sample's inputs
+                held = f"{count[0]} on its batch axis ({self.spec.batch_axis})" if count else "no axis"
+                raise TrtpipeError(
+                    f"output '{self.output}': {held} for a batch of {len(ids)} samples, so that axis does not count "
+                    "samples (a list of detections after NMS?); say where they stack with [[outputs]] batch_axis, or "
+                    "batch_axis = \"none\" for an output without one")
         for name in self.reads:
             check_baseline(name, want[name], ids)
             values = np.asarray(got[name])
@@ -102,7 +114,9 @@ class Task:
             raise Degenerate(
                 f"output '{self.output}': the FP32 baseline is the same for every one of the {self.raw.count} samples, "
                 "so they are one sample judged many times; likely cause: inputs that are all alike (blank images, "
-                "padding only) or an output that does not depend on the inputs; validate on varied data")
+                "padding only) or an output that does not depend on the inputs; validate on varied data, or, where it "
+                "is alike by design (a decoder's cache of a prompt every sample shares), list the outputs to judge in "
+                "the spec's [[outputs]] without it")
 
     def metrics(self) -> dict[str, float]:
         """Return the task's metrics (judged ones first), then the raw-tensor ones."""

@@ -92,6 +92,7 @@ class GenericTask(Task):
     judged = ("cosine", "cosine_min", "snr_db", "channel_cosine_min", "channel_snr_db_min", "decision_agreement",
               "within_tolerance")
     primary = "cosine"
+    rows_are_samples = False  # values, whatever axis 0 counts (Task.rows_are_samples)
 
     def __init__(self, spec):
         super().__init__(spec)
