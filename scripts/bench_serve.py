@@ -246,6 +246,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="throughput windows per path and level, in turn (median)")
     parser.add_argument("--latency-s", type=float, default=4.0, help="seconds of batch-1 calls per model (every path)")
     parser.add_argument("--serve-args", default="", help="options for every `trtpipe serve` and the floor, e.g. '--instances 2'")
+    parser.add_argument("--reference-threads", type=int, default=None,
+                        help="ONNX Runtime threads of the in-process runner; default: an instance's, as served "
+                             "(give the cores to hold a server of many one-thread instances against the default runner)")
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "build" / "serve-bench")
     args = parser.parse_args()
     serve_args = args.serve_args.split()
@@ -272,7 +275,8 @@ def main() -> None:
                  (f"{args.model} FP32", compute_path,
                   [b.arrays for b in data.iter_batches(model_spec, model_spec.validation, 1, limit=32)])]
         # The runner here as `trtpipe serve` opens it in each instance: its threads, not spinning.
-        threads = int(_option(serve_args, "--threads", default_threads(int(_option(serve_args, "--instances", 1)), 1)))
+        threads = args.reference_threads or int(_option(serve_args, "--threads",
+                                                        default_threads(int(_option(serve_args, "--instances", 1)), 1)))
         subjects = []
         for label, path, samples in plans:
             runner = OnnxRunner(path, threads=threads, spin=False)
