@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trtpipe.data import IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays, opened_image
+from trtpipe.data import CHUNK_BYTES, IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays, opened_image
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
 from trtpipe.spec import DTYPES, is_float, toml_string
@@ -302,8 +302,11 @@ def _sample_spans(directory: Path, inputs: list[TensorFacts], axes: dict[str, in
             if dims is not None and 0 in dims:
                 raise empty_sample(path, tensor.name, array.shape)
             if array is not None:
-                # what every command after init refuses; a lone sample counts as a batch of one
-                check_finite(path, tensor.name, array if array.ndim == len(tensor.shape) else array[None], tensor.dtype)
+                # what every command after init refuses; a lone sample counts as a batch of one. The first
+                # CHUNK_BYTES of samples only: a .npy larger than memory is mapped, and read no further.
+                batch = array if array.ndim == len(tensor.shape) else array[None]
+                rows = max(1, CHUNK_BYTES // max(batch[:1].nbytes, 1)) if batch.ndim else 1
+                check_finite(path, tensor.name, batch[:rows] if batch.ndim else batch, tensor.dtype)
             if dims is not None:
                 seen[tensor.name].append(dims)
     spans = {}
