@@ -303,6 +303,19 @@ def lookup(rows=5, width=3) -> onnx.ModelProto:
     return _model(graph)
 
 
+def conv_det(batch="N", size=8) -> onnx.ModelProto:
+    """A Conv, then the determinant of each channel's map (Det): x [batch, 3, size, size] -> [batch, 4]. ONNX Runtime
+    runs it; TensorRT's ONNX parser has no Det, so TensorRT refuses it in every precision (as TensorRT-RTX refuses
+    slanet-table's Loop), while the Conv gives INT8 and FP8 a layer to calibrate."""
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Det", ["c"], ["det"], name="det")]
+    graph = helper.make_graph(nodes, "conv_det", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, size, size])],
+                              [helper.make_tensor_value_info("det", TensorProto.FLOAT, [batch, 4])],
+                              [_init("w", rng.normal(0, 0.3, (4, 3, 3, 3)))])
+    return _model(graph)
+
+
 def _model(graph) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = onnxio.IR_VERSION

@@ -219,3 +219,27 @@ def test_images_take_the_inputs_float_dtype(tmp_path):
     (batch,) = iter_batches(spec, tmp_path, batch_size=4)
     assert batch.arrays["image"].dtype == np.float16
     np.testing.assert_allclose(batch.arrays["image"], 2.0)
+
+
+def test_a_npy_larger_than_what_is_taken_is_read_only_as_far_as_the_samples_taken(tmp_path):
+    """A 256 MB .npy of which --limit takes 4 samples was read whole (np.load), then checked whole for NaN: peak
+    memory grew by the file's size. It is mapped now and its samples checked a chunk at a time, as they are taken."""
+    import subprocess
+    import sys
+
+    big = np.lib.format.open_memmap(tmp_path / "big.npy", mode="w+", dtype=np.float32, shape=(1 << 22, 16))  # 256 MB
+    big[:8] = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+    del big  # a sparse file: only what is written takes disk
+    script = f"""
+import resource
+import numpy as np
+from trtpipe.data import iter_batches
+from trtpipe.spec import InputSpec, ModelSpec
+spec = ModelSpec("m", root=".", inputs=[InputSpec("x", [-1, 16], "float32")])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+batches = list(iter_batches(spec, {str(tmp_path)!r}, batch_size=4, limit=4))
+assert [b.ids for b in batches] == [[f"big.npy[{{i}}]" for i in range(4)]] and batches[0].arrays["x"][3, 0] == 48
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+    grown_kb = int(subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True).stdout)
+    assert grown_kb < 64 << 10, f"peak RSS grew by {grown_kb >> 10} MB for 4 samples of a 256 MB file"

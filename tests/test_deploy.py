@@ -251,3 +251,25 @@ def test_a_model_with_nothing_to_quantize_deploys_its_half_precisions(cli, tmp_p
     assert code == 0, stdout + err
     assert "| fp16 |" in stdout and (tmp_path / "out" / "m.fp16.sm89.engine").is_file()
     assert "int8: nothing to quantize" in stdout + err and "fp8: nothing to quantize" in stdout + err
+
+
+def test_a_graph_no_half_precision_builds_is_not_calibrated_for_int8_or_fp8(cli, tmp_path):
+    """slanet-table: TensorRT-RTX refused its Loop in FP16 and BF16, then deploy calibrated INT8 and FP8 (142 s and
+    189 s) for graphs that keep every layer they do not quantize in FP16, and TensorRT refused those the same way.
+    A Det (which TensorRT's parser does not take, in any precision) after a Conv: once FP16 and BF16 fail to build,
+    the narrower precisions are neither calibrated nor built, and the note says how to try one anyway."""
+    models.save(models.conv_det(), tmp_path / "m.onnx")
+    models.save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (16, 3, 8, 8)).astype(np.float32),
+                        per_file=4)
+    common = ("--data", tmp_path / "data", *RTX)
+    code, stdout, err = cli("deploy", tmp_path / "m.onnx", *common, "-o", tmp_path / "out")
+    assert code == 1, stdout + err
+    assert "fp16: does not build" in stdout and "bf16: does not build" in stdout and "Det" in stdout
+    for precision in ("int8", "fp8"):
+        assert (f"{precision}: not tried (no calibration, no build): fp16 and bf16 did not build, and the {precision} "
+                f"graph keeps every layer it does not quantize in FP16; 'trtpipe deploy --precision {precision}' "
+                "tries it alone") in stdout
+    assert "calibrating" not in err and not list((tmp_path / "out").glob("*.cache"))
+    # --precision int8 has no half precision before it: it is calibrated and built, and TensorRT refuses it.
+    code, stdout, err = cli("deploy", tmp_path / "m.onnx", *common, "--precision", "int8", "-o", tmp_path / "int8")
+    assert code == 1 and "calibrating int8" in err and "int8: does not build" in stdout, stdout + err

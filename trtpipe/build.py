@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import time
@@ -43,6 +44,8 @@ from trtpipe.runtime.logger import held_errors, shared_logger
 from trtpipe.runtime.sidecar import EngineInfo, TensorInfo, sealed
 from trtpipe.spec import ModelSpec, ShapeRange, spec_from_onnx
 from trtpipe.targets import Precision, Target, local_target
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -384,8 +387,20 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
                      siblings=[sidecar_path(path)])
     output_dir = ensure_dir(output_dir)
     data_dir = options.calibration_data or (options.spec.calibration if options.spec else None)
+    auto = list(precisions) == ["auto"]
     for grid, path in to_calibrate.items():
-        table, fresh = calibrate(model_path, data_dir, path, CalibrationOptions(DEFAULT_METHOD[grid], grid=grid), options.spec)
+        try:
+            table, fresh = calibrate(model_path, data_dir, path, CalibrationOptions(DEFAULT_METHOD[grid], grid=grid),
+                                     options.spec)
+        except NothingToQuantize as exc:
+            if not auto:
+                raise  # asked for by name: the one line says to build fp16 instead
+            # `auto` means what the model and target run: a model with no layer to scale has no INT8 or FP8,
+            # as deploy skips them, and its FP32, FP16 and BF16 are built (they were refused with it).
+            skipped = [p for p, c in caches.items() if c == path]
+            chosen = [p for p in chosen if p not in skipped]
+            log.warning("%s not built: %s", " and ".join(map(str, skipped)), exc)
+            continue
         tables.update({p: table for p, c in caches.items() if c == path})
         if on_cache is not None:
             on_cache(grid, path, fresh)
@@ -406,9 +421,10 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
                 typed_plan.write(model, precision, draft, tables.get(precision))
                 info = build_engine(draft, engine, precision, options, backend, model_path, typed_name=typed.name,
                                     outputs=outputs)
-        except NothingToQuantize:
-            if list(precisions) == ["auto"]:
-                continue  # e.g. int4 of a model whose layers are all narrower than a block
+        except NothingToQuantize as exc:
+            if auto:  # e.g. int4 of a model whose layers are all narrower than a block
+                log.warning("%s not built: %s", precision, exc)
+                continue
             raise
         results.append(BuildResult(typed, engine, info))
         if on_engine is not None:

@@ -76,10 +76,11 @@ def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":
-            with open(path, "rb") as file:
-                array = np.load(file, allow_pickle=False)
-                if file.read(1) == b"":
-                    return {"": array}
+            # Mapped, not read: a command that takes a few samples (--limit) of a file larger than memory reads
+            # only their pages (and the checks of _samples look at the samples taken, a chunk at a time).
+            array = np.load(path, allow_pickle=False, mmap_mode="r")
+            if array.offset + array.nbytes == os.path.getsize(path):
+                return {"": array}
             # np.load reads the first array and leaves the rest: a second np.save into the file, or a copy cut short
             raise TrtpipeError(f"{path}: holds more bytes than its array {list(array.shape)} (two arrays saved into one "
                                "file?); save one array a file, or the samples in one array")
@@ -160,29 +161,30 @@ def empty_sample(path: Path, name: str, shape: tuple[int, ...]) -> TrtpipeError:
                         "remove the file or re-export it with at least one value on every axis")
 
 
-def check_finite(path: Path, name: str, array: np.ndarray, dtype=None) -> None:
-    """Raise naming the file and sample when a float `array` (samples first) holds NaN or Inf, or values that
-    `dtype` (what the model is fed) holds only as Inf: every command would calibrate, smooth or judge on it, a
-    range, a scale or a verdict of NaN."""
+def check_finite(path: Path, name: str, array: np.ndarray, dtype=None, first: int = 0) -> None:
+    """Raise naming the file and sample when a float `array` (samples first, the first of them sample `first` of
+    the file) holds NaN or Inf, or values that `dtype` (what the model is fed) holds only as Inf: every command
+    would calibrate, smooth or judge on it, a range, a scale or a verdict of NaN."""
     if array.dtype.kind != "f":
         return
     flat = array.reshape(max(len(array), 1) if array.ndim else 1, -1)
     if not np.isfinite(array).all():
-        sample = int(np.argmax(~np.isfinite(flat).all(axis=1)))
+        sample = first + int(np.argmax(~np.isfinite(flat).all(axis=1)))
         raise TrtpipeError(f"{path}: input '{name}' holds NaN or Inf (sample {sample} of the file); likely cause: a broken "
                            "export or preprocessing that divides by zero; fix or remove that sample")
     fed = np.dtype(dtype) if dtype is not None else array.dtype
     if fed.kind == "f" and fed.itemsize < array.dtype.itemsize:
         beyond = np.abs(flat) > np.finfo(fed).max
         if beyond.any():
-            sample = int(np.argmax(beyond.any(axis=1)))
+            sample = first + int(np.argmax(beyond.any(axis=1)))
             raise TrtpipeError(f"{path}: input '{name}' holds {flat[beyond][0]:g} (sample {sample} of the file), beyond "
                                f"{fed}'s range (at most {np.finfo(fed).max:g}), which the model is fed: it would be Inf; "
                                "fix the preprocessing that scales it")
 
 
 def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndarray:
-    """Return `array` as a batch with its batch axis first (one added to single samples), or raise naming the file.
+    """Return `array` as a batch with its batch axis first (one added to single samples), or raise naming the file
+    when its shape or dtype cannot be the input's; its values are checked as they are taken (_values).
 
     An input the batch shares (`batch_axis` None) comes back as a batch of one.
     """
@@ -201,7 +203,19 @@ def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndar
         )
     if len(array) and 0 in array.shape[1:]:
         raise empty_sample(path, name, array.shape)
-    check_finite(path, name, array, spec.dtype)  # before the cast: a float64 beyond float32 would be Inf after it
+    castable(path, name, array, spec)
+    return array
+
+
+# Samples whose values _samples checks at once: as many as fill this many bytes (at least one), so that a
+# file mapped from disk is read only as far as its samples are taken.
+CHUNK_BYTES = 16 << 20
+
+
+def _values(path: Path, name: str, array: np.ndarray, spec: InputSpec, first: int) -> np.ndarray:
+    """Return samples `first`.. of the file (`array`, samples first) in the input's dtype, or raise naming the file
+    when a value is not finite or not the spec's fixed `value`."""
+    check_finite(path, name, array, spec.dtype, first)  # before the cast: a float64 beyond float32 would be Inf after it
     array = as_input_dtype(path, name, array, spec)
     if spec.value is not None and not np.isclose(array, spec.value, rtol=1e-6, atol=0).all():
         # The graph was folded for that value (graph.control): other data would run a branch that is gone.
@@ -211,13 +225,18 @@ def _check(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndar
     return array
 
 
-def as_input_dtype(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndarray:
-    """Return `array` in the input's dtype, or raise naming the file: the one rule for every sample, an
+def castable(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> None:
+    """Raise naming the file unless `array`'s dtype casts to the input's: the one rule for every sample, an
     array's or an image's (a float32 image for a model that takes float16 is cast, as a float64 .npy is)."""
     expected = np.dtype(spec.dtype)
     if array.dtype != expected and not np.can_cast(array.dtype, expected, casting="same_kind"):
         raise TrtpipeError(f"{path}: input '{name}' is {array.dtype}, the model expects {expected}; convert the data")
-    return array.astype(expected, copy=False)
+
+
+def as_input_dtype(path: Path, name: str, array: np.ndarray, spec: InputSpec) -> np.ndarray:
+    """Return `array` in the input's dtype, or raise naming the file (castable)."""
+    castable(path, name, array, spec)
+    return array.astype(spec.dtype, copy=False)
 
 
 def _samples(path: Path, spec: ModelSpec, first_dtypes: dict[str, tuple[np.dtype, Path]]
@@ -258,8 +277,15 @@ def _samples(path: Path, spec: ModelSpec, first_dtypes: dict[str, tuple[np.dtype
     if count == 0:  # every command would judge or calibrate on nothing, and say so only in zeros
         raise TrtpipeError(f"{path}: holds no samples (shape {list(next(iter(arrays.values())).shape)}); "
                            "remove it or re-export it with samples")
-    for i in range(count):
-        yield (path.name if count == 1 else f"{path.name}[{i}]"), {n: a[0 if n in shared else i] for n, a in batches.items()}
+    batches.update({n: _values(path, n, batches[n], spec.input(n), 0) for n in shared})
+    sample_bytes = sum(a[0].nbytes for n, a in batches.items() if n not in shared)
+    step = max(1, CHUNK_BYTES // max(sample_bytes, 1))
+    for start in range(0, count, step):
+        chunk = {n: a if n in shared else _values(path, n, a[start:start + step], spec.input(n), start)
+                 for n, a in batches.items()}
+        for i in range(start, min(count, start + step)):
+            yield (path.name if count == 1 else f"{path.name}[{i}]"), {n: a[0 if n in shared else i - start]
+                                                                       for n, a in chunk.items()}
 
 
 def fixed_batch(spec: ModelSpec) -> int | None:

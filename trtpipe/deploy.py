@@ -33,6 +33,10 @@ from trtpipe.targets import Precision, Target
 WIDTH_RANK = {Precision.FP4: 0, Precision.INT8: 1, Precision.FP8: 1, Precision.INT4: 2, Precision.FP16: 3,
               Precision.BF16: 3, Precision.TF32: 4, Precision.FP32: 5}
 TUNABLE = (Precision.INT8, Precision.FP8)  # what `tune` searches
+# The half precisions: every narrower precision's typed graph (INT8, FP8, INT4, FP4) keeps the layers it does
+# not quantize in FP16, so when every half precision deploy tried failed to build, the graph is what TensorRT
+# refuses (slanet-table's Loop, in every precision), and the narrower ones are not calibrated or built.
+HALVES = (Precision.FP16, Precision.BF16)
 # What deploy chooses among the engines that pass. size: the smallest engine file (a narrower precision
 # is not always smaller: TensorRT-RTX's INT8 plans built on a CPU embed more kernel source than FP16's,
 # docs/zoo.md "Engine size"); engines within SIZE_TIE of the smallest count as equally small, and among
@@ -77,6 +81,7 @@ class Outcome:
     report_path: Path | None = None
     tuned: bool = False
     note: str = ""  # why it did not build, or what tuning did
+    refused: bool = False  # the backend failed to parse or build it (not the budget, not "nothing to quantize")
 
     @property
     def passed(self) -> bool:
@@ -399,6 +404,13 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
     for precision in precisions:
         outcome = Outcome(precision)
         outcomes.append(outcome)
+        refused = _halves_refused(outcomes)
+        if refused and WIDTH_RANK[precision] < WIDTH_RANK[Precision.FP16]:
+            outcome.note = (f"not tried (no calibration, no build): {refused} did not build, and the {precision} graph "
+                            "keeps every layer it does not quantize in FP16; 'trtpipe deploy --precision "
+                            f"{precision}' tries it alone")
+            on_step(f"{precision}: {outcome.note}")
+            continue
         cache = caches.get(precision)
         if cache in grid_of and cache not in calibrated | uncalibrated | set(nothing):
             if deadline.passed():
@@ -481,6 +493,18 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
 OUT_OF_TIME = "not tried: the budget ran out before {step}"
 
 
+def _halves_refused(outcomes: list[Outcome]) -> str:
+    """Return the half precisions tried so far ("fp16 and bf16") when every one failed to build, else "".
+
+    The half builds are the probe: they come first in the plan and cost nothing extra. An FP32 build first
+    would cost one more build on every model, and its success would not say that the narrower graphs,
+    FP16 where not quantized, build."""
+    halves = [o for o in outcomes if o.precision in HALVES]
+    if not halves or not all(o.refused for o in halves):
+        return ""
+    return " and ".join(str(o.precision) for o in halves)
+
+
 def _build(outcome: Outcome, model_path: Path, output: Path, options: BuildOptions, on_step) -> None:
     """Build one precision into `output`; a backend that cannot build it is the outcome's note, not an error."""
     try:
@@ -488,7 +512,7 @@ def _build(outcome: Outcome, model_path: Path, output: Path, options: BuildOptio
     except NothingToQuantize as exc:
         outcome.note = f"nothing to quantize ({exc})"
     except TrtpipeError as exc:
-        outcome.note = f"does not build: {exc}"
+        outcome.note, outcome.refused = f"does not build: {exc}", True
     else:
         outcome.engine, outcome.typed_onnx = results[0].engine, results[0].typed_onnx
         size = outcome.engine.stat().st_size / 1e6

@@ -13,15 +13,19 @@ from pathlib import Path
 
 import numpy as np
 
-from trtpipe.data import IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays, opened_image
+from trtpipe.data import CHUNK_BYTES, IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays, opened_image
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
-from trtpipe.spec import DTYPES, toml_string
+from trtpipe.spec import DTYPES, is_float, toml_string
 
 # Batch sizes of the guessed build profile: MIN/OPT/MAX as trtexec writes them.
 PROFILE_BATCHES = (1, 8, 32)
 # What a carried state's name says (silero's state, GTCRN's conv_cache, FSMN-VAD's in_cache0, past key/values).
 STATE_NAME = re.compile(r"cache|state|hidden|past|memory", re.IGNORECASE)
+# What an embedding's name says (a speaker embedder's `embedding`, an image encoder's `features`, BERT's
+# `pooler_output`), and a list of detections' (`boxes`, `det_boxes`, `bboxes`): read where the graph says nothing.
+EMBEDDING_NAME = re.compile(r"embed|feature|descriptor|pooler|vector", re.IGNORECASE)
+BOXES_NAME = re.compile(r"box|det", re.IGNORECASE)
 
 
 @dataclass
@@ -32,6 +36,9 @@ class TensorFacts:
     shape: list[int]
     dtype: str
     ranked: bool = True  # False: the ONNX gives no shape (any rank); `shape` is then [] until the data tells
+    # What the graph says of an output's role: "nms", rows that NonMaxSuppression selected (detections, not one
+    # row a sample); "l2", unit vectors (an L2 normalization makes it: an embedding); "": nothing
+    made_by: str = ""
 
 
 @dataclass
@@ -72,7 +79,57 @@ def tensor_facts(model) -> tuple[list[TensorFacts], list[TensorFacts]]:
         return TensorFacts(value.name, shape, dtype, tensor.HasField("shape"))
 
     inputs = [facts(v) for v in model.graph.input if v.name not in initializers]
-    return inputs, [facts(v) for v in model.graph.output]
+    roles = output_roles(model.graph)
+    return inputs, [replace(facts(v), made_by=roles.get(v.name, "")) for v in model.graph.output]
+
+
+# Ops that pass a tensor's values through, reshaped or retyped: what lies between an output and the op that
+# gives it its role (an L2 normalization's Div, then a Reshape or Flatten).
+PASS_THROUGH = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Expand", "Clip", "Max", "Add"}
+
+
+def output_roles(graph) -> dict[str, str]:
+    """Return {output: "nms" or "l2"} for the outputs whose role the graph shows (TensorFacts.made_by)."""
+    producer = {name: node for node in graph.node for name in node.output}
+
+    def source(name: str, depth: int = 6):
+        """The first node up from `name` that is not a pass-through op (first inputs followed), or None."""
+        node = producer.get(name)
+        while node is not None and node.op_type in PASS_THROUGH and node.input and depth:
+            node, depth = producer.get(node.input[0]), depth - 1
+        return node
+
+    def ancestors_hold(name: str, op_type: str) -> bool:
+        seen, todo = set(), [name]
+        while todo:
+            node = producer.get(todo.pop())
+            if node is None or id(node) in seen:
+                continue
+            if node.op_type == op_type:
+                return True
+            seen.add(id(node))
+            todo += [i for i in node.input if i]
+        return False
+
+    def l2_normalized(name: str) -> bool:
+        node = source(name)
+        if node is not None and node.op_type == "LpNormalization":
+            return next((a.i for a in node.attribute if a.name == "p"), 2) == 2
+        if node is None or node.op_type != "Div" or len(node.input) < 2:
+            return False
+        norm = source(node.input[1])  # x / max(||x||, eps), as torch's F.normalize exports it
+        if norm is not None and norm.op_type == "Sqrt" and norm.input:
+            norm = source(norm.input[0])
+            return norm is not None and norm.op_type in ("ReduceSum", "ReduceSumSquare")
+        return norm is not None and norm.op_type == "ReduceL2"
+
+    roles = {}
+    for output in graph.output:
+        if ancestors_hold(output.name, "NonMaxSuppression"):
+            roles[output.name] = "nms"
+        elif l2_normalized(output.name):
+            roles[output.name] = "l2"
+    return roles
 
 
 def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bool = False) -> TaskGuess:
@@ -80,10 +137,16 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
 
     `ragged`: the data's samples are of their own lengths, so per-token states are no one vector a sample.
     """
-    floats = [o for o in outputs if o.dtype.startswith("float")]
+    floats = [o for o in outputs if is_float(o.dtype)]
     if not floats:
         return TaskGuess("generic", "no float output to judge by a task")
     first = floats[0]
+    if detections(first):
+        how = ("made from NonMaxSuppression's selection" if first.made_by == "nms"
+               else "named as boxes are, of 4 coordinates")
+        return TaskGuess("generic", f"output '{first.name}' [{'x'.join(map(_dim, first.shape))}] is {how}: a list "
+                                    "of detections after NMS, one row a box, not a sample; no task reads such a "
+                                    "list, so its values are judged, the whole of each run's as one")
     token_input = next((i for i in inputs if i.dtype.startswith("int") and len(i.shape) == 2), None)
     states = carried_states(inputs, outputs)
     image = next((i for i in inputs if len(i.shape) == 4 and i.name not in states), None)
@@ -97,6 +160,10 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
                          {"layout": "NTC"[:len(first.shape)]})
     if token_input and len(first.shape) in (2, 3):
         return TaskGuess("embedding", f"integer token inputs and a {len(first.shape)}-D float output '{first.name}'")
+    if len(first.shape) == 2 and (first.made_by == "l2" or EMBEDDING_NAME.search(first.name)):
+        how = "L2-normalized (unit vectors)" if first.made_by == "l2" else "named as an embedding is"
+        return TaskGuess("embedding", f"output '{first.name}' [batch, {_dim(first.shape[1])}] is {how}: "
+                                      "one vector a sample, compared by cosine and nearest neighbours")
     if len(first.shape) == 2 and (first.shape[1] == -1 or first.shape[1] >= 2):
         return TaskGuess("classification", f"output '{first.name}' is [batch, {_dim(first.shape[1])}]: one score per class")
     if len(first.shape) == 3 and image is not None:
@@ -115,6 +182,14 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
                                         f"channels, no image's: output '{first.name}' of its shape is no per-pixel map")
         return TaskGuess("dense", f"output '{first.name}' has the input's height and width: a per-pixel map")
     return TaskGuess("generic", f"no task recognised from output '{first.name}' {first.shape}")
+
+
+def detections(output: TensorFacts) -> bool:
+    """Return True when the rows of `output` are detections after NMS rather than samples: NonMaxSuppression
+    selected them (the graph says so), or, where no graph is read, an output named as boxes are [?, 4]."""
+    if output.made_by == "nms":
+        return len(output.shape) <= 2
+    return len(output.shape) == 2 and output.shape[0] < 0 and output.shape[1] == 4 and bool(BOXES_NAME.search(output.name))
 
 
 def carried_states(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> set[str]:
@@ -227,8 +302,11 @@ def _sample_spans(directory: Path, inputs: list[TensorFacts], axes: dict[str, in
             if dims is not None and 0 in dims:
                 raise empty_sample(path, tensor.name, array.shape)
             if array is not None:
-                # what every command after init refuses; a lone sample counts as a batch of one
-                check_finite(path, tensor.name, array if array.ndim == len(tensor.shape) else array[None], tensor.dtype)
+                # what every command after init refuses; a lone sample counts as a batch of one. The first
+                # CHUNK_BYTES of samples only: a .npy larger than memory is mapped, and read no further.
+                batch = array if array.ndim == len(tensor.shape) else array[None]
+                rows = max(1, CHUNK_BYTES // max(batch[:1].nbytes, 1)) if batch.ndim else 1
+                check_finite(path, tensor.name, batch[:rows] if batch.ndim else batch, tensor.dtype)
             if dims is not None:
                 seen[tensor.name].append(dims)
     spans = {}
@@ -488,11 +566,13 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
     axis (an RNN's state out, like its state in), or when the guessed task needs keys on the first
     float output (a time-first sequence); none otherwise: without entries every float output is
     judged by the spec's task."""
-    def axis_of(output: TensorFacts) -> int:
+    def axis_of(output: TensorFacts) -> int | str:
+        if detections(output):
+            return "none"
         return next((axis for state, axis in states if len(state.shape) == len(output.shape)
                      and all(o < 0 or o == d for o, d in zip(output.shape, state.shape))), 0)
 
-    floats = [o for o in outputs if o.dtype.startswith("float")]
+    floats = [o for o in outputs if is_float(o.dtype)]
     if not any(axis_of(o) for o in floats) and not first_keys:
         return []
     first_keys = dict(first_keys or {})
@@ -509,6 +589,9 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
                       f"{KEY_WHY.get(key, OUTPUT_SHAPES)}" for key, value in first_keys.items()]
         elif read:  # beside a face head: the spec's task would make it a heatmap
             lines.append('task = "generic"  # CHECK: not one of the face head\'s maps')
+        elif axis_of(output) == "none":
+            lines.append('batch_axis = "none"  # CHECK: detections after NMS, a row a box: each run\'s rows are one '
+                         "sample, and FP32 and the candidate must keep as many")
         elif axis_of(output):
             lines.append(f"batch_axis = {axis_of(output)}  # CHECK: shaped like an input whose samples stack there")
         lines.append("")

@@ -36,7 +36,8 @@ PREFERENCES = ("size", "precision")
 @BACKEND_OPTION
 @click.option("--precision", type=click.Choice([*PRECISION_CHOICES, "int4"]),
               help="the one precision wanted (exit 0 only when it passes); default: every precision the target "
-                   "runs beyond fp32, and exit 0 when any passes")
+                   "runs beyond fp32, and exit 0 when any passes (those narrower than fp16 are skipped when no "
+                   "half precision builds)")
 @spec_option("default: OUT/<model>.toml, written as 'trtpipe init' writes it when missing")
 @click.option("--budget-min", type=AT_LEAST_ZERO_FLOAT, default=10.0, show_default=True,
               help="minutes the whole deploy may take: no calibration, build, validation or tuning step starts "

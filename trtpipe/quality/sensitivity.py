@@ -17,7 +17,7 @@ from trtpipe.calibrators.graph import constant_names
 from trtpipe.data import Batch
 from trtpipe.graph.qdq import float_constants, fp8_small_rule, quantizable
 from trtpipe.graph.toolkit import label
-from trtpipe.spec import ModelSpec
+from trtpipe.spec import ModelSpec, is_float
 from trtpipe.targets import Precision
 
 
@@ -62,7 +62,7 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
     batches = list(batches)  # every layer runs on the same samples: keep --limit modest
     with OnnxRunner("baseline", model=model) as baseline:
         if spec is None and classifier:
-            first = next(o for o in baseline.outputs if o.dtype.startswith("float"))
+            first = next(o for o in baseline.outputs if is_float(o.dtype))
             tasks = lambda: [make_task(OutputSpec(first.name, "classification"))]
         else:
             tasks = lambda: make_tasks(spec, baseline.outputs)

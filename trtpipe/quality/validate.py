@@ -18,7 +18,7 @@ from trtpipe.files import ensure_dir, json_text, read_text_input, staged_outputs
 from trtpipe.progress import progress_bar
 from trtpipe.quality.tasks import Task, make_tasks
 from trtpipe.runtime.runner import Runner
-from trtpipe.spec import ModelSpec
+from trtpipe.spec import ModelSpec, is_float
 
 # Minimums per precision. A metric applies to an output only when its task judges it (top-1
 # agreement to a classifier, mAP to a detector...). The cosine and top-1 figures were chosen from
@@ -312,7 +312,7 @@ def compare(candidate: Runner, baseline: Runner, spec: ModelSpec, directory: str
     tasks = make_tasks(spec, baseline.outputs)
     require_judged(tasks, named or {}, baseline.name)
     read = {name for task in tasks for name in task.reads}
-    passthrough = {o.name: [0, 0] for o in baseline.outputs if not o.dtype.startswith(("float", "bfloat")) and o.name not in read}
+    passthrough = {o.name: [0, 0] for o in baseline.outputs if not is_float(o.dtype) and o.name not in read}
     samples = 0
     with progress_bar(data.count_samples(directory, limit), f"validating {candidate.name}", "samples", show_progress) as bar:
         for batch in data.iter_batches(spec, directory, batch_size, limit):

@@ -15,7 +15,7 @@ import numpy as np
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import read_text_input, regular_file
 from trtpipe.spec.model import InputSpec, ModelSpec, OutputSpec, Preprocess, ShapeRange
-from trtpipe.spec.schema import validate_raw
+from trtpipe.spec.schema import is_float, validate_raw
 from trtpipe.spec.shapes import parse_shapes
 from trtpipe.spec.toml_text import loads, tomllib
 from trtpipe.spec.validators import Invalid, did_you_mean
@@ -195,7 +195,7 @@ def check_padding(spec: ModelSpec, where: str) -> None:
             raise TrtpipeError(f"{where}: {fix} '{name}' is not an input (the inputs are {', '.join(inputs)})"
                                f"{did_you_mean(name, inputs, repr)}")
         item = inputs[name]
-        if item.dtype.startswith("float"):
+        if is_float(item.dtype):
             raise TrtpipeError(f"{where}: {fix} '{name}' is {item.dtype}; padding is marked by token ids "
                                "(an integer input) or a mask (bool): name one of those")
         if item.dtype == "bool" and output.padding_value is not None:

@@ -27,6 +27,13 @@ from trtpipe.spec.validators import (
 )
 
 DTYPES = ("float32", "float16", "int64", "int32", "int8", "uint8", "bool")
+
+
+def is_float(dtype: str) -> bool:
+    """Return True for the name of a float dtype, numpy's or ml_dtypes' (float16/32/64, bfloat16, the float8s)."""
+    return dtype.startswith(("float", "bfloat"))
+
+
 TASKS = ("classification", "embedding", "detection", "dense", "sequence", "face", "generic")
 PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4", "int4")
 
@@ -195,7 +202,7 @@ def validate_raw(raw: dict) -> dict:
         if any(d < -1 or d == 0 for d in spec["shape"]):
             raise Invalid(f"[[inputs]] #{i + 1} shape {spec['shape']}: dimensions are positive, or -1 for dynamic")
         dtype, value = spec.get("dtype", "float32"), spec.get("value")
-        if value is not None and not dtype.startswith("float") and not _holds(dtype, value):
+        if value is not None and not is_float(dtype) and not _holds(dtype, value):
             raise Invalid(f"[[inputs]] #{i + 1} value {value:g}: an input of dtype {dtype} cannot hold it; give "
                            f"{'0 or 1' if dtype == 'bool' else 'a whole number in its range'}")
     return out

@@ -34,7 +34,7 @@ from trtpipe.quality.tasks.embedding import EmbeddingTask
 from trtpipe.quality.tasks.face import FaceTask
 from trtpipe.quality.tasks.generic import GenericTask
 from trtpipe.quality.tasks.sequence import SequenceTask
-from trtpipe.spec import ModelSpec, OutputSpec
+from trtpipe.spec import ModelSpec, OutputSpec, is_float
 
 if TYPE_CHECKING:
     from trtpipe.data import Batch
@@ -65,7 +65,7 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
     in the spec, the task is the one `trtpipe init` guesses from the spec's inputs and these outputs,
     and each task's `why` says so."""
     by_name = {o.name: o for o in outputs}
-    floats = [o for o in outputs if o.dtype.startswith(("float", "bfloat"))]
+    floats = [o for o in outputs if is_float(o.dtype)]
     if spec is not None and spec.outputs:
         for entry in spec.outputs:
             for name in [entry.name, entry.score_output, entry.class_output, entry.scale_output, entry.offset_output,
