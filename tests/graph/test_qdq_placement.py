@@ -101,6 +101,29 @@ def test_fp8_leaves_convs_of_few_channels_or_large_kernels_unquantized():
     assert insert_qdq(model, table, Precision.INT8)[1] == [f"c{i}" for i in range(6)]
 
 
+def test_fp8_holds_conv_transposes_to_the_same_rule():
+    """GTCRN's decoder: a transposed convolution of few channels stays in FP16 as a Conv does (weight [C_in, C_out/g, k...])."""
+    def f(name, shape):
+        return numpy_helper.from_array(rng.normal(0, 0.2, shape).astype(np.float32), name)
+
+    inits = [f("c0.w", (32, 32, 3, 3)), f("wide.w", (32, 32, 2, 2)), f("narrow.w", (32, 8, 2, 2))]
+    nodes = [helper.make_node("Conv", ["x", "c0.w"], ["y0"], pads=[1, 1, 1, 1], name="c0"),
+             helper.make_node("Relu", ["y0"], ["r0"], name="relu0"),
+             helper.make_node("ConvTranspose", ["r0", "wide.w"], ["y1"], strides=[2, 2], name="wide"),
+             helper.make_node("Relu", ["y1"], ["r1"], name="relu1"),
+             helper.make_node("ConvTranspose", ["r1", "narrow.w"], ["y"], strides=[2, 2], name="narrow")]
+    graph = helper.make_graph(nodes, "decoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 32, 32])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = onnxio.IR_VERSION
+    table = table_for(model, {"x": rng.uniform(0, 1, (1, 32, 8, 8)).astype(np.float32)})
+    typed, quantized = insert_qdq(model, table, Precision.FP8)
+    assert quantized == ["c0", "wide"]
+    assert [(layer["node"], layer["reason"]) for layer in unquantized_layers(typed)] == [
+        ("narrow", "fp8: 32 input and 8 output channels per group, at most 16 on one side")]
+    assert insert_qdq(model, table, Precision.INT8)[1] == ["c0", "wide", "narrow"]
+
+
 def test_fp8_quantizes_a_model_of_small_convs_alone_whole():
     """Basic Pitch's case: every Conv is small, so the rule would leave nothing to quantize and the FP8
     build nothing to build; the rule steps aside and each Conv is quantized, as in INT8."""

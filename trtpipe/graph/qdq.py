@@ -21,7 +21,10 @@ FP8 also leaves a Conv unquantized when it has at most FP8_MIN_CHANNELS input or
 applies in FP8 (TensorRT's FP8 convolutions are no faster than FP16 there). It is an accuracy rule
 too: such a layer is typically the stem reading the image, whose 8-bit pixels E4M3's 3 mantissa
 bits cannot hold, and a few products per output average no rounding out. On YOLOv8n it lifts FP8
-from F1 0.693 to 0.889 (docs/zoo.md, "Calibration methods").
+from F1 0.693 to 0.889 (docs/zoo.md, "Calibration methods"). A ConvTranspose is held to the same
+rule, for the same reasons (Model Optimizer quantizes none in FP8): GTCRN's decoder is eleven
+transposed convolutions of 1 to 16 channels a side, and leaving them in FP16 lifts its worst channel
+from 11.3 to 15.0 dB (docs/zoo.md, "FP8 beside Model Optimizer, layer by layer").
 """
 
 from __future__ import annotations
@@ -120,13 +123,16 @@ def depthwise(node, values: dict[str, np.ndarray]) -> bool:
 
 
 def small_for_fp8(node, values: dict[str, np.ndarray]) -> str | None:
-    """Return why FP8 leaves the Conv `node` unquantized (few channels, a large kernel), None if it does not."""
-    if node.op_type != "Conv" or len(node.input) < 2 or node.input[1] not in values:
+    """Return why FP8 leaves the Conv or ConvTranspose `node` unquantized (few channels, a large kernel),
+    None if it does not."""
+    if node.op_type not in ("Conv", "ConvTranspose") or len(node.input) < 2 or node.input[1] not in values:
         return None
     weight = values[node.input[1]]
     if weight.ndim < 3:
         return None
-    outputs, inputs, kernel = weight.shape[0], weight.shape[1], int(np.prod(weight.shape[2:]))
+    # Conv's weight is [C_out, C_in/g, k...], ConvTranspose's [C_in, C_out/g, k...]: the same rule on both sides.
+    outputs, inputs = weight.shape[:2] if node.op_type == "Conv" else weight.shape[1::-1]
+    kernel = int(np.prod(weight.shape[2:]))
     if min(outputs, inputs) <= FP8_MIN_CHANNELS:
         return f"fp8: {inputs} input and {outputs} output channels per group, at most {FP8_MIN_CHANNELS} on one side"
     if kernel > FP8_MAX_KERNEL:
