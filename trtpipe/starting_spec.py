@@ -97,6 +97,14 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
                          {"layout": "NTC"[:len(first.shape)]})
     if token_input and len(first.shape) in (2, 3):
         return TaskGuess("embedding", f"integer token inputs and a {len(first.shape)}-D float output '{first.name}'")
+    # A signal of its own length in (audio [batch, samples]) and [batch, ?] out: a value per step of it (a pitch
+    # tracker's frames), not a score per class; SwiftF0's pitch [1, frames] was guessed a classifier of ? classes.
+    signal = next((i for i in inputs if i.dtype.startswith("float") and len(i.shape) >= 2 and -1 in i.shape[1:]
+                   and i.name not in states), None)
+    if len(first.shape) == 2 and first.shape[1] == -1 and signal is not None and image is None:
+        return TaskGuess("generic", f"output '{first.name}' is [batch, ?] beside input '{signal.name}' "
+                                    f"[{'x'.join(map(_dim, signal.shape))}] of its own length: a value per step, "
+                                    "not a score per class", {"layout": "NT"})
     if len(first.shape) == 2 and (first.shape[1] == -1 or first.shape[1] >= 2):
         return TaskGuess("classification", f"output '{first.name}' is [batch, {_dim(first.shape[1])}]: one score per class")
     if len(first.shape) == 3 and image is not None:
