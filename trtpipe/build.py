@@ -391,9 +391,10 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
         if on_cache is not None:
             on_cache(grid, path, fresh)
     options = replace(options, caches=caches)  # the sidecars record the cache each engine was built from
-    ranges = options.ranges
     observed = range_data(options.calibration_data, options.spec)
-    if ranges is None and observed is not None and options.calibration == "explicit" \
+    if options.ranges is not None:  # observed once by the caller for all its builds (deploy)
+        typed_plan = replace(typed_plan, ranges=options.ranges)
+    elif observed is not None and options.calibration == "explicit" \
             and any(p not in (Precision.FP32, Precision.TF32) for p in chosen):
         typed_plan = typed_plan.observing(model, observed, options.spec)
     results = []

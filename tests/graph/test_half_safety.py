@@ -108,6 +108,24 @@ def test_build_with_a_spec_reads_its_calibration_data_for_fp16_ranges(cli, tmp_p
     assert "on calibration data" in {k["node"]: k["reason"] for k in sidecar["kept_fp32"]}.get("square", ""), sidecar
 
 
+@needs_rtx
+def test_build_keeps_the_ranges_its_caller_observed(tmp_path):
+    """deploy observes the activation ranges once and hands them to every build (BuildOptions.ranges); build
+    dropped them, so deploy's FP16 kept no node for its activations: SwiftF0's power spectra gave inf on
+    5 of 32 lines in deploy's FP16 while `build --data` of the same spec kept them FP32."""
+    import models
+    from trtpipe.build import BuildOptions, build
+    from trtpipe.targets import Target
+
+    model, feeds = cases.activation_beyond_fp16()
+    models.save(model, tmp_path / "model.onnx")
+    cleaned, _ = cleanup(model)
+    options = BuildOptions(target=Target.parse("sm_89"), backend="tensorrt-rtx", ranges=observe_ranges(cleaned, [feeds]))
+    result, = build(tmp_path / "model.onnx", tmp_path / "engines", ["fp16"], options)
+    why = {k["node"]: k["reason"] for k in kept_nodes(onnxio.load(result.typed_onnx))}
+    assert "on calibration data" in why.get("square", ""), why
+
+
 def test_if_subgraphs_stay_fp32_reading_outer_values_in_fp32(tmp_path):
     model, feeds = cases.if_subgraph()
     typed = typed_graph(model, Precision.FP16, None)
