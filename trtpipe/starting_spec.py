@@ -505,6 +505,10 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
         return []
     first_keys = dict(first_keys or {})
     keyed = first_keys.pop("name", floats[0].name)
+    # the layout read from the first output holds for every output of its shape (SwiftF0's confidence, a value
+    # a frame beside the pitch a frame: without it, its frames were judged as channels)
+    shape = next(o.shape for o in floats if o.name == keyed)
+    alike = {o.name for o in floats if "layout" in first_keys and o.shape == shape}
     # a face head's maps (its *_output keys): read by the heatmap's entry; other string keys name no output
     read = {value for key, value in first_keys.items() if key.endswith("_output")}
     lines = []
@@ -515,6 +519,8 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
         if output.name == keyed and first_keys:
             lines += [f"{key} = {toml_string(value) if isinstance(value, str) else value}  # CHECK: "
                       f"{KEY_WHY.get(key, OUTPUT_SHAPES)}" for key, value in first_keys.items()]
+        elif output.name in alike:
+            lines.append(f"layout = {toml_string(first_keys['layout'])}  # CHECK: {KEY_WHY.get('layout', OUTPUT_SHAPES)}")
         elif read:  # beside a face head: the spec's task would make it a heatmap
             lines.append('task = "generic"  # CHECK: not one of the face head\'s maps')
         elif axis_of(output):
