@@ -51,6 +51,33 @@ def test_a_streaming_models_caches_are_no_image():
     assert guess_task(denoiser, facts(("clean", [1, 3, 64, 64], "float32"))).task == "dense"
 
 
+def test_a_value_per_frame_of_a_signal_is_no_classifier():
+    """SwiftF0 (the wheel's shapes): audio [1, samples] and two scalars in, a pitch and a confidence per
+    256-sample frame [1, frames] out. init guessed a classifier of '?' classes, and deploy judged the
+    pitch tracker by top-1 agreement of one frame against the others."""
+    inputs = facts(("audio", [1, -1], "float32"), ("fmin", [], "float32"), ("fmax", [], "float32"))
+    guess = guess_task(inputs, facts(("pitch", [1, -1], "float64"), ("confidence", [1, -1], "float32")))
+    assert guess.task == "generic" and guess.keys == {"layout": "NT"} and "per step" in guess.why
+    # a classifier of an exporter's '?' classes, and of a fixed count, are still classifiers
+    assert guess_task(facts(("image", [-1, 3, 224, 224], "float32")), facts(("p", [-1, -1], "float32"))).task == "classification"
+    assert guess_task(inputs, facts(("p", [1, 10], "float32"))).task == "classification"
+
+
+def test_init_on_swift_f0_reads_both_of_its_per_frame_outputs_as_values_per_step(cli, tmp_path):
+    """On the real model and its data: the confidence [1, frames] beside the pitch got no layout, so
+    validate read its 128 frames as channels and failed FP16 at a worst 'channel' SNR of 0.02 dB."""
+    from pathlib import Path
+
+    built = Path(__file__).resolve().parents[1] / "build" / "zoo" / "swift-f0"
+    model, data = built / "swift-f0.onnx", built / "data" / "calib"
+    if not model.is_file() or not data.is_dir():
+        pytest.skip(f"no swift-f0 model or data under {model.parent}; 'ZOO=swift-f0 make zoo' makes them")
+    code, _out, err = cli("init", model, "--data", data, "-o", tmp_path / "s.toml")
+    assert code == 0, err
+    spec = load_spec(tmp_path / "s.toml")
+    assert spec.task == "generic" and {o.name: o.layout for o in spec.outputs} == {"pitch": "NT", "confidence": "NT"}
+
+
 def test_a_token_tagger_is_a_sequence_of_tags_and_an_encoder_an_embedding():
     """khmersm's [1, characters, 2] B/I scores and Slovorez's 27 morpheme tags were guessed embeddings."""
     chars = facts(("x", [-1, -1], "int64"), ("mask", [-1, -1], "bool"))

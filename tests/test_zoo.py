@@ -38,7 +38,7 @@ def test_the_zoo_covers_the_families_it_promises():
     families = " ".join(e.family for e in entries)
     for word in ("YOLO", "PicoDet", "OCR", "dense prediction", "classifier", "audio", "YOLOX", "faces with landmarks",
                  "CTC", "audio embedding", "music transcription", "per-character tagger", "image to image",
-                 "table structure"):
+                 "table structure", "pitch tracking"):
         assert word in families
     assert len({e.pin.onnx_sha256 for e in entries}) == len(entries), "two entries pin the same file"
 
@@ -195,7 +195,9 @@ def test_an_output_of_one_value_a_sample_shows_its_cosine_across_the_samples(cli
                          "--json")
     assert code == 1, err  # judged, and failed on the channel's SNR
     report = json.loads(out)
-    assert report["outputs"]["p"]["cosine"] == pytest.approx(1.0) and report["outputs"]["p"]["values_per_sample"] == 1
+    # validate's own cosine is the one across the samples too (it read 1.0, the cosine of one number's sign)
+    p = report["outputs"]["p"]
+    assert p["cosine"] == pytest.approx(p["channel_cosine_min"]) and p["cosine"] < 0.998 and p["values_per_sample"] == 1
     row = zoo.Row("m", "", "int8")
     zoo.judge_report(row, report, ["p"])
     assert row.cosine == pytest.approx(report["outputs"]["p"]["channel_cosine_min"]) and row.cosine < 0.998
@@ -369,6 +371,23 @@ def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
     array = batches[0].arrays[only.name]
     assert array.shape[0] == 1 and all(s < 0 or d == s for d, s in zip(array.shape[1:], only.shape[1:]))
     assert np.isfinite(array).all() and array.std() > 0  # a real picture or sound, not a constant
+
+
+def test_melodies_write_swift_f0s_inputs_and_the_pitch_they_were_made_at(tmp_path):
+    from trtpipe.data import iter_batches
+
+    path = ROOT / "models" / "zoo" / "swift-f0" / "model.toml"
+    entry, spec = zoo.load_entry(path), load_spec(path)
+    inputs.make(entry.inputs, tmp_path, 6, seed=1, **zoo.maker_options(entry))
+    batches = list(iter_batches(spec, tmp_path, batch_size=1))
+    assert len(batches) == 6
+    arrays = batches[0].arrays
+    assert arrays["audio"].shape == (1, 32768) and arrays["fmin"].shape == arrays["fmax"].shape == ()
+    assert all(np.isfinite(b.arrays["audio"]).all() and 0.01 < np.abs(b.arrays["audio"]).max() <= 1 for b in batches)
+    truth = [np.load(tmp_path / "truth" / f"{i:04d}.npz") for i in range(6)]
+    assert all(t["f0"].shape == (128,) for t in truth)  # a pitch a 256-sample frame
+    voiced = np.concatenate([t["f0"][t["f0"] > 0] for t in truth])
+    assert voiced.size and 40 < voiced.min() and voiced.max() < 2100  # within the model's range
 
 
 @needs_rtx

@@ -23,6 +23,7 @@ from trtpipe.calibrate import (
     cache_grid,
     calibrate,
     load_table,
+    range_data,
 )
 from trtpipe.errors import NothingToQuantize, TrtpipeError
 from trtpipe.files import (
@@ -405,10 +406,12 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
         if on_cache is not None:
             on_cache(grid, path, fresh)
     options = replace(options, caches=caches)  # the sidecars record the cache each engine was built from
-    ranges = options.ranges
-    if ranges is None and options.calibration_data is not None and options.calibration == "explicit" \
+    observed = range_data(options.calibration_data, options.spec)
+    if options.ranges is not None:  # observed once by the caller for all its builds (deploy)
+        typed_plan = replace(typed_plan, ranges=options.ranges)
+    elif observed is not None and options.calibration == "explicit" \
             and any(p not in (Precision.FP32, Precision.TF32) for p in chosen):
-        typed_plan = typed_plan.observing(model, options.calibration_data, options.spec)
+        typed_plan = typed_plan.observing(model, observed, options.spec)
     results = []
     for precision in chosen:
         typed = output_dir / f"{model_path.stem}.{precision}.onnx"

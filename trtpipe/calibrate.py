@@ -320,6 +320,17 @@ def load_table(path: Path, precisions=()) -> CalibrationTable:
 RANGE_SAMPLES = 32
 
 
+def range_data(given: str | os.PathLike | None, spec: ModelSpec | None) -> Path | None:
+    """Return the samples whose activations decide which nodes a half-precision graph keeps in FP32: --data,
+    else the spec's calibration directory where it exists (calibration's own default), else None
+    (constants alone decide). Without the spec's default, `build --spec` wrote an FP16 SwiftF0 whose power
+    spectra overflowed to inf on loud audio, where deploy, reading the same spec, kept them in FP32."""
+    if given is not None:
+        return Path(given)
+    found = spec.calibration if spec is not None else None
+    return Path(found) if found is not None and Path(found).is_dir() else None
+
+
 def observe_data_ranges(model, data_dir: str | os.PathLike, spec: ModelSpec | None = None,
                         limit: int = RANGE_SAMPLES, batch_size: int = 8) -> dict:
     """Return what `data_dir` shows of every float tensor of the cleaned `model` (graph.keep.Observed by name).

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges
+from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges, range_data
 from trtpipe.files import check_output, sidecar_path
 from trtpipe.graph import onnxio
 from trtpipe.graph.keep import check_exclude
@@ -84,7 +84,8 @@ def quantize(model_path: str | os.PathLike, precision: Precision | str, output: 
 
     `cache`: the calibration cache for int8, fp8 (fp4 takes the fp8 one). `spec`: a loaded
     model.toml, checked against the model's inputs here; None: the model's own inputs. `data_dir`:
-    samples whose activations outside FP16's range keep their nodes FP32 (None: constants only).
+    samples whose activations outside FP16's range keep their nodes FP32 (None: the spec's calibration
+    directory where it exists, else constants only).
     `reads`: other files the arguments came from (`--exclude @FILE`), which `output` may not replace.
     """
     model_path, output, precision = Path(model_path), Path(output), Precision.parse(str(precision))
@@ -93,12 +94,13 @@ def quantize(model_path: str | os.PathLike, precision: Precision | str, output: 
                           data_dir, *reads])
     graph = onnxio.load_float(model_path)
     table = load_table(cache, [str(precision)]) if cache is not None else None
-    spec = spec_for(spec, graph, model_path)
+    given_spec, spec = spec, spec_for(spec, graph, model_path)
     plan = plan_typed(graph, model_path, [precision], spec, exclude, block_size=block_size,
                          unquantized=unquantized, min_weights=min_weights)
-    if data_dir is not None:
-        plan = plan.observing(graph, data_dir, spec)
-        log.debug("%s: %d activations observed in %s", model_path.name, len(plan.ranges), data_dir)
+    observed = range_data(data_dir, given_spec)
+    if observed is not None:
+        plan = plan.observing(graph, observed, spec)
+        log.debug("%s: %d activations observed in %s", model_path.name, len(plan.ranges), observed)
     path = plan.write(graph, precision, output, table)
     typed = onnxio.load(path)
     return Quantized(path, kept_nodes(typed), unquantized_layers(typed))

@@ -164,6 +164,14 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
         how = "L2-normalized (unit vectors)" if first.made_by == "l2" else "named as an embedding is"
         return TaskGuess("embedding", f"output '{first.name}' [batch, {_dim(first.shape[1])}] is {how}: "
                                       "one vector a sample, compared by cosine and nearest neighbours")
+    # A signal of its own length in (audio [batch, samples]) and [batch, ?] out: a value per step of it (a pitch
+    # tracker's frames), not a score per class; SwiftF0's pitch [1, frames] was guessed a classifier of ? classes.
+    signal = next((i for i in inputs if i.dtype.startswith("float") and len(i.shape) >= 2 and -1 in i.shape[1:]
+                   and i.name not in states), None)
+    if len(first.shape) == 2 and first.shape[1] == -1 and signal is not None and image is None:
+        return TaskGuess("generic", f"output '{first.name}' is [batch, ?] beside input '{signal.name}' "
+                                    f"[{'x'.join(map(_dim, signal.shape))}] of its own length: a value per step, "
+                                    "not a score per class", {"layout": "NT"})
     if len(first.shape) == 2 and (first.shape[1] == -1 or first.shape[1] >= 2):
         return TaskGuess("classification", f"output '{first.name}' is [batch, {_dim(first.shape[1])}]: one score per class")
     if len(first.shape) == 3 and image is not None:
@@ -577,6 +585,10 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
         return []
     first_keys = dict(first_keys or {})
     keyed = first_keys.pop("name", floats[0].name)
+    # the layout read from the first output holds for every output of its shape (SwiftF0's confidence, a value
+    # a frame beside the pitch a frame: without it, its frames were judged as channels)
+    shape = next(o.shape for o in floats if o.name == keyed)
+    alike = {o.name for o in floats if "layout" in first_keys and o.shape == shape}
     # a face head's maps (its *_output keys): read by the heatmap's entry; other string keys name no output
     read = {value for key, value in first_keys.items() if key.endswith("_output")}
     lines = []
@@ -587,6 +599,8 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
         if output.name == keyed and first_keys:
             lines += [f"{key} = {toml_string(value) if isinstance(value, str) else value}  # CHECK: "
                       f"{KEY_WHY.get(key, OUTPUT_SHAPES)}" for key, value in first_keys.items()]
+        elif output.name in alike:
+            lines.append(f"layout = {toml_string(first_keys['layout'])}  # CHECK: {KEY_WHY.get('layout', OUTPUT_SHAPES)}")
         elif read:  # beside a face head: the spec's task would make it a heatmap
             lines.append('task = "generic"  # CHECK: not one of the face head\'s maps')
         elif axis_of(output) == "none":

@@ -2,7 +2,8 @@
 pages and text lines rendered with Pillow from real English prose, captchas, tokenized sentences,
 speech-like audio (with the recurrent state the model itself carries, or as log-mel features),
 scenes and face chips with the real faces of scikit-image's LFW subset, the bytes of real files, photos
-watermarked by a wheel's own encoder, and speech-like audio in noise as a denoiser's STFT frames.
+watermarked by a wheel's own encoder, speech-like audio in noise as a denoiser's STFT frames, and
+monophonic melodies (sung, piano, flute, bowed) as a pitch tracker hears them.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
 keeps the calibration and validation sets apart. `make(kind, ...)` picks the maker by the
@@ -997,6 +998,114 @@ def write_tables(directory: Path, count: int, seed: int) -> None:
         np.savez(directory / f"{i:04d}.npz", x=table_input(image))
 
 
+PITCH_RATE = 16000
+PITCH_HOP = 256  # SwiftF0's frame: one pitch every 256 samples at 16 kHz, frame i centred on sample 256 i
+
+
+def sung_notes(rng: np.random.Generator, f0: np.ndarray, rate: int = PITCH_RATE) -> np.ndarray:
+    """Return a sung vowel along the pitch track `f0` (Hz a sample, 0 for silence): a glottal pulse train
+    with shimmer, through three formant resonators of a vowel drawn for the line, tilted as a voice is."""
+    from scipy.signal import lfilter
+
+    phase = np.cumsum(f0 / rate)
+    source = (np.diff(np.floor(phase), prepend=0) > 0) * rng.uniform(0.85, 1.0, len(f0))
+    voice = source
+    for formant, bandwidth in zip(rng.uniform([300, 900, 2300], [850, 1900, 3100]), (70, 110, 150)):
+        r = np.exp(-np.pi * bandwidth / rate)
+        voice = lfilter([1 - r], [1, -2 * r * np.cos(2 * np.pi * formant / rate), r * r], voice)
+    voice = lfilter([1.0], [1.0, -0.85], voice)
+    breath = rng.normal(0, 1, len(f0)) * (f0 > 0) * np.std(voice) * rng.uniform(0.02, 0.1)  # -20 to -34 dB
+    return voice + breath
+
+
+def harmonic_notes(rng: np.random.Generator, f0: np.ndarray, partials: np.ndarray, breath: float,
+                   rate: int = PITCH_RATE) -> np.ndarray:
+    """Return a wind or bowed instrument along `f0`: harmonics k = 1.. of weights `partials`, each below
+    Nyquist, plus breath or bow noise in proportion `breath` while a note sounds."""
+    phase = 2 * np.pi * np.cumsum(f0 / rate)
+    out = np.zeros(len(f0))
+    for k, weight in enumerate(partials, 1):
+        out += weight * np.sin(k * phase + rng.uniform(0, 2 * np.pi)) * (k * f0 < rate / 2 - 500)
+    return out + breath * rng.normal(0, 1, len(f0)) * (f0 > 0)
+
+
+def melody_track(rng: np.random.Generator, samples: int, low: int, high: int, vibrato: float,
+                 rate: int = PITCH_RATE) -> tuple[np.ndarray, np.ndarray, list]:
+    """Return a monophonic line's pitch track (Hz a sample, 0 in rests), its loudness envelope, and its
+    notes (start, length, MIDI): steps of a major or minor scale between MIDI `low` and `high`, some
+    rests, each note with an attack and release, `vibrato` semitones at 4.5 to 6.5 Hz and a small glide."""
+    tonic = int(rng.integers(low, max(low + 1, high - 12)))
+    steps = np.array([0, 2, 3 if rng.random() < 0.4 else 4, 5, 7, 8 if rng.random() < 0.4 else 9, 11])
+    scale = [m for octave in range(-2, 4) for m in tonic + 12 * octave + steps if low <= m <= high]
+    f0, envelope, notes = np.zeros(samples), np.zeros(samples), []
+    beat = rng.uniform(0.12, 0.45)
+    t, index = int(rng.uniform(0, 0.2) * rate), int(rng.integers(len(scale)))
+    rate_hz = rng.uniform(4.5, 6.5)
+    while t < samples:
+        length = int(beat * rate * rng.choice([1, 1, 2, 3]))
+        if rng.random() < 0.2:  # a rest
+            t += length
+            continue
+        index = int(np.clip(index + rng.choice([-2, -1, -1, 1, 1, 2, 3, -3]), 0, len(scale) - 1))
+        midi = scale[index]
+        n = min(length, samples - t)
+        time = np.arange(n) / rate
+        glide = -0.3 * np.exp(-time / 0.03) * (vibrato > 0 and rng.random() < 0.5)  # a singer's scoop into a note
+        semitones = midi + glide + vibrato * np.sin(2 * np.pi * rate_hz * time) * np.minimum(time / 0.2, 1)
+        f0[t:t + n] = 440.0 * 2 ** ((semitones - 69) / 12)
+        attack, release = min(n, int(0.02 * rate)), min(n, int(0.04 * rate))
+        shape = np.ones(n)
+        shape[:attack] = np.linspace(0, 1, attack)
+        shape[n - release:] = np.minimum(shape[n - release:], np.linspace(1, 0, release))
+        envelope[t:t + n] = shape * rng.uniform(0.5, 1.0)
+        notes.append((t, n, midi))
+        t += length
+    return f0, envelope, notes
+
+
+def monophonic_line(rng: np.random.Generator, samples: int, rate: int = PITCH_RATE) -> tuple[np.ndarray, np.ndarray, str]:
+    """Return one monophonic line as a pitch tracker hears it, its true pitch (Hz a sample, 0 where no note
+    sounds) and its source: a sung vowel, a piano, a flute, a bowed string, or speech-like talking (its
+    pitch not kept: 0), at a loudness and over a background noise drawn for the line."""
+    source = str(rng.choice(["voice", "voice", "piano", "flute", "string", "speech"]))
+    if source == "speech":
+        line, f0 = speech_like(rng, samples / rate + 0.01)[:samples].astype(np.float64), np.zeros(samples)
+    elif source == "piano":
+        f0, _, notes = melody_track(rng, samples, 40, 84, 0.0, rate)
+        line = np.zeros(samples)
+        for start, n, midi in notes:  # each note rings until the next is struck (a legato line)
+            note = piano_note(rng, midi, n / rate, rate)
+            line[start:start + len(note)] += note[:samples - start] * rng.uniform(0.4, 1.0)
+    else:
+        low, high, vibrato = {"voice": (43, 77, 0.35), "flute": (60, 93, 0.2), "string": (43, 88, 0.25)}[source]
+        f0, envelope, _ = melody_track(rng, samples, low, high, vibrato, rate)
+        if source == "voice":
+            line = sung_notes(rng, f0, rate) * envelope
+        elif source == "flute":
+            line = harmonic_notes(rng, f0, np.array([1.0, 0.45, 0.2, 0.08, 0.04]), 0.04, rate) * envelope
+        else:
+            line = harmonic_notes(rng, f0, 1.0 / np.arange(1, 25) ** rng.uniform(0.9, 1.4), 0.01, rate) * envelope
+    line *= rng.uniform(0.05, 0.9) / max(np.abs(line).max(), 1e-9)
+    background = noise(rng, samples, rate) * 10 ** (rng.uniform(-65, -30) / 20)
+    return (line + background).astype(np.float32), f0, source
+
+
+def write_melodies(directory: Path, count: int, seed: int, samples: int = 32768,
+                   fmin: float = 46.875, fmax: float = 2093.75) -> None:
+    """Monophonic lines at 16 kHz as SwiftF0's `detect` feeds its model (monophonic_line()): one .npz a
+    line, `audio` [1, samples] and the pitch band `fmin`, `fmax` (scalars; the package's defaults are the
+    model's whole range). The pitch each line was synthesized at, at each frame's centre (0 where no note
+    sounds, and for speech), is kept in truth/ for the judge, read by no step of trtpipe."""
+    rng = np.random.default_rng(seed)
+    (directory / "truth").mkdir()
+    for i in range(count):
+        audio, f0, source = monophonic_line(rng, samples)
+        np.savez(directory / f"{i:04d}.npz", audio=audio[None], fmin=np.array(fmin, np.float32),
+                 fmax=np.array(fmax, np.float32))
+        np.savez(directory / "truth" / f"{i:04d}.npz", f0=f0[::PITCH_HOP][:samples // PITCH_HOP],
+                 source=np.array(source))
+
+
 # The decoders the packages ship, for the inputs of the taggers that decode a path (make_data writes them).
 DECODERS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "morpheme_words": bies_transitions, "khmer_text": crf_transitions,
@@ -1010,6 +1119,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "khmer_text": write_khmer_text, "name_units": write_name_units, "glyph_pairs": write_glyph_pairs,
     "watermarked_frames": write_watermarked_frames, "face_chips": write_face_chips,
     "noisy_speech": write_noisy_speech, "face_rois": write_face_rois, "tables": write_tables,
+    "melodies": write_melodies,
 }
 
 

@@ -72,6 +72,60 @@ def test_activations_beyond_fp16_on_calibration_data_stay_fp32(tmp_path):
     assert cosine(got, expected) >= 0.9999
 
 
+def _with_spec_data(tmp_path, model, feeds):
+    """Save `model` and a spec whose calibration directory holds `feeds`' samples (and no --data is given)."""
+    import models
+
+    models.save(model, tmp_path / "model.onnx")
+    models.save_batches(tmp_path / "calib", np.concatenate([feeds["x"]] * 4))
+    spec = tmp_path / "model.toml"
+    spec.write_text('[[inputs]]\nname = "x"\nshape = [1, 3, 8, 8]\n[data]\ncalibration = "calib"\n')
+    return spec
+
+
+def test_quantize_with_a_spec_reads_its_calibration_data_for_fp16_ranges(cli, tmp_path):
+    """The spec's calibration directory is --data's default for FP16's ranges too, as it is for calibration:
+    `quantize --spec` read constants alone, and SwiftF0's power spectra overflowed FP16 to inf."""
+    model, feeds = cases.activation_beyond_fp16()
+    spec = _with_spec_data(tmp_path, model, feeds)
+    code, _out, err = cli("quantize", tmp_path / "model.onnx", "--precision", "fp16", "--spec", spec,
+                          "-o", tmp_path / "fp16.onnx")
+    assert code == 0, err
+    typed = onnxio.load(tmp_path / "fp16.onnx")
+    why = {k["node"]: k["reason"] for k in kept_nodes(typed)}
+    assert "on calibration data" in why.get("square", ""), why
+    assert onnxio.tensor_types(typed)["square"] == TensorProto.FLOAT
+
+
+@needs_rtx
+def test_build_with_a_spec_reads_its_calibration_data_for_fp16_ranges(cli, tmp_path):
+    model, feeds = cases.activation_beyond_fp16()
+    spec = _with_spec_data(tmp_path, model, feeds)
+    code, _out, err = cli("build", tmp_path / "model.onnx", "--precision", "fp16", "--target", "sm_89", "--backend",
+                          "tensorrt-rtx", "--spec", spec, "-o", tmp_path / "engines")
+    assert code == 0, err
+    sidecar = json.loads((tmp_path / "engines" / "model.fp16.sm89.engine.json").read_text())
+    assert "on calibration data" in {k["node"]: k["reason"] for k in sidecar["kept_fp32"]}.get("square", ""), sidecar
+
+
+@needs_rtx
+def test_build_keeps_the_ranges_its_caller_observed(tmp_path):
+    """deploy observes the activation ranges once and hands them to every build (BuildOptions.ranges); build
+    dropped them, so deploy's FP16 kept no node for its activations: SwiftF0's power spectra gave inf on
+    5 of 32 lines in deploy's FP16 while `build --data` of the same spec kept them FP32."""
+    import models
+    from trtpipe.build import BuildOptions, build
+    from trtpipe.targets import Target
+
+    model, feeds = cases.activation_beyond_fp16()
+    models.save(model, tmp_path / "model.onnx")
+    cleaned, _ = cleanup(model)
+    options = BuildOptions(target=Target.parse("sm_89"), backend="tensorrt-rtx", ranges=observe_ranges(cleaned, [feeds]))
+    result, = build(tmp_path / "model.onnx", tmp_path / "engines", ["fp16"], options)
+    why = {k["node"]: k["reason"] for k in kept_nodes(onnxio.load(result.typed_onnx))}
+    assert "on calibration data" in why.get("square", ""), why
+
+
 def test_if_subgraphs_stay_fp32_reading_outer_values_in_fp32(tmp_path):
     model, feeds = cases.if_subgraph()
     typed = typed_graph(model, Precision.FP16, None)

@@ -35,3 +35,22 @@ def test_streamed_metrics_match_hand_computation():
     assert s["snr_db"] == pytest.approx(10 * np.log10(15 / 2))
     assert s["top1_agreement"] == 1.0
     assert s["accuracy"] == 0.5 and s["baseline_accuracy"] == 0.5
+
+
+def test_one_value_a_sample_is_judged_by_its_cosine_across_the_samples():
+    """A frame's voicing confidence, one number a sample: its per-sample cosine is its sign, 0 where FP32
+    gives exactly 0 and the candidate 1e-6. SwiftF0's FP16, its voicing decisions 4 of 4096 off, read a
+    cosine of 0.957 that way and failed; across the samples it is what the values say."""
+    baseline = np.array([[0.0], [0.0], [0.9], [0.2], [0.6]])
+    candidate = np.array([[1e-6], [0.0], [0.9], [0.21], [0.58]])
+    m = OutputMetrics()
+    m.update(candidate[:2], baseline[:2])  # streamed over two batches
+    m.update(candidate[2:], baseline[2:])
+    summary = m.summary()
+    across = (candidate * baseline).sum() / np.sqrt((candidate ** 2).sum() * (baseline ** 2).sum())
+    assert summary["values_per_sample"] == 1
+    assert summary["cosine"] == pytest.approx(across) and summary["cosine_min"] == pytest.approx(across)
+    assert across > 0.999  # per sample: 0 on the first, a mean of 0.8
+    several = OutputMetrics()
+    several.update(np.hstack([candidate, candidate]), np.hstack([baseline, baseline]))
+    assert several.summary()["cosine"] == pytest.approx(0.8)  # two values a sample: per sample, as before

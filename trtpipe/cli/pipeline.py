@@ -77,7 +77,7 @@ def plan(target_text, backend_name, as_json):
 @UNQUANTIZED_OPTION
 @BLOCK_SIZE_OPTION
 @MIN_WEIGHTS_OPTION
-@data_option(help="samples: nodes whose activations on them leave FP16's range stay FP32 (default: constants only)")
+@data_option(help="samples: nodes whose activations on them leave FP16's range stay FP32 (default: the spec's calibration directory where it exists, else constants only)")
 @output_option("the typed ONNX to write")
 def quantize(model, precision, cache, exclude, spec_path, unquantized, block_size, min_weights, data_dir, output):
     """Write the typed ONNX for a precision (FP16/BF16 casts, INT8/FP8 Q/DQ, INT4/NVFP4 block-quantized).

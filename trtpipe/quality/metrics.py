@@ -50,6 +50,8 @@ class OutputMetrics:
     noise: float = 0.0
     cosine_sum: float = 0.0  # running sum and minimum: memory stays flat however many samples
     cosine_min: float = 1.0
+    dot: float = 0.0  # candidate . baseline and the candidate's energy, over every sample: the cosine across them
+    energy: float = 0.0
     top1: int = 0
     top5: int = 0
     correct_candidate: int = 0
@@ -70,6 +72,8 @@ class OutputMetrics:
         self.max_rel = max(self.max_rel, float((error / np.maximum(np.abs(baseline), 1e-6)).max(initial=0.0)))
         self.signal += float((baseline ** 2).sum())
         self.noise += float(((candidate - baseline) ** 2).sum())
+        self.dot += float((candidate * baseline).sum())
+        self.energy += float((candidate ** 2).sum())
         cosines = cosine_per_sample(candidate, baseline)
         self.cosine_sum += float(cosines.sum())
         self.cosine_min = min(self.cosine_min, float(cosines.min(initial=1.0)))
@@ -96,6 +100,13 @@ class OutputMetrics:
             # 1: each sample is one number (a same-or-not probability), whose cosine is only its sign
             "values_per_sample": self.elements / self.count if self.count else 0.0,
         }
+        if self.count and self.elements == self.count:
+            # One number a sample (a probability, a frame's confidence): its cosine is only its sign, 0 where
+            # FP32 gives exactly 0 and the candidate 1e-6 (SwiftF0's FP16 read 0.957 on unvoiced frames'
+            # confidences). The cosine of the samples' values together is the one that measures.
+            across = (self.dot / np.sqrt(self.energy * self.signal) if self.energy * self.signal > 0
+                      else float(self.noise == 0))
+            result["cosine"] = result["cosine_min"] = float(across)
         if self.classifier and self.count:
             result["top1_agreement"] = self.top1 / self.count
             result["top5_agreement"] = self.top5 / self.count

@@ -161,8 +161,9 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "outputs.transform": ("none", ("generic: \"FILE.py:FUNCTION\", relative to this file: a function that takes the "
                                    "output (a float64 array, samples first) and returns what the answer is read from, "
                                    "samples first (a face model's landmarks from its parameters, a pose's angles); every "
-                                   "generic metric is then of what it returns. It runs in trtpipe's process: name a file "
-                                   "you trust")),
+                                   "generic metric is then of what it returns. A function of two arguments also gets "
+                                   "FP32's outputs of the batch by name, to read the answer where another output says "
+                                   "(a pitch where FP32 hears one). It runs in trtpipe's process: name a file you trust")),
     "outputs.tolerance": ("none", ("generic, with transform: the distance within which a sample's answer counts as FP32's: "
                                    "the mean over its points (the transform's last axis is a point's coordinates; a "
                                    "vector is one point) of the Euclidean distance to FP32's; within_tolerance is the "

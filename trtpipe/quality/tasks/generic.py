@@ -9,12 +9,15 @@ answer is read from. Each value is weighed by its own size otherwise, and a valu
 spread can still move the answer most: 3DDFA's 62 face parameters passed at 18.9 dB on the worst,
 while its package's landmarks moved past 1% of the face on 7 faces of 128, all from the 12 camera
 entries, which rate best. With a `tolerance` too, within_tolerance is the share of samples whose
-answer stays within that distance of FP32's."""
+answer stays within that distance of FP32's. A transform of two arguments also gets FP32's outputs of the
+batch, by name: an answer that exists only where another output says so (a pitch where FP32 hears one)
+is read on both sides where FP32's says so."""
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+import inspect
 from collections.abc import Callable
 
 import numpy as np
@@ -81,6 +84,16 @@ def load_transform(text: str, output: str) -> Callable[[np.ndarray], np.ndarray]
     return found
 
 
+def takes_reference(function: Callable) -> bool:
+    """Return whether the user's transform takes a second argument: FP32's outputs of the batch, by name."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: called with the output alone
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
 def named(exc: BaseException) -> str:
     """Return "KeyError: its first line", as a user's function raised it."""
     line = first_line(exc)
@@ -105,11 +118,14 @@ class GenericTask(Task):
         self.within = self.measured = 0
         self.distance_max = 0.0
 
-    def _answer(self, values: np.ndarray, of: str) -> np.ndarray:
-        """Return the transform of `values` (of: "FP32's" or "the candidate's"), checked to be a row per sample."""
+    def _answer(self, values: np.ndarray, of: str, reference: dict) -> np.ndarray:
+        """Return the transform of `values` (of: "FP32's" or "the candidate's"), checked to be a row per sample;
+        a transform of two arguments gets `reference`, FP32's outputs of the batch, too."""
         where = f"--spec: [[outputs]] {self.output}: transform {self.spec.transform}"
         try:
-            answer = np.asarray(self.transform(values.copy()), np.float64)
+            given = (values.copy(), {k: np.array(v) for k, v in reference.items()}) if takes_reference(self.transform) \
+                else (values.copy(),)
+            answer = np.asarray(self.transform(*given), np.float64)
         except Exception as exc:  # noqa: BLE001 - the user's function: any error it raises is theirs to fix
             raise TrtpipeError(f"{where} raised {named(exc)} on {of} output; fix the function") from None
         if answer.ndim == 0 or len(answer) != len(values):
@@ -119,11 +135,11 @@ class GenericTask(Task):
 
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
         if self.transform is not None:
-            baseline = self._answer(baseline, "FP32's")
+            baseline = self._answer(baseline, "FP32's", want)
             if not np.isfinite(baseline).all():
                 raise TrtpipeError(f"--spec: [[outputs]] {self.output}: transform {self.spec.transform} returned NaN "
                                    "or Inf for FP32's output; return finite answers")
-            candidate = self._answer(np.nan_to_num(candidate), "the candidate's")
+            candidate = self._answer(np.nan_to_num(candidate), "the candidate's", want)
             if candidate.shape != baseline.shape:
                 raise TrtpipeError(f"--spec: [[outputs]] {self.output}: transform {self.spec.transform} returned "
                                    f"{list(candidate.shape)} for the candidate and {list(baseline.shape)} for FP32; "
