@@ -733,6 +733,50 @@ def age_resnet(name: str, code: Path) -> Judge:
     return judge
 
 
+# Speech quality: what a user reads is the package's three opinion scores of a clip (SIG, BAK, OVRL on
+# 1-5). A typed model passes when each of them is within 0.1 of FP32's on >= 99% of clips: DNSMOS's authors
+# report systems by two decimals and the challenge's rankings separate them by tenths; 0.1 is a change a
+# reader would take for a different system.
+MOS_POINTS = 0.1
+
+
+def dnsmos(name: str, code: Path) -> Judge:
+    """Scores by speechmos's own DNSMOS.__call__ (the 9.01 s window it cuts, the session, get_polyfit_val's
+    quadratics onto 1-5, the mean over a clip's windows: one window here), on the validation clips as the
+    package receives them (the float32 arrays validate fed). Its P.808 model (a second model, fed log mel
+    features from librosa) is not judged: librosa is a stand-in whose mel spectrogram is zeros, and the
+    `requests` its module imports and never uses is an empty module."""
+    librosa = types.ModuleType("librosa")
+    librosa.feature = types.SimpleNamespace(melspectrogram=lambda y, n_fft, hop_length, n_mels, **_: np.zeros(
+        (n_mels, 1 + (len(y) + 2 * (n_fft // 2) - n_fft) // hop_length), np.float32))  # librosa's frames, centred
+    librosa.power_to_db = lambda spectrum, ref: spectrum
+    requests = types.ModuleType("requests")
+    requests.session = None
+    sys.modules.update(librosa=librosa, requests=requests)
+    package = module(code / "speechmos" / "dnsmos.py", "speechmos_dnsmos")
+    models = code / "speechmos" / "dnsmos_models"
+    rater = package.DNSMOS(str(models / "sig_bak_ovr.onnx"), str(models / "model_v8.onnx"))
+    clips = [clip for batch in samples(name) for clip in batch["input_1"]]
+
+    def read(path: Path) -> np.ndarray:
+        rater.onnx_sess = session(path)
+        scores = [rater(clip, 16000, False) for clip in clips]
+        return np.array([[s["sig_mos"], s["bak_mos"], s["ovrl_mos"]] for s in scores])
+
+    want = read(fp32(name))
+
+    def judge(precision: str) -> Score:
+        got = read(typed(name, precision))
+        moved = np.abs(got - want)
+        near = same_share([True] * len(want), [bool((m <= MOS_POINTS).all()) for m in moved],
+                          f"clips (SIG, BAK and OVRL each within {MOS_POINTS})", LABELS_SAME)
+        return Score(f"{near.text}; mean change SIG {moved[:, 0].mean():.3f}, BAK {moved[:, 1].mean():.3f}, OVRL "
+                     f"{moved[:, 2].mean():.3f}, largest {moved.max():.3f}; FP32 reads OVRL {want[:, 2].min():.2f} to "
+                     f"{want[:, 2].max():.2f}", near.passed)
+
+    return judge
+
+
 # Speech enhancement: what a user hears is the waveform the package overlap-adds, and how much of the
 # noise it took away. A typed model passes when its enhanced speech is within 0.5 dB SI-SDR (against the
 # clean speech) of FP32's on every utterance: 0.5 dB is about the smallest difference between two
@@ -979,6 +1023,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "captcha-crnn": captcha_crnn,
     "centerface": centerface,
     "ddddocr-det": ddddocr_det,
+    "dnsmos": dnsmos,
     "gtcrn": gtcrn,
     "khmersm": khmersm,
     "effword-resnet50": embedding("feature_output"),
@@ -1018,6 +1063,7 @@ CHECKS = {
     "ppocr-cls": f"rotate decisions equal on >= {LABELS_SAME:.0%}",
     "silero-vad": f"speech decisions equal on >= {LABELS_SAME:.0%}",
     "u2netp": f"mask IoU >= {MASK_IOU}",
+    "dnsmos": f"opinion scores (the package's SIG, BAK, OVRL) each within {MOS_POINTS} of FP32's on >= {LABELS_SAME:.0%}",
     "gtcrn": f"enhanced speech (the package's waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every utterance",
     "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",
     "slanet-table": f"tables (the package's structure tokens, and every cell box at IoU >= {BOX_IOU} of FP32's) equal on "

@@ -3,7 +3,8 @@ pages and text lines rendered with Pillow from real English prose, captchas, tok
 speech-like audio (with the recurrent state the model itself carries, or as log-mel features),
 scenes and face chips with the real faces of scikit-image's LFW subset, the bytes of real files, photos
 watermarked by a wheel's own encoder, speech-like audio in noise as a denoiser's STFT frames, and
-monophonic melodies (sung, piano, flute, bowed) as a pitch tracker hears them.
+monophonic melodies (sung, piano, flute, bowed) as a pitch tracker hears them, and speech clean or
+degraded (noise, reverberation, clipping, a telephone band, lost packets) as a quality rater hears it.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
 keeps the calibration and validation sets apart. `make(kind, ...)` picks the maker by the
@@ -1106,6 +1107,70 @@ def write_melodies(directory: Path, count: int, seed: int, samples: int = 32768,
                  source=np.array(source))
 
 
+DNSMOS_SAMPLES = 144160  # 9.01 s at 16 kHz: the one window the package's DNSMOS scores at a time
+
+
+def degraded(rng: np.random.Generator, clean: np.ndarray, rate: int = 16000) -> tuple[np.ndarray, str]:
+    """Return `clean` speech as a recording or a call brings it to a quality rater, and what was done: kept
+    clean, or in background noise (noise()) at -5 to 30 dB SNR, in a reverberant room (RT60 0.3-1.2 s), clipped,
+    band-limited to a telephone's 300-3400 Hz, with 20 ms packets lost, or quantized to 6-8 bits; one
+    clip in three gets two of them (noise after the rest, as a room's noise is)."""
+    from scipy.signal import butter, fftconvolve, sosfilt
+
+    def reverb(x: np.ndarray) -> np.ndarray:
+        rt60 = rng.uniform(0.3, 1.2)
+        t = np.arange(int(rt60 * rate)) / rate
+        response = rng.normal(0, 1, len(t)) * np.exp(-6.9 * t / rt60)
+        response[0] = 1.0 / max(np.sqrt(np.sum(response[1:] ** 2)), 1e-9) * rng.uniform(0.5, 2.0)
+        return fftconvolve(x, response)[:len(x)]
+
+    def clip(x: np.ndarray) -> np.ndarray:
+        level = np.abs(x).max() * rng.uniform(0.05, 0.3)
+        return np.clip(x, -level, level)
+
+    def telephone(x: np.ndarray) -> np.ndarray:
+        return sosfilt(butter(6, [300, 3400], "bandpass", fs=rate, output="sos"), x)
+
+    def packets(x: np.ndarray) -> np.ndarray:
+        out, frame = x.copy(), int(0.02 * rate)
+        for start in range(0, len(x), frame):
+            if rng.random() < rng.uniform(0.05, 0.2):
+                out[start:start + frame] = 0
+        return out
+
+    def quantized(x: np.ndarray) -> np.ndarray:
+        step = np.abs(x).max() / 2 ** (int(rng.integers(6, 9)) - 1)
+        return np.round(x / step) * step
+
+    effects = {"reverb": reverb, "clipped": clip, "telephone": telephone, "packet_loss": packets,
+               "quantized": quantized}
+    kind = str(rng.choice(["clean", "noise", "noise", "noise", *effects]))
+    out, done = clean.astype(np.float64), []
+    if kind in effects or (kind == "noise" and rng.random() < 1 / 3):
+        first = kind if kind in effects else str(rng.choice(list(effects)))
+        out, done = effects[first](out), [first]
+    if kind == "noise" or (kind in effects and rng.random() < 1 / 3):
+        snr = rng.uniform(-5, 30)
+        speech_rms = np.sqrt(np.mean(clean.astype(np.float64) ** 2))
+        out = out + noise(rng, len(out), rate) * speech_rms / 10 ** (snr / 20)
+        done.append(f"noise {snr:.0f} dB")
+    return out, " + ".join(done) or "clean"
+
+
+def write_rated_speech(directory: Path, count: int, seed: int, samples: int = DNSMOS_SAMPLES) -> None:
+    """9.01 s clips of 16 kHz speech-like audio (tilted_speech()) as the speechmos package's DNSMOS scores
+    them: clean, or degraded as a call or a recording degrades speech (degraded()), at a peak drawn from
+    0.05 to 0.95 (the package refuses audio outside [-1, 1]); one .npz a clip, `input_1` [samples]. What
+    was done to each clip is kept in truth/ for the judge, read by no step of trtpipe."""
+    rng = np.random.default_rng(seed)
+    (directory / "truth").mkdir()
+    for i in range(count):
+        audio, condition = degraded(rng, tilted_speech(rng, samples / 16000 + 0.01)[:samples])
+        audio *= rng.uniform(0.05, 0.95) / max(np.abs(audio).max(), 1e-9)
+        np.savez(directory / f"{i:04d}.npz", input_1=audio.astype(np.float32))
+        np.savez(directory / "truth" / f"{i:04d}.npz", condition=np.array(condition))
+
+
 # The decoders the packages ship, for the inputs of the taggers that decode a path (make_data writes them).
 DECODERS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "morpheme_words": bies_transitions, "khmer_text": crf_transitions,
@@ -1119,7 +1184,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "khmer_text": write_khmer_text, "name_units": write_name_units, "glyph_pairs": write_glyph_pairs,
     "watermarked_frames": write_watermarked_frames, "face_chips": write_face_chips,
     "noisy_speech": write_noisy_speech, "face_rois": write_face_rois, "tables": write_tables,
-    "melodies": write_melodies,
+    "melodies": write_melodies, "rated_speech": write_rated_speech,
 }
 
 

@@ -72,6 +72,37 @@ def test_activations_beyond_fp16_on_calibration_data_stay_fp32(tmp_path):
     assert cosine(got, expected) >= 0.9999
 
 
+
+def test_a_floor_that_fp16_flushes_to_zero_keeps_its_max_in_fp32(tmp_path):
+    """DNSMOS's STFT: log(max(|X|^2, 1e-12)), the Keras idiom. Max was exempt from the constant rule (a bound
+    beyond FP16's max only saturates), so its floor went to FP16 as 0 and a silent frame's log was -inf:
+    deploy's FP16 of DNSMOS gave non-finite scores on 2 of 8 clips. A floor that flushes to zero keeps
+    its Max in FP32; a clamp at FP32's max still converts."""
+    from onnx import helper, numpy_helper
+
+    import models
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 64])
+    nodes = [helper.make_node("Mul", ["x", "x"], ["power"], name="power"),
+             helper.make_node("Max", ["floor", "power"], ["floored"], name="floor"),
+             helper.make_node("Log", ["floored"], ["log"], name="log"),
+             helper.make_node("Min", ["log", "ceiling"], ["y"], name="ceiling")]
+    inits = [numpy_helper.from_array(np.array([1e-12], np.float32), "floor"),
+             numpy_helper.from_array(np.array([np.finfo(np.float32).max], np.float32), "ceiling")]
+    model = models._model(helper.make_graph(nodes, "g", [x], [y], inits))
+    audio = np.random.default_rng(0).normal(0, 0.1, (4, 64)).astype(np.float32)
+    audio[:, 20:40] = 0.0  # a lost packet: digital silence
+    feeds = {"x": audio}
+    expected, = run(model, feeds, tmp_path / "fp32.onnx")
+    typed = typed_graph(model, Precision.FP16, None)
+    why = reasons(typed.kept)
+    assert "floor" in why and "loses 100% of its non-zero values to zero" in why["floor"]
+    assert "ceiling" not in why  # FP32's max saturates to inf in FP16: still no bound, converted as before
+    got, = run(typed.model, feeds, tmp_path / "fp16.onnx")
+    assert np.isfinite(got).all() and np.isfinite(expected).all()
+    assert cosine(got, expected) >= 0.9999
+
 def _with_spec_data(tmp_path, model, feeds):
     """Save `model` and a spec whose calibration directory holds `feeds`' samples (and no --data is given)."""
     import models

@@ -51,7 +51,9 @@ MOVES = frozenset({"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Tr
 # tensors, not the sequences holding them, so these stay FP32 with every sequence, whoever fills it.
 SEQUENCE_OPS = frozenset({"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceAt", "SequenceErase",
                           "SequenceLength", "SplitToSequence", "ConcatFromSequence", "SequenceMap"})
-# Ops that clamp with their constants: a constant beyond the range may saturate there harmlessly.
+# Ops that clamp with their constants: a constant beyond the range may saturate there harmlessly. A non-zero
+# bound that FP16 flushes to zero is not harmless: Max(x, 1e-12) before a Log (DNSMOS's STFT, the Keras idiom)
+# becomes Max(x, 0), and a silent bin's log is -inf.
 SATURATING = frozenset({"Clip", "Min", "Max"})
 
 HALF_RANGE = {Precision.FP16: (65504.0, 2.0**-25), Precision.BF16: (3.3895e38, 2.0**-134)}  # max, rounds to 0 below
@@ -157,7 +159,7 @@ def kept_reasons(model, precision, is_float, keep, default_keep, ranges) -> dict
             reason = f"custom-domain op ({node.domain}): no half-precision type known"
         elif not _has_half_kernel(node, opset):
             reason = f"ONNX {node.op_type} (opset {opset}) has no float16 type"
-        if reason is None and node.op_type not in SATURATING:
+        if reason is None:
             for name in node.input:
                 value = constants.get(name)
                 array = numpy_helper.to_array(value) if value is not None else None
@@ -165,7 +167,8 @@ def kept_reasons(model, precision, is_float, keep, default_keep, ranges) -> dict
                     array = toolkit.constant_value(constant_nodes[name])
                 if array is None or array.dtype != np.float32:
                     continue
-                reason = _constant_out_of_range(name, array, fmax, tiny, precision)
+                reason = _constant_out_of_range(name, array, fmax, tiny, precision,
+                                                overflow=node.op_type not in SATURATING)
                 if reason:
                     break
         if reason is None and node.op_type == "Constant":
@@ -189,9 +192,12 @@ def kept_reasons(model, precision, is_float, keep, default_keep, ranges) -> dict
     return reasons
 
 
-def _constant_out_of_range(name: str, array: np.ndarray, fmax: float, tiny: float, precision) -> str | None:
+def _constant_out_of_range(name: str, array: np.ndarray, fmax: float, tiny: float, precision,
+                           overflow: bool = True) -> str | None:
+    """Return why `array` cannot be `precision` (beyond its max, when `overflow` counts; or its non-zero
+    values flushed to zero), else None."""
     finite = np.abs(array[np.isfinite(array)])
-    if finite.size and finite.max() > fmax:
+    if overflow and finite.size and finite.max() > fmax:
         return f"constant '{name}' reaches {finite.max():.3g}, beyond {precision}'s {fmax:.6g}"
     nonzero = finite[finite > 0]
     if nonzero.size:

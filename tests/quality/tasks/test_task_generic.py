@@ -249,3 +249,53 @@ def test_a_transform_of_two_arguments_reads_where_fp32s_other_output_says(cli, t
     assert judge("unvoiced.onnx", "voiced_cents") == (0, 1.0)
     assert judge("voiced.onnx", "voiced_cents") == (1, 0.0)
     assert judge("m.onnx", "voiced_cents") == (0, 1.0)
+
+
+def _ratings(weights):
+    """A rater of three opinion scores a sample ([N, 3], as DNSMOS's SIG, BAK and OVRL): 2.5 + tanh(x . w)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import models
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])
+    y = helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", 3])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["z"]), helper.make_node("Tanh", ["z"], ["t"]),
+             helper.make_node("Add", ["t", "b"], ["scores"])]
+    inits = [numpy_helper.from_array(weights.astype(np.float32), "w"), numpy_helper.from_array(np.full(3, 2.5, np.float32), "b")]
+    return models._model(helper.make_graph(nodes, "g", [x], [y], inits))
+
+
+def test_a_score_a_sample_is_judged_against_its_spread_not_its_size(cli, tmp_path):
+    """DNSMOS's three quality scores sit at 1 to 4 with a spread of about 0.9: its INT8 moved them by 0.36
+    to 0.41 (root mean square) and passed at a worst channel of 17.2 dB, the error measured against the scores
+    themselves, while its package's ratings moved by 0.2 on average. Against FP32's spread over the
+    samples the same error is 7 to 8 dB, under INT8's 9.6; a candidate whose error is small beside the spread passes."""
+    rng = np.random.default_rng(0)
+    weights = rng.normal(0, 0.25, (16, 3))
+    x = rng.normal(0, 1, (64, 16)).astype(np.float32)
+    save(_ratings(weights), tmp_path / "m.onnx")
+    save_batches(tmp_path / "data", x)
+    int8 = DEFAULT_THRESHOLDS["int8"]  # the candidate is an FP32 graph: judged by INT8's minimums, as spec'd
+    (tmp_path / "m.toml").write_text('task = "generic"\n[thresholds.fp32]\n' + "".join(
+        f"{m} = {int8[m]}\n" for m in ("cosine", "channel_cosine_min", "channel_snr_db_min")))
+
+    def judged(noise):
+        moved = weights + noise * rng.normal(0, 0.25, weights.shape)
+        save(_ratings(moved), tmp_path / "moved.onnx")
+        code, out, err = cli("validate", tmp_path / "moved.onnx", "--baseline", tmp_path / "m.onnx", "--data",
+                             tmp_path / "data", "--spec", tmp_path / "m.toml", "--json")
+        assert code in (0, 1), err
+        return code, json.loads(out), np.tanh(x.astype(np.float64) @ moved) + 2.5
+
+    want = np.tanh(x.astype(np.float64) @ weights) + 2.5
+    code, report, got = judged(0.6)
+    scores, noise = report["outputs"]["scores"], ((got - want) ** 2).sum(0)
+    against_scores = 10 * np.log10((want ** 2).sum(0) / noise)  # what the SNR was taken against before
+    against_spread = 10 * np.log10(((want - want.mean(0)) ** 2).sum(0) / noise)
+    assert against_scores.min() > int8["channel_snr_db_min"] > against_spread.min()
+    assert scores["cosine"] > 0.99 and scores["channel_cosine_min"] > 0.95  # both blind to it
+    assert code == 1 and "channel_snr_db_min" in {c["metric"] for c in report["checks"] if not c["passed"]}
+    assert scores["channel_snr_db_min"] == pytest.approx(against_spread.min(), abs=0.01)
+    assert scores["channel_snr_about_mean"] == 1
+    code, report, _ = judged(0.05)
+    assert code == 0, report["checks"]
