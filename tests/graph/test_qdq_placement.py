@@ -136,6 +136,19 @@ def test_fp8_quantizes_a_model_of_small_convs_alone_whole():
     assert insert_qdq(wide, table_for(wide, wide_feeds), Precision.FP8)[1] == ["c1"]
 
 
+def test_fp8_quantizes_the_wide_convs_of_large_kernels_when_nothing_else_is_left():
+    """RivaGAN's decoder: every Conv has an 11x11 kernel, and two read the image on 3 channels. The rule
+    steps aside only as far as it must: the wide Convs are quantized, the narrow stems stay in FP16."""
+    model, feeds = conv_chain([(3, 32, 7), (32, 32, 7), (32, 8, 7)])
+    table = table_for(model, feeds)
+    typed, quantized = insert_qdq(model, table, Precision.FP8)
+    assert quantized == ["c1"]
+    assert [(layer["node"], layer["reason"]) for layer in unquantized_layers(typed)] == [
+        ("c0", "fp8: 3 input and 32 output channels per group, at most 16 on one side"),
+        ("c2", "fp8: 32 input and 8 output channels per group, at most 16 on one side")]
+    assert [n.name for n in quantizable_layers(model, table, precision=Precision.FP8)] == ["c1"]
+
+
 def test_leaving_the_depthwise_conv_out_keeps_the_typed_graph_close(tmp_path):
     model, feeds = mobile_block()
     table = table_for(model, feeds)

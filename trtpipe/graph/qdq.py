@@ -24,7 +24,9 @@ bits cannot hold, and a few products per output average no rounding out. On YOLO
 from F1 0.693 to 0.889 (docs/zoo.md, "Calibration methods"). A ConvTranspose is held to the same
 rule, for the same reasons (Model Optimizer quantizes none in FP8): GTCRN's decoder is eleven
 transposed convolutions of 1 to 16 channels a side, and leaving them in FP16 lifts its worst channel
-from 11.3 to 15.0 dB (docs/zoo.md, "FP8 beside Model Optimizer, layer by layer").
+from 11.3 to 15.0 dB (docs/zoo.md, "FP8 beside Model Optimizer, layer by layer"). Where the rule
+would leave nothing quantized it steps aside as far as it must (fp8_small_rule): first the kernel's
+size, then all of it.
 """
 
 from __future__ import annotations
@@ -122,10 +124,10 @@ def depthwise(node, values: dict[str, np.ndarray]) -> bool:
     return group > 1 and weight.ndim >= 2 and weight.shape[1] < MIN_GROUP_CHANNELS
 
 
-def small_for_fp8(node, values: dict[str, np.ndarray]) -> str | None:
+def small_for_fp8(node, values: dict[str, np.ndarray], rule: str = "all") -> str | None:
     """Return why FP8 leaves the Conv or ConvTranspose `node` unquantized (few channels, a large kernel),
-    None if it does not."""
-    if node.op_type not in ("Conv", "ConvTranspose") or len(node.input) < 2 or node.input[1] not in values:
+    None if it does not. `rule` is fp8_small_rule's: "all", "channels" (the kernel's size no reason) or "off"."""
+    if rule == "off" or node.op_type not in ("Conv", "ConvTranspose") or len(node.input) < 2 or node.input[1] not in values:
         return None
     weight = values[node.input[1]]
     if weight.ndim < 3:
@@ -135,7 +137,7 @@ def small_for_fp8(node, values: dict[str, np.ndarray]) -> str | None:
     kernel = int(np.prod(weight.shape[2:]))
     if min(outputs, inputs) <= FP8_MIN_CHANNELS:
         return f"fp8: {inputs} input and {outputs} output channels per group, at most {FP8_MIN_CHANNELS} on one side"
-    if kernel > FP8_MAX_KERNEL:
+    if kernel > FP8_MAX_KERNEL and rule == "all":
         return f"fp8: a kernel of {kernel} elements, over {FP8_MAX_KERNEL}"
     return None
 
@@ -149,11 +151,11 @@ def weight_elements(node, constants: set[str], values: dict[str, np.ndarray]) ->
 
 def why_left_out(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
                  quantize_depthwise: bool = False, min_weights: int = 0,
-                 precision: Precision | None = None, fp8_small: bool = True) -> str | None:
+                 precision: Precision | None = None, fp8_small: str = "all") -> str | None:
     """Return why Q/DQ insertion leaves the Conv/MatMul/Gemm `node` unquantized, None if it quantizes it:
     an activation without a scale, a depthwise Conv unless `quantize_depthwise`, fewer than
-    `min_weights` weight elements, in FP8 (when `fp8_small`) a Conv of few channels or a large kernel
-    (see the module's doc)."""
+    `min_weights` weight elements, in FP8 a Conv of few channels or a large kernel as far as `fp8_small`
+    (fp8_small_rule's answer) says (see the module's doc)."""
     missing = [name for name in activation_inputs(node, constants) if name not in table.amax]
     if missing:
         return f"no scale for '{missing[0]}' in the cache"
@@ -161,28 +163,35 @@ def why_left_out(node, constants: set[str], table: CalibrationTable, values: dic
         return f"depthwise convolution: TensorRT-RTX pads a quantized one's groups to {MIN_GROUP_CHANNELS} channels"
     if min_weights and (count := weight_elements(node, constants, values)) < min_weights:
         return f"{count} weight elements, under min_weights {min_weights}"
-    if precision is Precision.FP8 and fp8_small:
-        return small_for_fp8(node, values)
+    if precision is Precision.FP8:
+        return small_for_fp8(node, values, fp8_small)
     return None
 
 
 def fp8_small_rule(nodes, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
                    quantize_depthwise: bool = False, min_weights: int = 0, precision: Precision | None = None,
-                   exclude=()) -> bool:
-    """Return True when FP8 leaves its small Convs out (small_for_fp8): only while some layer stays quantized.
+                   exclude=()) -> str:
+    """Return how much of FP8's small-Conv rule (small_for_fp8) holds: the most that leaves some layer quantized.
 
-    A model made of small Convs alone (Basic Pitch: every Conv has at most 16 channels on a side or a
-    kernel over 32 elements) would have nothing quantized, and its FP8 build nothing to build."""
+    "all" where it can. A model whose Convs all have few channels or a large kernel would have nothing
+    quantized and its FP8 build nothing to build: "channels" then quantizes the wide Convs of large
+    kernels and keeps the narrow ones out, the stem reading the input among them (RivaGAN's decoder:
+    four 11x11 Convs, two of them reading the image, whose watermark is a grey level or two that E4M3
+    rounds to steps of up to 9). "off" where even that leaves nothing: Basic Pitch, every Conv at most
+    16 channels on a side, quantized whole as in INT8."""
     if precision is not Precision.FP8:
-        return False
-    return any(activation_inputs(node, constants) and not node_matches(node, exclude)
-               and why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision) is None
-               for node in nodes)
+        return "off"
+    for rule in ("all", "channels"):
+        if any(activation_inputs(node, constants) and not node_matches(node, exclude)
+               and why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision, rule) is None
+               for node in nodes):
+            return rule
+    return "off"
 
 
 def quantizable(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
                 quantize_depthwise: bool = False, min_weights: int = 0, precision: Precision | None = None,
-                fp8_small: bool = True) -> bool:
+                fp8_small: str = "all") -> bool:
     """Return True if Q/DQ insertion for `precision` quantizes `node`: a Conv/MatMul/Gemm with an
     activation input that nothing leaves out (why_left_out)."""
     return (bool(activation_inputs(node, constants))
