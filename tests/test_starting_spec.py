@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import zoo
 from conftest import needs_rtx
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import models
 from trtpipe.spec import load_spec
@@ -444,23 +444,48 @@ def _nms_detector(batch=1):
     return models._model(graph)
 
 
-def test_init_reads_a_list_of_detections_after_nms_as_no_samples(cli, tmp_path):
+def test_init_and_validate_read_a_detectors_own_detections_after_nms(cli, tmp_path):
     """A detector ending in NonMaxSuppression: init took boxes [num_dets, 4] for a classifier's logits, and validate
-    on its spec stopped with exit 2 ('10 on its batch axis for a batch of 1 samples'). Its rows are detections:
-    init reads that from the graph, and validate judges the values of each run's list."""
+    on its spec stopped with exit 2 ('10 on its batch axis for a batch of 1 samples'); then judged each run's list
+    as values, which stops with exit 2 as soon as FP32 and the candidate keep different counts of boxes, as a
+    quantized detector does. init reads the list, its scores and labels from the graph (layout detections), and
+    validate matches the candidate's boxes to FP32's, each run a sample, whatever their counts."""
     models.save(_nms_detector(), tmp_path / "det.onnx")
-    models.save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (8, 3, 4, 4)).astype(np.float32), per_file=1)
+    models.save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (16, 3, 4, 4)).astype(np.float32), per_file=1)
     code, _out, err = cli("init", tmp_path / "det.onnx", "--data", tmp_path / "data", "-o", tmp_path / "det.toml")
     assert code == 0, err
     text = (tmp_path / "det.toml").read_text()
-    assert 'task = "generic"' in text and "made from NonMaxSuppression's selection" in text, text
+    assert 'task = "detection"' in text and "made from NonMaxSuppression's selection" in text, text
     spec = load_spec(tmp_path / "det.toml")
-    assert {o.name: o.batch_axis for o in spec.outputs} == {"boxes": None, "scores": None}
+    boxes, = spec.outputs
+    assert (boxes.name, boxes.layout, boxes.batch_axis, boxes.score_output, boxes.class_output) == (
+        "boxes", "detections", None, "scores", "labels")
+    # a candidate whose scores moved (their weights doubled): NMS keeps fewer boxes on some samples
+    moved = _nms_detector()
+    weight = next(i for i in moved.graph.initializer if i.name == "w")
+    values = numpy_helper.to_array(weight).copy()
+    values[4] *= 2
+    weight.CopyFrom(numpy_helper.from_array(values, "w"))
+    models.save(moved, tmp_path / "moved.onnx")
+    import onnxruntime
+
+    sessions = [onnxruntime.InferenceSession(tmp_path / name, providers=["CPUExecutionProvider"])
+                for name in ("det.onnx", "moved.onnx")]
+    counts = [tuple(len(session.run(["boxes"], {"x": x[None]})[0]) for session in sessions)
+              for x in np.random.default_rng(0).normal(0, 1, (16, 3, 4, 4)).astype(np.float32)]
+    assert any(a != b for a, b in counts), counts
+    code, out, err = cli("validate", tmp_path / "moved.onnx", "--baseline", tmp_path / "det.onnx", "--spec",
+                         tmp_path / "det.toml", "--data", tmp_path / "data", "--json")
+    assert code in (0, 1), err
+    judged = json.loads(out)["outputs"]["boxes"]
+    assert judged["task"] == "detection" and judged["samples"] == 16
+    assert judged["baseline_boxes"] == sum(a for a, _ in counts)
+    assert judged["candidate_boxes"] == sum(b for _, b in counts)
     code, out, err = cli("validate", tmp_path / "det.onnx", "--baseline", tmp_path / "det.onnx", "--spec",
-                         tmp_path / "det.toml", "--json")
+                         tmp_path / "det.toml", "--data", tmp_path / "data", "--json")
     assert code == 0, err
-    assert json.loads(out)["outputs"]["boxes"]["task"] == "generic"
-    # where no graph is read (validate without a spec), the name and shape say it
+    assert json.loads(out)["outputs"]["boxes"]["recall"] == 1.0
+    # where no graph is read (validate without a spec), the name and shape say it, and no scores are found
     assert guess_task([], facts(("det_boxes", [-1, 4], "float32"))).task == "generic"
     assert guess_task([], facts(("logits", [-1, 4], "float32"))).task == "classification"
 

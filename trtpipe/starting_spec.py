@@ -26,6 +26,7 @@ STATE_NAME = re.compile(r"cache|state|hidden|past|memory", re.IGNORECASE)
 # `pooler_output`), and a list of detections' (`boxes`, `det_boxes`, `bboxes`): read where the graph says nothing.
 EMBEDDING_NAME = re.compile(r"embed|feature|descriptor|pooler|vector", re.IGNORECASE)
 BOXES_NAME = re.compile(r"box|det", re.IGNORECASE)
+CLASS_NAME = re.compile(r"class|label|cls|categor", re.IGNORECASE)
 
 
 @dataclass
@@ -144,6 +145,10 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
     if detections(first):
         how = ("made from NonMaxSuppression's selection" if first.made_by == "nms"
                else "named as boxes are, of 4 coordinates")
+        keys = detection_keys(first, outputs)
+        if keys is not None:
+            return TaskGuess("detection", f"output '{first.name}' [{'x'.join(map(_dim, first.shape))}] is {how}: the "
+                                          "model's own detections after NMS, matched box to box, each run a sample", keys)
         return TaskGuess("generic", f"output '{first.name}' [{'x'.join(map(_dim, first.shape))}] is {how}: a list "
                                     "of detections after NMS, one row a box, not a sample; no task reads such a "
                                     "list, so its values are judged, the whole of each run's as one")
@@ -198,6 +203,27 @@ def detections(output: TensorFacts) -> bool:
     if output.made_by == "nms":
         return len(output.shape) <= 2
     return len(output.shape) == 2 and output.shape[0] < 0 and output.shape[1] == 4 and bool(BOXES_NAME.search(output.name))
+
+
+def detection_keys(boxes: TensorFacts, outputs: list[TensorFacts]) -> dict[str, str] | None:
+    """Return the [[outputs]] keys that read `boxes` (detections after NMS) as layout detections: its scores
+    and classes, a value a box, beside it ([?] outputs NMS made too, or of its rows), or after the box in
+    its own rows ([?, 5 or 6]); None when no scores are found."""
+    keys = {"layout": "detections", "batch_axis": "none"}
+    if boxes.shape and boxes.shape[-1] in (5, 6):
+        return keys
+    if not boxes.shape or boxes.shape[-1] != 4:
+        return None
+    beside = [o for o in outputs if o.name != boxes.name and len(o.shape) == 1
+              and (o.made_by == "nms" or o.shape[0] == boxes.shape[0] < 0)]
+    scores = next((o for o in beside if is_float(o.dtype) and not CLASS_NAME.search(o.name)), None)
+    if scores is None:
+        return None
+    keys["score_output"] = scores.name
+    classes = next((o for o in beside if o is not scores and (CLASS_NAME.search(o.name) or not is_float(o.dtype))), None)
+    if classes is not None:
+        keys["class_output"] = classes.name
+    return keys
 
 
 def carried_states(inputs: list[TensorFacts], outputs: list[TensorFacts]) -> set[str]:
@@ -565,7 +591,12 @@ OUTPUT_SHAPES = "read from the outputs' shapes"
 KEY_WHY = {"padding_input": ("its padded steps (padding_value, or false in a mask) are not judged: a tagger's tags "
                              "after the word mean nothing"),
            "padding_value": "the id taken as padding; set the tokenizer's, or remove both if every id is a token",
-           "layout": "N the samples, T a step per token (as long as each sample), C the channels where there are any"}
+           "layout": "N the samples, T a step per token (as long as each sample), C the channels where there are any",
+           ("layout", "detections"): ("the model's own detections after its NMS, matched box to box: FP32 and the "
+                                      "candidate may keep different counts"),
+           "batch_axis": "each run's detections are one sample",
+           "score_output": "a score a box",
+           "class_output": "a class a box"}
 
 
 def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, int]],
@@ -588,7 +619,7 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
     # the layout read from the first output holds for every output of its shape (SwiftF0's confidence, a value
     # a frame beside the pitch a frame: without it, its frames were judged as channels)
     shape = next(o.shape for o in floats if o.name == keyed)
-    alike = {o.name for o in floats if "layout" in first_keys and o.shape == shape}
+    alike = {o.name for o in floats if first_keys.get("layout", "detections") != "detections" and o.shape == shape}
     # a face head's maps (its *_output keys): read by the heatmap's entry; other string keys name no output
     read = {value for key, value in first_keys.items() if key.endswith("_output")}
     lines = []
@@ -598,7 +629,7 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
         lines += ["[[outputs]]", f"name = {toml_string(output.name)}"]
         if output.name == keyed and first_keys:
             lines += [f"{key} = {toml_string(value) if isinstance(value, str) else value}  # CHECK: "
-                      f"{KEY_WHY.get(key, OUTPUT_SHAPES)}" for key, value in first_keys.items()]
+                      f"{KEY_WHY.get((key, value), KEY_WHY.get(key, OUTPUT_SHAPES))}" for key, value in first_keys.items()]
         elif output.name in alike:
             lines.append(f"layout = {toml_string(first_keys['layout'])}  # CHECK: {KEY_WHY.get('layout', OUTPUT_SHAPES)}")
         elif read:  # beside a face head: the spec's task would make it a heatmap

@@ -155,3 +155,21 @@ def test_heatmap_regions_are_8_connected_over_the_maps_own_range_and_scaled_to_t
     np.testing.assert_allclose(peaks, [0.95])
     # 0.8 of the range 0.1..0.95 is 0.78: the lone cell at 0.85 is over it; a flat map has no region
     assert len(heatmap_regions(heat, 0.8, 1, None)[0]) == 2 and len(heatmap_regions(np.ones((4, 4)), 0.8, 1, None)[0]) == 0
+
+
+def test_a_models_own_detections_are_matched_box_to_box_whatever_their_counts():
+    """Rows [detections, 6] (x1, y1, x2, y2, score, class), as an end-to-end export writes them after its NMS:
+    the candidate lost one box and moved another; each run is one sample, judged by the match, not by values."""
+    from trtpipe.quality.tasks import make_task
+    from trtpipe.spec.model import OutputSpec
+
+    want = np.array([[10, 10, 50, 50, 0.9, 0], [60, 60, 90, 100, 0.8, 1], [5, 70, 30, 95, 0.4, 2]], np.float32)
+    got = np.array([[10, 10, 50, 50, 0.88, 0], [64, 60, 94, 100, 0.79, 1]], np.float32)
+    task = make_task(OutputSpec("dets", "detection", "detections", batch_axis=None))
+    task.update({"dets": got}, {"dets": want}, ["a"], {})
+    task.update({"dets": want[:1] + 20}, {"dets": want[:1] + 20}, ["b"], {})
+    task.finish()
+    metrics = task.summary()
+    assert (metrics["baseline_boxes"], metrics["candidate_boxes"], metrics["samples"]) == (4, 3, 2)
+    assert metrics["recall"] == 3 / 4 and metrics["precision"] == 1.0
+    np.testing.assert_allclose(metrics["box_iou"], (2 + 1040 / 1360) / 3)  # the moved box: 26x40 shared of 1360

@@ -58,8 +58,8 @@ class Task:
                inputs: Mapping[str, np.ndarray], labels: np.ndarray | None = None) -> None:
         """Add one batch: the candidate's outputs `got`, the baseline's `want`, the sample ids and inputs,
         and the labels (-1: unknown) where there are any."""
-        if self.spec.batch_axis is None:  # no batch axis: the whole tensor is one sample of this run
-            got, want = ({**arrays, self.output: np.asarray(arrays[self.output])[None]} for arrays in (got, want))
+        if self.spec.batch_axis is None:  # no batch axis: the whole tensor is one sample of this run, as are those read beside it
+            got, want = ({**arrays, **{name: np.asarray(arrays[name])[None] for name in self.reads}} for arrays in (got, want))
             ids, labels = [ids[0] if len(ids) == 1 else f"{ids[0]}..{ids[-1]}"], None
         elif self.spec.batch_axis:  # samples first, as every metric below reads them
             shape = np.shape(want[self.output])
@@ -84,7 +84,7 @@ class Task:
                 self.elements += values.size
         candidate = np.asarray(got[self.output], np.float64)
         baseline = np.asarray(want[self.output], np.float64)
-        if candidate.shape != baseline.shape:
+        if candidate.shape != baseline.shape and self.compares_elements:
             raise TrtpipeError(f"output '{self.output}': the candidate gives shape {list(candidate.shape)}, the baseline "
                                f"{list(baseline.shape)}; compare builds of one model")
         self.baseline_min = min(self.baseline_min, float(baseline.min(initial=np.inf)))
@@ -95,9 +95,16 @@ class Task:
             # Samples of their own lengths (one phrase a run) differ in shape, and so vary.
             self.varies = baseline.shape[1:] != self.first.shape or not np.allclose(
                 baseline, self.first[None], rtol=1e-5, atol=1e-6 * max(1.0, abs(self.baseline_max)))
-        finite = np.isfinite(candidate)
-        self.raw.update(np.where(finite, candidate, 0.0), baseline, labels)  # labels count for classifiers only
+        if self.compares_elements:
+            finite = np.isfinite(candidate)
+            self.raw.update(np.where(finite, candidate, 0.0), baseline, labels)  # labels count for classifiers only
         self.add(candidate, baseline, got, want, ids, inputs)
+
+    @property
+    def compares_elements(self) -> bool:
+        """Whether `update` compares the main output element by element (the raw metrics); a task that
+        answers False pairs what it compares itself, in `add`."""
+        return True
 
     def add(self, candidate: np.ndarray, baseline: np.ndarray, got, want, ids, inputs) -> None:
         """The task's own part of `update`, on the main output as float64."""

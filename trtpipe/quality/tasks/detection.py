@@ -23,6 +23,10 @@ LAYOUTS = {
     "picodet": "PicoDet's (GFL) heads, one pair per level: score_outputs [batch, cells, classes] as probabilities, "
                "box_outputs [batch, cells, 4*(reg_max+1)] as logits of each side's distance in strides (left, top, "
                "right, bottom) from the cell's centre; each level's stride from its cells on the image",
+    "detections": "the model's own detections after its NMS, one run a sample (batch_axis = \"none\"): boxes "
+                  "[detections, 4] as x1, y1, x2, y2 with score_output [detections] and class_output [detections] where "
+                  "there is one, or [detections, 5 or 6] with the score (and the class) after the box; FP32 and the "
+                  "candidate may keep different counts, and no NMS or conf is applied again unless conf is set",
     "heatmap": "a saliency or heat map [batch, 1, height, width] (or [batch, height, width]): each region of pixels over "
                "threshold (0.8) of the map's range, connected 8 ways and of min_area (100) pixels or more, is a box "
                "scored by its peak, kept at conf",
@@ -221,13 +225,35 @@ def infer_layout(name: str, shape, image: tuple[int, int] | None = None, values:
                        "with score_output and class_output), or task = \"generic\" for this output")
 
 
+def default_conf(spec) -> float:
+    """Return the confidence a box must reach to count: the spec's, else CONF, else 0 for a model's own detections
+    (its NMS kept them at its own threshold)."""
+    if spec.conf is not None:
+        return spec.conf
+    return 0.0 if spec.layout == "detections" else CONF
+
+
 def decode(outputs: dict, index: int, spec, conf: float | None = None, image: tuple[int, int] | None = None) -> Detections:
     """Return sample `index`'s detections above `conf` (default: the spec's), after NMS, by `spec.layout`;
     `image` (height, width) places YOLOX's undecoded boxes on their grid."""
     layout = spec.layout
     if conf is None:
-        conf = spec.conf if spec.conf is not None else CONF
+        conf = default_conf(spec)
     main = np.asarray(outputs[spec.name][index], np.float64)
+    if layout == "detections":  # already after the model's NMS: kept as it kept them
+        boxes = main.reshape(-1, main.shape[-1])
+        if spec.score_output is not None:
+            scores = np.asarray(outputs[spec.score_output][index], np.float64).reshape(-1)
+        else:
+            scores = boxes[:, 4]
+        if spec.class_output is not None:
+            classes = np.asarray(outputs[spec.class_output][index]).reshape(-1).astype(np.int64)
+        else:
+            classes = boxes[:, 5].astype(np.int64) if boxes.shape[1] > 5 else np.zeros(len(boxes), np.int64)
+        keep = scores >= conf
+        corners = boxes[keep, :4]  # in either order: an IoU needs x1 <= x2
+        corners = np.concatenate([np.minimum(corners[:, :2], corners[:, 2:]), np.maximum(corners[:, :2], corners[:, 2:])], 1)
+        return Detections(corners, scores[keep], classes[keep])
     if layout == "yolov8":
         rows = main.T  # boxes x (4 + classes)
         boxes, class_scores = cxcywh_to_xyxy(rows[:, :4]), rows[:, 4:]
@@ -354,10 +380,15 @@ class DetectionTask(Task):
         self.score_errors: list[float] = []
         self.candidate_boxes = 0
         self.tp = 0
-        self.conf = spec.conf if spec.conf is not None else CONF
+        self.conf = default_conf(spec)
         self.samples: list[DetectionSample] = []
         self.centres: list[np.ndarray] = []  # the FP32 boxes' centres over the set, to confirm the layout
         self.image_size: tuple[int, int] | None = None  # height, width of the image input, when there is one
+
+    @property
+    def compares_elements(self) -> bool:
+        """False for a model's own detections: FP32 and the candidate may keep different counts of boxes."""
+        return self.spec.layout != "detections"
 
     @property
     def reads(self) -> list[str]:
@@ -395,6 +426,9 @@ class DetectionTask(Task):
             self.scores.append(ranked.scores)
             self.classes.append(ranked.classes)
             self.hits.append(ranked_matched >= 0)
+            if not self.compares_elements:  # the raw metrics over the boxes both kept, paired by the match
+                pairs = matched >= 0
+                self.raw.update(cand.boxes[pairs][None], base.boxes[matched[pairs]][None])
             self.tp += int((matched >= 0).sum())
             self.matched_ious += ious[matched >= 0].tolist()
             self.score_errors += np.abs(cand.scores[matched >= 0] - base.scores[matched[matched >= 0]]).tolist()
@@ -407,6 +441,13 @@ class DetectionTask(Task):
 
     def _check_shape(self, baseline: np.ndarray) -> None:
         layout = self.spec.layout
+        if layout == "detections":
+            width = baseline.shape[-1] if baseline.ndim >= 2 else 0
+            if baseline.ndim not in (2, 3) or not (width == 4 and self.spec.score_output or width in (5, 6)):
+                raise TrtpipeError(f"output '{self.output}' has shape {list(baseline.shape[1:])} a run, which layout "
+                                   f"detections cannot read ({LAYOUTS[layout]}); set score_output in its [[outputs]], or "
+                                   "another layout")
+            return
         width = {"yolov8": (baseline.shape[1] if baseline.ndim == 3 else 0),
                  "yolov5": (baseline.shape[2] if baseline.ndim == 3 else 0), "separate": None}.get(
                      layout, baseline.shape[2] if baseline.ndim == 3 else 0)  # yolox: as yolov5
@@ -454,19 +495,21 @@ class DetectionTask(Task):
     def finish(self) -> None:
         super().finish()
         if not self.truths:
-            conf = self.spec.conf if self.spec.conf is not None else CONF
+            conf = default_conf(self.spec)
             raise Degenerate(f"output '{self.output}': the FP32 baseline detects nothing above conf {conf:g} in "
                              f"{self.raw.count} samples, so no box can be compared; likely cause: data without the "
                              "objects this model finds, preprocessing that differs from training, or a wrong layout; "
                              "use data with objects or lower conf in [[outputs]]")
-        self.confirm()
+        if self.spec.layout != "detections":  # the model's own boxes, which may be in 0..1: no layout to confirm
+            self.confirm()
 
     def confirm(self) -> None:
         """Raise unless the FP32 boxes look like boxes in the image: most centres inside it, and spread
         over it, not all at one place (other values read as boxes by a wrong layout)."""
         centres = np.concatenate(self.centres) if self.centres else np.zeros((0, 2))
         fix = (f"layout {self.spec.layout} ({self.layout_why}); set layout in the spec's [[outputs]] for "
-               f"'{self.output}': yolov8, yolov5, yolox, separate, picodet or heatmap, as docs/validation.md describes them")
+               f"'{self.output}': yolov8, yolov5, yolox, separate, picodet, heatmap or detections, as docs/validation.md "
+               "describes them")
         if self.image_size is not None:
             height, width = self.image_size
             inside = ((centres[:, 0] >= -OUTSIDE * width) & (centres[:, 0] <= (1 + OUTSIDE) * width)
