@@ -205,3 +205,49 @@ def test_the_direct_batcher_runs_what_queued_while_the_runner_was_busy_as_one_ba
         batcher.infer({"index": np.array([[9]], np.int64)})
     assert batcher.infer({"index": np.array([[2]], np.int64)})["rows"][0, 0, 0] == 6.0
     runner.close()
+
+
+def test_the_direct_batcher_gives_a_lone_request_the_wide_runner_and_a_busy_queue_the_narrow_ones(tmp_path):
+    """The default for ONNX on the direct stack: a request that finds every runner idle and nothing behind it
+    runs on the runner of every core; once one runner is busy, the others run what queues, one thread each."""
+    import threading
+
+    import models
+    from trtpipe.runtime import OnnxRunner
+    from trtpipe.serve.direct import Batcher
+    from trtpipe.serve.models import describe_runner
+
+    models.save(models.lookup(rows=5), tmp_path / "lookup.onnx")
+    runner = OnnxRunner(tmp_path / "lookup.onnx")
+    ran, first_running, release = [], threading.Event(), threading.Event()
+
+    def labelled(label):
+        def run(feeds):
+            ran.append((label, len(feeds["index"])))
+            if label == "narrow-1" and not release.is_set():  # holds one narrow runner until the rest is queued
+                first_running.set()
+                release.wait(30)
+            return runner(feeds)
+        return run
+
+    batcher = Batcher(describe_runner(tmp_path / "lookup.onnx", runner, max_batch=8),
+                      [labelled("narrow-0"), labelled("narrow-1")], max_queue_delay_us=0, lone=labelled("wide"))
+
+    def send(row):
+        return batcher.infer({"index": np.array([[row]], np.int64)})["rows"][0, 0, 0]
+
+    assert send(2) == 6.0 and ran == [("wide", 1)]  # alone: every core
+    ran.clear()
+    with batcher.cond:  # the wide runner taken, as by a lone request still running: a narrow one runs the next
+        batcher.lone_busy = True
+    held = threading.Thread(target=send, args=(1,))
+    held.start()
+    assert first_running.wait(30)
+    with batcher.cond:
+        batcher.lone_busy = False
+    assert send(3) == 9.0  # one runner busy: the other narrow one, not the wide one
+    release.set()
+    held.join(30)
+    assert ran == [("narrow-1", 1), ("narrow-0", 1)]
+    assert batcher.wait_idle(5)
+    runner.close()

@@ -42,7 +42,9 @@ INSTANCES_OPTION = click.option("--instances", type=AT_LEAST_ONE, default=1, sho
 @click.option("--max-queue-delay-us", type=AT_LEAST_ZERO,
               help="how long the batcher may hold a request to form a fuller batch; default: 0 on the direct stack "
                    "(it batches what queued while the runner was busy), 100 on Triton")
-@INSTANCES_OPTION
+@click.option("--instances", type=AT_LEAST_ONE,
+              help="model instances, each with its own runner (an engine runs one call at a time); default: 1, and "
+                   "for ONNX on the direct stack one a core of one thread each beside one of every core for a request alone")
 @click.option("--threads", type=AT_LEAST_ONE, help="ONNX Runtime threads per instance; default: the CPU cores shared by the instances")
 @click.option("--stack", type=click.Choice(["direct", "triton"]), default="direct", show_default=True,
               help="direct: the runners answer in this process, behind the same fronts; triton: Triton and its Python "
@@ -61,20 +63,27 @@ def serve(candidates, spec_path, host, http_port, grpc_port, metrics_port, max_b
     from trtpipe.serve.server import ServerOptions, default_threads
     from trtpipe.serve.server import serve as run
 
-    threads = threads or default_threads(instances, len(candidates))
+    described_threads = threads or default_threads(instances or 1, len(candidates))
     if max_queue_delay_us is None:
         max_queue_delay_us = 0 if stack == "direct" else ServerOptions.max_queue_delay_us
     if max_batch is None and spec_path is not None:
         max_batch = _spec_max_batch(spec_path, candidates)
     models = []
     for path in candidates:
-        with open_runner(path, threads) as runner:  # opened here once: a file that cannot run fails now, in one line
+        with open_runner(path, described_threads) as runner:  # opened here once: a file that cannot run fails now, in one line
             model = describe(path, runner, max_batch)
         if model.name in {m.name for m in models}:
             raise TrtpipeError(f"{path}: another candidate is also named '{model.name}'; serve them one at a time")
         models.append(model)
-    options = ServerOptions(host, http_port, grpc_port, metrics_port, max_queue_delay_us, verbose, instances, threads,
-                            stack=stack)
+    cores = default_threads(1, len(models))
+    lone_threads = 0
+    if instances is None and threads is None and stack == "direct" and cores > 1 and all(m.kind == "onnx" for m in models):
+        # A lone request runs soonest on every core, a busy queue serves most on one-thread runners side by
+        # side (docs/serving.md): the direct batcher picks between them per batch.
+        instances, threads, lone_threads = cores, 1, cores
+    instances = instances or 1
+    options = ServerOptions(host, http_port, grpc_port, metrics_port, max_queue_delay_us, verbose, instances,
+                            threads or default_threads(instances, len(models)), stack=stack, lone_threads=lone_threads)
     shown = "127.0.0.1" if host == "0.0.0.0" else host
 
     def ready():

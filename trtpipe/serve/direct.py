@@ -75,13 +75,20 @@ class Counts:
 
 
 class Batcher:
-    """Runs one model's requests on its runners: what is queued runs as one batch, up to the max batch."""
+    """Runs one model's requests on its runners: what is queued runs as one batch, up to the max batch.
 
-    def __init__(self, model: ServedModel, runners: Sequence[Callable], max_queue_delay_us: int):
+    `lone`, when given, runs a batch that finds every runner idle and nothing queued behind it: a runner
+    of every core for the request that arrives alone, where `runners` (one thread each) serve a busy
+    queue side by side. ONNX Runtime cannot change a session's threads between runs, so both are open."""
+
+    def __init__(self, model: ServedModel, runners: Sequence[Callable], max_queue_delay_us: int,
+                 lone: Callable | None = None):
         self.model = model
         self.limits: RequestLimits = model.limits()
         self.runners = list(runners)
         self.free = list(runners)
+        self.lone = lone
+        self.lone_busy = False
         self.delay_s = max_queue_delay_us / 1e6 if model.max_batch else 0.0
         self.queue: collections.deque[_Request] = collections.deque()
         self.cond = threading.Condition()
@@ -118,12 +125,17 @@ class Batcher:
 
     def _run_next(self) -> None:
         """Run the requests at the head of the queue on a free runner (called and returning with the lock held)."""
-        runner = self.free.pop()
         batch = [self.queue.popleft()]
         samples = batch[0].samples
         while self.queue and self.model.max_batch and samples + self.queue[0].samples <= self.model.max_batch:
             samples += self.queue[0].samples
             batch.append(self.queue.popleft())
+        lone = (self.lone is not None and not self.lone_busy and not self.queue
+                and len(self.free) == len(self.runners))
+        if lone:
+            runner, self.lone_busy = self.lone, True
+        else:
+            runner = self.free.pop()
         self.cond.release()
         began = time.perf_counter()
         try:
@@ -132,7 +144,10 @@ class Batcher:
             results = [reply_error(exc)] * len(batch)
         ended = time.perf_counter()
         self.cond.acquire()
-        self.free.append(runner)
+        if lone:
+            self.lone_busy = False
+        else:
+            self.free.append(runner)
         counts = self.counts
         counts.executions += 1
         for request, result in zip(batch, results):
@@ -156,7 +171,7 @@ class Batcher:
         """Wait until nothing is queued or running; return whether that happened within `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         with self.cond:
-            while self.queue or len(self.free) < len(self.runners):
+            while self.queue or len(self.free) < len(self.runners) or self.lone_busy:
                 if not self.cond.wait(max(0.0, deadline - time.monotonic())) and time.monotonic() >= deadline:
                     return False
         return True
@@ -166,14 +181,14 @@ class DirectModels:
     """The served models, answering the KServe v2 protocol (HTTP and gRPC) with their batchers."""
 
     def __init__(self, models: Sequence[ServedModel], runners: Mapping[str, Sequence[Callable]], config_texts: Mapping[str, str],
-                 max_queue_delay_us: int):
+                 max_queue_delay_us: int, lone: Mapping[str, Callable] | None = None):
         from google.protobuf import json_format, text_format
         from tritonclient.grpc import model_config_pb2, service_pb2
 
         self.pb = service_pb2
         self.json_format = json_format
         self.models = {m.name: m for m in models}
-        self.batchers = {m.name: Batcher(m, runners[m.name], max_queue_delay_us) for m in models}
+        self.batchers = {m.name: Batcher(m, runners[m.name], max_queue_delay_us, (lone or {}).get(m.name)) for m in models}
         self.configs = {}
         for model in models:
             config = text_format.Parse(config_texts[model.name], model_config_pb2.ModelConfig())

@@ -17,6 +17,7 @@ SIGTERM or SIGINT stops it gracefully: Triton is stopped first and finishes the 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import signal
@@ -49,6 +50,7 @@ class ServerOptions:
     verbose: bool = False
     instances: int = 1  # model instances, each with its own runner
     threads: int = 1  # ONNX Runtime threads per instance
+    lone_threads: int = 0  # direct stack, ONNX: one more runner of this many threads, for a request alone (direct.Batcher)
     start_timeout_s: float = 300.0  # loading the models included
     stack: str = "triton"  # "triton": Triton and its Python stub run the models; "direct": the fronts do (direct.py)
 
@@ -155,6 +157,7 @@ def serve_direct(models: Sequence[ServedModel], options: ServerOptions, bind: st
         for sig in STOP_SIGNALS:
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
     runners: dict[str, list] = {}
+    lone: dict[str, object] = {}
     servers: list = []
     direct = grpc_guard = None
     try:
@@ -164,7 +167,11 @@ def serve_direct(models: Sequence[ServedModel], options: ServerOptions, bind: st
                                              "gpu" if model.kind == "engine" else "cpu", options.threads, served_file=True)
             texts[model.name] = config_text(model, "python", repo_options, version_files(model))
             runners[model.name] = open_runners(model, options)
-        direct = DirectModels(models, runners, texts, options.max_queue_delay_us)
+            if options.lone_threads and model.kind == "onnx":
+                from trtpipe.runtime import OnnxRunner
+
+                lone[model.name] = OnnxRunner(model.path, threads=options.lone_threads, spin=False)
+        direct = DirectModels(models, runners, texts, options.max_queue_delay_us, lone)
         limits = direct.limits()
         for make in (lambda: Guard(bind, options.http_port, None, limits, answer=direct.http_answer),
                      lambda: MetricsServer(bind, options.metrics_port, direct)):
@@ -187,9 +194,8 @@ def serve_direct(models: Sequence[ServedModel], options: ServerOptions, bind: st
         for server in servers:
             server.shutdown()
             server.server_close()
-        for opened in runners.values():
-            for runner in opened:
-                runner.close()
+        for runner in [*itertools.chain(*runners.values()), *lone.values()]:
+            runner.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
