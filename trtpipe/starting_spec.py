@@ -619,7 +619,7 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
     # the layout read from the first output holds for every output of its shape (SwiftF0's confidence, a value
     # a frame beside the pitch a frame: without it, its frames were judged as channels)
     shape = next(o.shape for o in floats if o.name == keyed)
-    alike = {o.name for o in floats if first_keys.get("layout", "detections") != "detections" and o.shape == shape}
+    alike = {o.name for o in floats if first_keys.get("layout") not in (None, "detections") and o.shape == shape}
     # a face head's maps (its *_output keys): read by the heatmap's entry; other string keys name no output
     read = {value for key, value in first_keys.items() if key.endswith("_output")}
     lines = []
