@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import HAS_RTX
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import models
 from contract.test_battery import ENGINE
@@ -326,3 +326,48 @@ def test_a_key_that_names_an_output_of_another_shape(case, tmp_path):
             f"{spec}\nexit {code} {exception!r}: {err}"
         refused += code == 2
     assert refused, "no spec of the case was refused: the case does not reach the key"
+
+
+# ---- weights that are not numbers -------------------------------------------------------------------
+# A NaN in any weight, or infinity in a layer's, makes every output it reaches not a number whatever the
+# data: calibrate blamed the data ("the model cannot run on this data ... check shapes and dtypes"),
+# validate the sample, and quantize, smooth and awq wrote a model of garbage with numpy's warning (session 21).
+
+def _with_weight(value: float, layer: bool):
+    """The workspace's MLP with `value` in its first layer's weight (`layer`), or in a constant of its own read by a Max."""
+    model = models.dynamic_mlp()
+    if layer:
+        tensor = model.graph.initializer[0]
+        weight = numpy_helper.to_array(tensor).copy()
+        weight.flat[3] = value
+        tensor.CopyFrom(numpy_helper.from_array(weight, tensor.name))
+    else:  # Max(x, floor): -inf is an exporter's "no floor", NaN a broken file
+        model.graph.initializer.append(models._init("floor", np.full(16, value)))
+        model.graph.node.insert(0, helper.make_node("Max", ["x", "floor"], ["x_floored"]))
+        model.graph.node[1].input[0] = "x_floored"
+    return model
+
+
+COMPUTING = sorted(c for c in BASES if ROLES.get((c, "model")) == "model" and c not in ("init", "inspect", "bench", "triton"))
+BROKEN_WEIGHTS = {"nan-in-a-layer": (np.nan, True), "infinity-in-a-layer": (np.inf, True), "nan-in-a-constant": (np.nan, False)}
+
+
+@pytest.mark.parametrize("command,case", [(c, w) for c in COMPUTING for w in sorted(BROKEN_WEIGHTS)])
+def test_a_weight_that_is_not_a_number(command, case, workspace, tmp_path):
+    if command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    models.save(_with_weight(*BROKEN_WEIGHTS[case]), hostile / "broken.onnx")
+    values = {k: (v.format(ws=workspace, out=out, taken=0) if v else v) for k, v in BASES[command].items()}
+    values["model"] = str(hostile / "broken.onnx")
+    line = check_refused(command_line(command, values), workspace, out, hostile, ("weight '",))
+    assert "broken.onnx" in line and ("NaN" in line or "infinity" in line), line
+
+
+def test_minus_infinity_outside_a_layer_is_a_bound_and_calibrates(workspace, tmp_path):
+    models.save(_with_weight(-np.inf, False), tmp_path / "floored.onnx")
+    code, _out, err, exception = run_cli(["calibrate", tmp_path / "floored.onnx", "--data", workspace / "data",
+                                          "-o", tmp_path / "c.cache"])
+    assert code == 0, f"{err}{exception!r}"
