@@ -195,6 +195,12 @@ def _short_weights(model) -> None:
     tensor.raw_data = data[: len(data) // 2]
 
 
+def _widened_weight(model) -> None:
+    tensor = model.graph.initializer[0]
+    weight = onnx.numpy_helper.to_array(tensor)
+    tensor.CopyFrom(onnx.numpy_helper.from_array(np.zeros((weight.shape[0] + 1, *weight.shape[1:]), weight.dtype), tensor.name))
+
+
 # Models that parse and are broken inside, for the model role only:
 ONNX_VARIANTS = {
     "edge-nobody-makes": (_broken_mlp(lambda m: m.graph.node[-1].input.__setitem__(0, "nobody_makes_this")), "edge.onnx"),
@@ -204,6 +210,10 @@ ONNX_VARIANTS = {
     "no-outputs": (_broken_mlp(lambda m: m.graph.ClearField("output")), "no-outputs.onnx"),
     "short-weights": (_broken_mlp(_short_weights), "short-weights.onnx"),
     "weights-outside-its-folder": (_weights_outside, "outside.onnx"),
+    # session 21: valid to ONNX's checker, wrong to its shape inference (init and inspect took them)
+    "weight-of-another-shape": (_broken_mlp(_widened_weight), "wide-weight.onnx"),
+    "input-of-another-type": (_broken_mlp(lambda m: setattr(m.graph.input[0].type.tensor_type, "elem_type",
+                                                             onnx.TensorProto.INT64)), "int-input.onnx"),
 }
 FILE_VARIANTS.update(ONNX_VARIANTS)
 # Paths the system refuses, for every role, outputs included (session 18): a link to itself (ELOOP), a name
@@ -308,7 +318,8 @@ DATA_VARIANTS = {
 # What the line must say for these (the others: any message naming the file or flag).
 VARIANT_SAYS = {"oversize": f"at most {MAX_TEXT_INPUT_BYTES >> 20} MiB", "edge-nobody-makes": "not a valid ONNX model",
                 "cycle": "not a valid ONNX model", "unknown-operator": "NoSuchOp", "future-opset": "opset 99",
-                "no-outputs": "no outputs", "short-weights": "raw_data size", "weights-outside-its-folder": "outside"}
+                "no-outputs": "no outputs", "short-weights": "raw_data size", "weights-outside-its-folder": "outside",
+                "weight-of-another-shape": "not a valid ONNX model", "input-of-another-type": "not a valid ONNX model"}
 BYTES = set(FILE_VARIANTS) - set(ONNX_VARIANTS) - set(SPEC_VARIANTS) - set(SIDECAR_VARIANTS)
 ROLE_VARIANTS = {
     "model": set(FILE_VARIANTS) - {"not-utf8", "oversize"} - set(SPEC_VARIANTS) - set(SIDECAR_VARIANTS),  # an ONNX is

@@ -13,6 +13,7 @@ and paths are in test_hostile's variant tables, signals other than Ctrl-C in its
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import struct
 import zlib
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import HAS_RTX
+from onnx import TensorProto, helper, numpy_helper
 
 import models
 from contract.test_battery import ENGINE
@@ -259,3 +261,113 @@ def test_a_tensor_name_no_calibration_cache_can_hold(command, name, workspace, t
     argv = [a.format(m=hostile / "m.onnx", spec=hostile / "m.toml", ws=workspace, out=out) for a in CALIBRATING[command]]
     check_refused(argv, workspace, out, hostile, ("m.onnx",))
 
+
+
+# ---- an [[outputs]] key that names another output --------------------------------------------------
+# A detector's or face head's spec names the outputs its main output is read with (score_output,
+# class_output, score_outputs, box_outputs, scale_output, offset_output, landmark_output); a user who
+# names the wrong one gets one line, whichever output of whatever shape it names (session 21: a
+# score_output of another count stopped validate with an IndexError's traceback).
+
+def _many_outputs():
+    """x [N, 3, 8, 8] to outputs of the shapes heads have: maps of 1, 2 and 10 channels, boxes [N, 32, 4], scores
+    [N, 32], int64 labels [N, 32], rows [N, 64, 10] and one value a sample [N]."""
+    rng = np.random.default_rng(3)
+    n, shape = helper.make_node, lambda name, dims: helper.make_tensor(name, TensorProto.INT64, [len(dims)], dims)
+    inits = [models._init("w1", rng.normal(0, 1, (1, 3, 1, 1))), models._init("w2", rng.normal(0, 1, (2, 3, 1, 1))),
+             models._init("w10", rng.normal(0, 1, (10, 3, 1, 1))), models._init("three", np.float32(3)),
+             shape("to_boxes", [0, 32, 4]), shape("to_rows", [0, -1]), shape("to_seq", [0, 64, 10])]
+    nodes = [n("Conv", ["x", "w1"], ["c1"]), n("Sigmoid", ["c1"], ["heat"]), n("Conv", ["x", "w2"], ["map2"]),
+             n("Conv", ["x", "w10"], ["map10"]), n("Reshape", ["map2", "to_boxes"], ["boxes"]),
+             n("Conv", ["x", "w1"], ["half"], strides=[1, 2]), n("Sigmoid", ["half"], ["half_p"]),
+             n("Reshape", ["half_p", "to_rows"], ["scores"]), n("Mul", ["scores", "three"], ["thrice"]),
+             n("Floor", ["thrice"], ["floor"]), n("Cast", ["floor"], ["labels"], to=TensorProto.INT64),
+             n("Reshape", ["map10", "to_seq"], ["seq"]), n("ReduceMax", ["scores"], ["top"], axes=[1], keepdims=0)]
+    outputs = {"heat": [1, 8, 8], "map2": [2, 8, 8], "map10": [10, 8, 8], "boxes": [32, 4], "scores": [32],
+               "labels": [32], "seq": [64, 10], "top": []}
+    graph = helper.make_graph(nodes, "many_outputs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                              [helper.make_tensor_value_info(name, TensorProto.INT64 if name == "labels" else TensorProto.FLOAT,
+                                                             ["N", *dims]) for name, dims in outputs.items()], inits)
+    return models._model(graph), list(outputs)
+
+
+# {main}: the output judged, {ref}: the one a key names (every output in turn)
+NAMING = {
+    "separate-scores": 'layout = "separate"\nscore_output = "{ref}"\nclass_output = "labels"',
+    "separate-classes": 'layout = "separate"\nscore_output = "scores"\nclass_output = "{ref}"',
+    "detections-scores": 'layout = "detections"\nscore_output = "{ref}"',
+    "detections-classes": 'layout = "detections"\nscore_output = "scores"\nclass_output = "{ref}"',
+    "picodet": 'layout = "picodet"\nscore_outputs = ["{ref}"]\nbox_outputs = ["{main}"]',
+    "face-scale": 'scale_output = "{ref}"\noffset_output = "map2"\nlandmark_output = "map10"',
+    "face-landmarks": 'scale_output = "map2"\noffset_output = "map2"\nlandmark_output = "{ref}"',
+}
+
+
+@pytest.mark.parametrize("case", sorted(NAMING))
+def test_a_key_that_names_an_output_of_another_shape(case, tmp_path):
+    """Every output judged with every output named by the key, with and without a batch axis: a verdict (exit 0
+    or 1) or one line naming an output, never a traceback."""
+    model, names = _many_outputs()
+    models.save(model, tmp_path / "m.onnx")
+    models.save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (8, 3, 8, 8)).astype(np.float32), per_file=4)
+    task = "face" if case.startswith("face") else "detection"
+    refused = 0
+    for main, ref, batch_axis in itertools.product(names, names, ("", 'batch_axis = "none"\n')):
+        keys = NAMING[case].format(main=main, ref=ref)
+        spec = (f'name = "m"\n[data]\nvalidation = "data"\n[[outputs]]\nname = "{main}"\ntask = "{task}"\n'
+                f"{keys}\n{batch_axis}")
+        (tmp_path / "spec.toml").write_text(spec)
+        code, _out, err, exception = run_cli(["validate", tmp_path / "m.onnx", "--baseline", tmp_path / "m.onnx",
+                                              "--spec", tmp_path / "spec.toml", "--data", tmp_path / "data"])
+        lines = [line for line in err.splitlines() if line.strip()]
+        crashed = exception is not None and not isinstance(exception, SystemExit)  # exit 1 with a traceback
+        assert not crashed and code in (0, 1) or (code == 2 and len(lines) == 1 and lines[0].startswith("trtpipe: error: ")
+                                and "output" in lines[0]), \
+            f"{spec}\nexit {code} {exception!r}: {err}"
+        refused += code == 2
+    assert refused, "no spec of the case was refused: the case does not reach the key"
+
+
+# ---- weights that are not numbers -------------------------------------------------------------------
+# A NaN in any weight, or infinity in a layer's, makes every output it reaches not a number whatever the
+# data: calibrate blamed the data ("the model cannot run on this data ... check shapes and dtypes"),
+# validate the sample, and quantize, smooth and awq wrote a model of garbage with numpy's warning (session 21).
+
+def _with_weight(value: float, layer: bool):
+    """The workspace's MLP with `value` in its first layer's weight (`layer`), or in a constant of its own read by a Max."""
+    model = models.dynamic_mlp()
+    if layer:
+        tensor = model.graph.initializer[0]
+        weight = numpy_helper.to_array(tensor).copy()
+        weight.flat[3] = value
+        tensor.CopyFrom(numpy_helper.from_array(weight, tensor.name))
+    else:  # Max(x, floor): -inf is an exporter's "no floor", NaN a broken file
+        model.graph.initializer.append(models._init("floor", np.full(16, value)))
+        model.graph.node.insert(0, helper.make_node("Max", ["x", "floor"], ["x_floored"]))
+        model.graph.node[1].input[0] = "x_floored"
+    return model
+
+
+COMPUTING = sorted(c for c in BASES if ROLES.get((c, "model")) == "model" and c not in ("init", "inspect", "bench", "triton"))
+BROKEN_WEIGHTS = {"nan-in-a-layer": (np.nan, True), "infinity-in-a-layer": (np.inf, True), "nan-in-a-constant": (np.nan, False)}
+
+
+@pytest.mark.parametrize("command,case", [(c, w) for c in COMPUTING for w in sorted(BROKEN_WEIGHTS)])
+def test_a_weight_that_is_not_a_number(command, case, workspace, tmp_path):
+    if command in NEEDS_RTX and not HAS_RTX:
+        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
+    out, hostile = tmp_path / "out", tmp_path / "hostile"
+    out.mkdir()
+    hostile.mkdir()
+    models.save(_with_weight(*BROKEN_WEIGHTS[case]), hostile / "broken.onnx")
+    values = {k: (v.format(ws=workspace, out=out, taken=0) if v else v) for k, v in BASES[command].items()}
+    values["model"] = str(hostile / "broken.onnx")
+    line = check_refused(command_line(command, values), workspace, out, hostile, ("weight '",))
+    assert "broken.onnx" in line and ("NaN" in line or "infinity" in line), line
+
+
+def test_minus_infinity_outside_a_layer_is_a_bound_and_calibrates(workspace, tmp_path):
+    models.save(_with_weight(-np.inf, False), tmp_path / "floored.onnx")
+    code, _out, err, exception = run_cli(["calibrate", tmp_path / "floored.onnx", "--data", workspace / "data",
+                                          "-o", tmp_path / "c.cache"])
+    assert code == 0, f"{err}{exception!r}"

@@ -56,15 +56,18 @@ def load(path: str | os.PathLike, flag: str = "MODEL"):
 
 def _check_valid(model, path: Path, external: bool) -> None:
     """Raise naming the file when `model` is not valid ONNX (an edge no node makes, a cycle, an operator
-    that does not exist, weights shorter than their shape) and ONNX Runtime cannot load it either:
+    that does not exist, weights shorter than their shape, or, to shape inference, a weight of the wrong
+    shape or an input of a type no node takes) and ONNX Runtime cannot load it either:
     otherwise a command that never runs the graph (init, inspect, triton, quantize of a cache)
     accepts it, and the others fail later with ONNX Runtime's message and no file named. ONNX's
     checker is the cheap judge; where it objects, ONNX Runtime has the last word, since it loads
     models (custom domains, old exporters) that the checker refuses. A model with external weights is
-    checked at its path, which the checker reads past protobuf's 2 GB."""
+    checked at its path, which the checker reads past protobuf's 2 GB. A graph typed in BF16 is spared
+    shape inference: TensorRT runs BF16 where ONNX's operator schemas (before opset 22) do not list it,
+    and ONNX Runtime has no BF16 kernels to judge it."""
     onnx = _onnx()
     try:
-        onnx.checker.check_model(str(path) if external else model)
+        onnx.checker.check_model(str(path) if external else model, full_check=not _computes_in_bf16(model))
         return
     except Exception as exc:  # noqa: BLE001 - ValidationError, or ValueError for a model over 2 GB
         problem = " ".join(str(exc).split())[:240] or type(exc).__name__
@@ -74,6 +77,18 @@ def _check_valid(model, path: Path, external: bool) -> None:
         session(model, optimization="none")
     except TrtpipeError:
         raise TrtpipeError(f"{path}: not a valid ONNX model ({problem}); re-export it") from None
+
+
+def _computes_in_bf16(model) -> bool:
+    """Return True when the top-level graph casts to BF16 or declares a BF16 tensor (a typed BF16 graph)."""
+    from onnx import TensorProto
+
+    graph = model.graph
+    if any(node.op_type == "Cast" and toolkit.attribute(node, "to", None) == TensorProto.BFLOAT16 for node in graph.node):
+        return True
+    values = [*graph.input, *graph.output, *graph.value_info]
+    return any(v.type.tensor_type.elem_type == TensorProto.BFLOAT16 for v in values) or \
+        any(init.data_type == TensorProto.BFLOAT16 for init in graph.initializer)
 
 
 # Nodes that only a quantized graph has: ONNX Runtime's quantize_static (Q/DQ) and quantize_dynamic
@@ -97,12 +112,41 @@ def refuse_strings(model, where) -> None:
                                "ids, features) after its preprocessing")
 
 
+# The layers whose weights trtpipe quantizes: infinity there is no bound or mask, as it may be elsewhere.
+LAYERS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
+
+
+def refuse_broken_weights(model, where) -> None:
+    """Raise naming `where` and the weight when a float weight holds NaN, or a layer's weight infinity: every
+    output it reaches is then not a number whatever the data, which calibration and validation would
+    otherwise blame on the data. (Infinity elsewhere is an exporter's clamp bound or a mask before a softmax.)"""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    floats = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE)
+    layer_inputs = {name for node in model.graph.node if node.op_type in LAYERS for name in node.input}
+    named = [(init.name, init) for init in model.graph.initializer]
+    named += [(node.output[0], attr.t) for node in model.graph.node if node.op_type == "Constant"
+              for attr in node.attribute if attr.name == "value"]
+    for name, tensor in named:
+        if tensor.data_type not in floats:
+            continue
+        values = numpy_helper.to_array(tensor)
+        bad = np.isnan(values) if name not in layer_inputs else ~np.isfinite(values)
+        if bad.any():
+            what = "NaN" if np.isnan(values).any() else "infinity"
+            raise TrtpipeError(f"{where}: weight '{name}' holds {what} ({int(bad.sum())} of its {values.size} values), so "
+                               "every output it reaches is not a number whatever the data; re-export the model from "
+                               "a checkpoint whose weights are finite")
+
+
 def load_float(path: str | os.PathLike, flag: str = "MODEL"):
     """Return the ModelProto at `path` (as `load`), refusing one that is already quantized: calibrating or
     typing it again would quantize twice, and the scales it carries are not the ones trtpipe would choose;
-    and one that takes strings (refuse_strings)."""
+    one that takes strings (refuse_strings); and one whose weights are not numbers (refuse_broken_weights)."""
     model = load(path, flag)
     refuse_strings(model, path if flag == "MODEL" else f"{flag} {path}")
+    refuse_broken_weights(model, path if flag == "MODEL" else f"{flag} {path}")
     found: dict[str, int] = {}
     for node in model.graph.node:
         if node.op_type in QUANTIZED_OPS:

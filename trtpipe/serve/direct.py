@@ -181,7 +181,7 @@ class DirectModels:
     """The served models, answering the KServe v2 protocol (HTTP and gRPC) with their batchers."""
 
     def __init__(self, models: Sequence[ServedModel], runners: Mapping[str, Sequence[Callable]], config_texts: Mapping[str, str],
-                 max_queue_delay_us: int, lone: Mapping[str, Callable] | None = None):
+                 max_queue_delay_us: int, lone: Mapping[str, Callable | None] | None = None):
         from google.protobuf import json_format, text_format
         from tritonclient.grpc import model_config_pb2, service_pb2
 

@@ -132,16 +132,18 @@ def serve(models: Sequence[ServedModel], options: ServerOptions, on_ready: Calla
         shutil.rmtree(root, ignore_errors=True)
 
 
-def open_runners(model: ServedModel, options: ServerOptions) -> list:
-    """Return `options.instances` runners of `model`, opened as an instance of the Python-backend model opens them."""
+def open_runners(model: ServedModel, options: ServerOptions) -> tuple[list, object | None]:
+    """Return `options.instances` runners of `model`, opened as an instance of the Python-backend model opens them,
+    and for an ONNX model with `options.lone_threads` the runner of that many threads for a request alone (else None)."""
     if model.kind == "engine":
         from trtpipe.runtime import Engine
 
-        return [Engine(model.path) for _ in range(options.instances)]
+        return [Engine(model.path) for _ in range(options.instances)], None
     from trtpipe.runtime import OnnxRunner
 
     # Not spinning, as in the stub: the intra-op threads share the cores with the fronts' threads.
-    return [OnnxRunner(model.path, threads=options.threads, spin=False) for _ in range(options.instances)]
+    runners = [OnnxRunner(model.path, threads=options.threads, spin=False) for _ in range(options.instances)]
+    return runners, OnnxRunner(model.path, threads=options.lone_threads, spin=False) if options.lone_threads else None
 
 
 def serve_direct(models: Sequence[ServedModel], options: ServerOptions, bind: str, on_ready: Callable[[], None] | None,
@@ -157,7 +159,7 @@ def serve_direct(models: Sequence[ServedModel], options: ServerOptions, bind: st
         for sig in STOP_SIGNALS:
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
     runners: dict[str, list] = {}
-    lone: dict[str, object] = {}
+    lone: dict[str, object | None] = {}
     servers: list = []
     direct = grpc_guard = None
     try:
@@ -166,11 +168,7 @@ def serve_direct(models: Sequence[ServedModel], options: ServerOptions, bind: st
             repo_options = RepositoryOptions(model.max_batch or None, True, options.max_queue_delay_us, options.instances,
                                              "gpu" if model.kind == "engine" else "cpu", options.threads, served_file=True)
             texts[model.name] = config_text(model, "python", repo_options, version_files(model))
-            runners[model.name] = open_runners(model, options)
-            if options.lone_threads and model.kind == "onnx":
-                from trtpipe.runtime import OnnxRunner
-
-                lone[model.name] = OnnxRunner(model.path, threads=options.lone_threads, spin=False)
+            runners[model.name], lone[model.name] = open_runners(model, options)
         direct = DirectModels(models, runners, texts, options.max_queue_delay_us, lone)
         limits = direct.limits()
         for make in (lambda: Guard(bind, options.http_port, None, limits, answer=direct.http_answer),
@@ -194,7 +192,7 @@ def serve_direct(models: Sequence[ServedModel], options: ServerOptions, bind: st
         for server in servers:
             server.shutdown()
             server.server_close()
-        for runner in [*itertools.chain(*runners.values()), *lone.values()]:
+        for runner in [*itertools.chain(*runners.values()), *filter(None, lone.values())]:
             runner.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

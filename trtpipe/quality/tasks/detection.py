@@ -243,11 +243,11 @@ def decode(outputs: dict, index: int, spec, conf: float | None = None, image: tu
     if layout == "detections":  # already after the model's NMS: kept as it kept them
         boxes = main.reshape(-1, main.shape[-1])
         if spec.score_output is not None:
-            scores = np.asarray(outputs[spec.score_output][index], np.float64).reshape(-1)
+            scores = _a_value_a_box(outputs, index, spec, "score_output", len(boxes)).astype(np.float64)
         else:
             scores = boxes[:, 4]
         if spec.class_output is not None:
-            classes = np.asarray(outputs[spec.class_output][index]).reshape(-1).astype(np.int64)
+            classes = _a_value_a_box(outputs, index, spec, "class_output", len(boxes)).astype(np.int64)
         else:
             classes = boxes[:, 5].astype(np.int64) if boxes.shape[1] > 5 else np.zeros(len(boxes), np.int64)
         keep = scores >= conf
@@ -284,16 +284,30 @@ def decode(outputs: dict, index: int, spec, conf: float | None = None, image: tu
     else:
         boxes = main
         scores = np.asarray(outputs[spec.score_output][index], np.float64)
-        if scores.ndim == 2:
+        if scores.ndim == 2 and len(scores) == len(boxes):
             class_scores = scores
         else:
-            classes = np.asarray(outputs[spec.class_output][index]).astype(np.int64)
+            scores = _a_value_a_box(outputs, index, spec, "score_output", len(boxes)).astype(np.float64)
+            classes = (np.zeros(len(boxes), np.int64) if spec.class_output is None else
+                       _a_value_a_box(outputs, index, spec, "class_output", len(boxes)).astype(np.int64))
             keep = scores >= conf
             return nms(Detections(boxes[keep], scores[keep], classes[keep]), _nms_iou(spec))
     classes = class_scores.argmax(axis=1) if class_scores.shape[1] else np.zeros(len(boxes), np.int64)
     scores = class_scores.max(axis=1) if class_scores.shape[1] else np.zeros(len(boxes))
     keep = scores >= conf
     return nms(Detections(boxes[keep], scores[keep], classes[keep]), _nms_iou(spec))
+
+
+def _a_value_a_box(outputs: dict, index: int, spec, key: str, boxes: int) -> np.ndarray:
+    """Return sample `index` of the output that the spec's `key` (score_output, class_output) names, flat: one
+    value a box of `spec.name`; raise, naming both, when it holds another count (the key names the wrong output)."""
+    name = getattr(spec, key)
+    values = np.asarray(outputs[name][index])
+    if values.size != boxes or values.ndim > 2:
+        raise TrtpipeError(f"output '{name}', the {key} of '{spec.name}', has shape {list(values.shape)} a sample, not one "
+                           f"value for each of the {boxes} boxes of '{spec.name}' ({LAYOUTS[spec.layout]}); fix {key} in "
+                           "the spec's [[outputs]]")
+    return values.reshape(-1)
 
 
 def image_size(inputs) -> tuple[int, int] | None:
@@ -448,17 +462,20 @@ class DetectionTask(Task):
                                    f"detections cannot read ({LAYOUTS[layout]}); set score_output in its [[outputs]], or "
                                    "another layout")
             return
-        width = {"yolov8": (baseline.shape[1] if baseline.ndim == 3 else 0),
-                 "yolov5": (baseline.shape[2] if baseline.ndim == 3 else 0), "separate": None}.get(
-                     layout, baseline.shape[2] if baseline.ndim == 3 else 0)  # yolox: as yolov5
-        if layout != "separate" and (baseline.ndim != 3 or width < 5):
+        if layout == "separate":
+            if baseline.ndim != 3 or baseline.shape[2] != 4:
+                raise TrtpipeError(f"output '{self.output}' has shape {list(baseline.shape)}, which layout separate cannot "
+                                   f"read ({LAYOUTS[layout]}); set layout in the spec's [[outputs]], or name the boxes")
+            return
+        width = (baseline.shape[1] if layout == "yolov8" else baseline.shape[2]) if baseline.ndim == 3 else 0  # yolox: as yolov5
+        if width < 5:
             raise TrtpipeError(f"output '{self.output}' has shape {list(baseline.shape)}, which layout {layout} cannot "
                                f"read ({LAYOUTS[layout]}); set layout in the spec's [[outputs]]")
-        if self.spec.classes is not None and layout != "separate" and width - (4 if layout == "yolov8" else 5) != self.spec.classes:
+        if self.spec.classes is not None and width - (4 if layout == "yolov8" else 5) != self.spec.classes:
             raise TrtpipeError(f"output '{self.output}' has {width} values per box, not {self.spec.classes} classes plus "
                                f"the box ({LAYOUTS[layout]}); fix classes or layout in the spec's [[outputs]]")
         boxes = baseline.shape[2] if layout == "yolov8" else baseline.shape[1]
-        if layout != "separate" and width - (4 if layout == "yolov8" else 5) > boxes:
+        if width - (4 if layout == "yolov8" else 5) > boxes:
             # YOLOX's [1, 3549, 6] read as YOLOv8: 3545 classes on 6 boxes. No detector has more classes than boxes.
             raise TrtpipeError(f"output '{self.output}' {list(baseline.shape)} read as layout {layout} ({LAYOUTS[layout]}) "
                                f"has {width - (4 if layout == 'yolov8' else 5)} classes on {boxes} boxes, more classes "
