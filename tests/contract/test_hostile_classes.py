@@ -249,13 +249,19 @@ CALIBRATING = {
 }
 
 
-@pytest.mark.parametrize("command,name", [(c, n) for c in sorted(CALIBRATING) for n in sorted(UNCACHEABLE)])
-def test_a_tensor_name_no_calibration_cache_can_hold(command, name, workspace, tmp_path):
+def _case_folders(command: str, tmp_path: Path) -> tuple[Path, Path]:
+    """Skip `command` where it needs TensorRT-RTX and lacks it; return the case's empty output and hostile folders."""
     if command in NEEDS_RTX and not HAS_RTX:
         pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
     out, hostile = tmp_path / "out", tmp_path / "hostile"
     out.mkdir()
     hostile.mkdir()
+    return out, hostile
+
+
+@pytest.mark.parametrize("command,name", [(c, n) for c in sorted(CALIBRATING) for n in sorted(UNCACHEABLE)])
+def test_a_tensor_name_no_calibration_cache_can_hold(command, name, workspace, tmp_path):
+    out, hostile = _case_folders(command, tmp_path)
     models.save(_renamed({"h2": UNCACHEABLE[name]}), hostile / "m.onnx")
     (hostile / "m.toml").write_text('name = "m"\n')
     argv = [a.format(m=hostile / "m.onnx", spec=hostile / "m.toml", ws=workspace, out=out) for a in CALIBRATING[command]]
@@ -354,11 +360,7 @@ BROKEN_WEIGHTS = {"nan-in-a-layer": (np.nan, True), "infinity-in-a-layer": (np.i
 
 @pytest.mark.parametrize("command,case", [(c, w) for c in COMPUTING for w in sorted(BROKEN_WEIGHTS)])
 def test_a_weight_that_is_not_a_number(command, case, workspace, tmp_path):
-    if command in NEEDS_RTX and not HAS_RTX:
-        pytest.skip("tensorrt-rtx is not installed: pip install 'trtpipe[rtx]'")
-    out, hostile = tmp_path / "out", tmp_path / "hostile"
-    out.mkdir()
-    hostile.mkdir()
+    out, hostile = _case_folders(command, tmp_path)
     models.save(_with_weight(*BROKEN_WEIGHTS[case]), hostile / "broken.onnx")
     values = {k: (v.format(ws=workspace, out=out, taken=0) if v else v) for k, v in BASES[command].items()}
     values["model"] = str(hostile / "broken.onnx")
