@@ -303,7 +303,7 @@ def _a_value_a_box(outputs: dict, index: int, spec, key: str, boxes: int) -> np.
     value a box of `spec.name`; raise, naming both, when it holds another count (the key names the wrong output)."""
     name = getattr(spec, key)
     values = np.asarray(outputs[name][index])
-    if values.size != boxes or values.ndim > 2:
+    if values.size != boxes or (values.ndim and max(values.shape) != boxes):  # [boxes], or with axes of 1
         raise TrtpipeError(f"output '{name}', the {key} of '{spec.name}', has shape {list(values.shape)} a sample, not one "
                            f"value for each of the {boxes} boxes of '{spec.name}' ({LAYOUTS[spec.layout]}); fix {key} in "
                            "the spec's [[outputs]]")
