@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -341,8 +342,16 @@ def run_step(args: list, timeout: float) -> Step:
     except subprocess.TimeoutExpired:
         return Step(False, time.perf_counter() - start, reason=f"timed out after {timeout:.0f} s")
     seconds = time.perf_counter() - start
-    return Step(done.returncode == 0, seconds, done.stdout,
-                "" if done.returncode == 0 else last_line(done.stderr, done.stdout), done.returncode)
+    return Step(done.returncode == 0, seconds, done.stdout, "" if done.returncode == 0 else failure(done), done.returncode)
+
+
+def failure(done: subprocess.CompletedProcess) -> str:
+    """Return why a step failed: the signal that ended it (its output stops mid-line, a progress bar's
+    as likely as any), else its last_line."""
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        return f"killed by {name}" + (", as the kernel's out-of-memory killer ends a process" if name == "SIGKILL" else "")
+    return last_line(done.stderr, done.stdout)
 
 
 @dataclass

@@ -1007,6 +1007,68 @@ def slanet_table(name: str, code: Path) -> Judge:
     return judge
 
 
+# A table is the package's when it has FP32's cells: each of FP32's cell boxes matched, once, by one of
+# the typed model's at IoU >= BOX_IOU (the detectors' rule) and no cell more, and each matched cell at
+# FP32's logical rows and columns. Tables, as strings: 2% may change.
+def lore_table(name: str, code: Path) -> Judge:
+    """Tables by lineless-table-rec 0.0.9's own LinelessTableRecognition without OCR (need_ocr=False: its
+    preprocess, the detector's session, DetProcess's decoding of the cells, the wheel's own FP32
+    lore_process for their logical rows and columns, filter_logi_points and sorted_ocr_boxes), on each
+    validation canvas read as the PNG it is, in BGR. The package's preprocess of it must give validate's
+    arrays (to float32 rounding: it normalizes in float64). Its OCR is not run: the cells and their places
+    in the grid are what the two models decide. main.py imports RapidOCR, which is stubbed, and its modules
+    are loaded by path under a stub package."""
+    import cv2
+
+    stub = types.ModuleType("lineless_table_rec")
+    stub.__path__ = [str(code / "lineless_table_rec")]
+    sys.modules["lineless_table_rec"] = stub
+    ocr = types.ModuleType("rapidocr_onnxruntime")
+    ocr.RapidOCR = lambda *args, **kwargs: None  # need_ocr=False never calls it
+    sys.modules["rapidocr_onnxruntime"] = ocr
+    from lineless_table_rec.main import LinelessTableRecognition
+
+    files = sorted((BUILD / name / "data" / "val").glob("*.png"))
+    fed = np.concatenate([b["input"] for b in samples(name)])
+    table = LinelessTableRecognition(str(fp32(name)), str(code / "lineless_table_rec" / "models" / "lore_process.onnx"))
+    images = [table.load_img(str(f)) for f in files]
+    package = np.concatenate([table.preprocess(image)["img"] for image in images])
+    assert package.shape == fed.shape and np.allclose(package, fed, rtol=0, atol=1e-5), \
+        "the package's preprocessing and validate's differ"
+
+    def read(path: Path) -> list[tuple[np.ndarray, np.ndarray]]:
+        table.det_session.session = session(path)  # the package's session wrapper, graph optimizations off
+        tables = []
+        for image in images:
+            _html, _elapse, boxes, logic, _ocr = table(image.copy(), need_ocr=False)
+            tables.append((np.asarray(boxes if boxes is not None else [], np.float64).reshape(-1, 4),
+                           np.asarray(logic if logic is not None else [], np.int64).reshape(-1, 4)))
+        return tables
+
+    want = read(fp32(name))
+
+    def judge(precision: str) -> Score:
+        got = read(typed(name, precision))
+        kept, found, placed, extra = [], 0, 0, 0
+        for (want_boxes, want_logic), (got_boxes, got_logic) in zip(want, got):
+            overlap = iou(want_boxes, got_boxes) if len(want_boxes) and len(got_boxes) else np.zeros((len(want_boxes), 0))
+            pairs = []
+            while overlap.size and overlap.max() >= BOX_IOU:
+                i, j = np.unravel_index(overlap.argmax(), overlap.shape)
+                overlap[i, :], overlap[:, j] = 0, 0
+                pairs.append((i, j))
+            same_place = sum(bool((want_logic[i] == got_logic[j]).all()) for i, j in pairs)
+            found, placed, extra = found + len(pairs), placed + same_place, extra + len(got_boxes) - len(pairs)
+            kept.append(len(pairs) == len(want_boxes) == len(got_boxes) and same_place == len(pairs))
+        cells = sum(len(w[0]) for w in want)
+        score = same_share([True] * len(kept), kept, f"tables (every cell of FP32's at IoU >= {BOX_IOU}, none more, "
+                           "each at FP32's rows and columns)", STRINGS_SAME)
+        return Score(f"{score.text}; FP32's {cells} cells in {len(want)} tables: {found} found ({placed} of them at "
+                     f"FP32's rows and columns), {extra} more", score.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -1026,6 +1088,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "dnsmos": dnsmos,
     "gtcrn": gtcrn,
     "khmersm": khmersm,
+    "lore-table": lore_table,
     "effword-resnet50": embedding("feature_output"),
     "magika": classifier(argmax_labels),
     "minilm-l3": embedding("461"),
@@ -1066,6 +1129,8 @@ CHECKS = {
     "dnsmos": f"opinion scores (the package's SIG, BAK, OVRL) each within {MOS_POINTS} of FP32's on >= {LABELS_SAME:.0%}",
     "gtcrn": f"enhanced speech (the package's waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every utterance",
     "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",
+    "lore-table": f"tables (the package's cells at IoU >= {BOX_IOU} of FP32's, none more, each at FP32's logical rows "
+                  f"and columns) equal on >= {STRINGS_SAME:.0%}",
     "slanet-table": f"tables (the package's structure tokens, and every cell box at IoU >= {BOX_IOU} of FP32's) equal on "
                     f">= {STRINGS_SAME:.0%}",
     **{m: f"cosine min >= {EMBED_COSINE_MIN}, nearest neighbour kept (ties within {EMBED_TIE}) on >= {EMBED_NEIGHBOURS:.0%}"

@@ -274,6 +274,31 @@ def test_init_writes_a_spec_that_loads_and_builds_shapes_from_data(cli, tmp_path
     assert spec.calibration == data.resolve()
 
 
+@pytest.mark.parametrize("stride,task", [(4, "generic"), (1, "dense")])
+def test_init_reads_a_maps_size_at_the_datas_image_size_not_from_two_unknown_dims(cli, tmp_path, stride, task):
+    """LORE's table-cell heads ([batch, 2, h, w] at a quarter of a [batch, 3, H, W] input, every spatial dim
+    dynamic and named apart) were guessed a per-pixel map "with the input's height and width": two
+    unknown dims compared equal. At the size of the data's images the map is a quarter (not dense) or the
+    input's own (dense, as PP-OCR's detector, whose dims Paddle2ONNX names apart too)."""
+    from PIL import Image
+
+    weights = numpy_helper.from_array(np.random.default_rng(0).normal(0, 0.3, (2, 3, stride, stride)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["input", "w"], ["hm"], strides=[stride, stride])], "heads",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+                              [helper.make_tensor_value_info("hm", TensorProto.FLOAT, ["N", 2, "hm_h", "hm_w"])], [weights])
+    model = tmp_path / "m.onnx"
+    models.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    data = tmp_path / "calib"
+    data.mkdir()
+    for k in range(2):
+        Image.fromarray(np.random.default_rng(k).integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(data / f"{k}.png")
+    code, _out, err = cli("init", model, "--data", data, "-o", tmp_path / "m.toml")
+    assert code == 0, err
+    assert load_spec(tmp_path / "m.toml").task == task
+    text = (tmp_path / "m.toml").read_text()
+    assert ("has the input's height and width" in text) == (task == "dense")
+
+
 def test_init_marks_a_taggers_padding_and_says_why(cli, tmp_path):
     """slovorez's ids are 0 after the word: init names them as the padding, so the tags there are not judged."""
     table = np.random.default_rng(0).normal(0, 1, (9, 4))

@@ -175,6 +175,23 @@ def test_the_reason_is_one_line_and_says_why():
     assert "\n" not in zoo.last_line("x" * 1000) and len(zoo.last_line("x" * 1000)) == 300
 
 
+def test_a_step_killed_by_a_signal_says_so_not_its_last_progress_line():
+    # The kernel's out-of-memory killer stopped lore-table's INT8 calibration (16 GB at 768x768) mid
+    # progress bar, and the row's reason was that bar: "choosing each tensor's method: 12%...".
+    import signal
+    import subprocess
+
+    killed = subprocess.run([sys.executable, "-c", "import os, signal, sys; sys.stderr.write(\"choosing each tensor's "
+                             "method:  12% 4/32 [02:31<17:40]\\r\"); sys.stderr.flush(); os.kill(os.getpid(), signal.SIGKILL)"],
+                            capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL
+    assert zoo.last_line(killed.stderr, killed.stdout).startswith("choosing each tensor's method")  # what the row said
+    assert zoo.failure(killed) == "killed by SIGKILL, as the kernel's out-of-memory killer ends a process"
+    failed = subprocess.run([sys.executable, "-c", "import sys; sys.exit('trtpipe: error: no samples')"],
+                            capture_output=True, text=True)
+    assert zoo.failure(failed) == "no samples"  # an exit of its own keeps its own line
+
+
 def test_an_output_of_one_value_a_sample_shows_its_cosine_across_the_samples(cli, tmp_path):
     """CapSpot's same-or-not probability [batch, 1]: the table's cosine read 1.000000 whatever the model did
     (the cosine of one number is its sign); a candidate 0.5 off on every sample shows it across them."""
@@ -354,7 +371,7 @@ def test_noisy_speech_writes_frames_with_the_caches_on_their_batch_axes(tmp_path
 
 @pytest.mark.parametrize("name", ["captcha-crnn", "centerface", "ddddocr-det", "effword-resnet50", "basic-pitch",
                                   "speech-embedding", "slovorez", "u2netp", "rivagan-dec", "age-resnet",
-                                  "tddfa-mb1", "slanet-table"])
+                                  "tddfa-mb1", "slanet-table", "lore-table"])
 def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
     from trtpipe.data import iter_batches
 

@@ -133,10 +133,13 @@ def output_roles(graph) -> dict[str, str]:
     return roles
 
 
-def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bool = False) -> TaskGuess:
+def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bool = False,
+               sized: dict[str, list[int]] | None = None) -> TaskGuess:
     """Return the task the shapes suggest; 'generic' (cosine and SNR on every output) when none fits.
 
     `ragged`: the data's samples are of their own lengths, so per-token states are no one vector a sample.
+    `sized`: the image input's shape and the outputs' at the size of the data's images (_shapes_at_size),
+    where the ONNX leaves their dims dynamic.
     """
     floats = [o for o in outputs if is_float(o.dtype)]
     if not floats:
@@ -188,13 +191,47 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
         return TaskGuess("face", f"image input and maps of one size with 1, 2, 2 and 10 channels, as a CenterNet-style "
                                  f"face head writes heatmap '{roles['name']}', box scales, offsets and 5 landmarks; "
                                  "check which 2-channel map is the scale", roles)
-    if len(first.shape) == 4 and image is not None and first.shape[2:] == image.shape[2:]:
+    if len(first.shape) == 4 and image is not None and _same_size(first, image, sized or {}):
         channels = _layout(image)[1]
         if channels > MOST_IMAGE_CHANNELS:  # GTCRN's STFT frame [1, 257, 1, 2] and its enhanced frame
             return TaskGuess("generic", f"input '{image.name}' [{'x'.join(map(_dim, image.shape))}] has {channels} "
                                         f"channels, no image's: output '{first.name}' of its shape is no per-pixel map")
         return TaskGuess("dense", f"output '{first.name}' has the input's height and width: a per-pixel map")
     return TaskGuess("generic", f"no task recognised from output '{first.name}' {first.shape}")
+
+
+def _same_size(output: TensorFacts, image: TensorFacts, sized: dict[str, list[int]]) -> bool:
+    """Return whether `output` has the image input's height and width: at the data's image size where shape
+    inference gave the output's dims there, else by the ONNX's own dims. Two dynamic dims are no evidence of
+    one size: LORE's table-cell maps, [batch, 2, h, w] at a quarter of [batch, 3, H, W], were read as a
+    per-pixel map; PP-OCR's detector names its map's dims apart from its input's and is one."""
+    if image.name in sized and len(sized.get(output.name, ())) == 4 and all(d > 0 for d in sized[output.name][2:]):
+        return sized[output.name][2:] == sized[image.name][2:]
+    return output.shape[2:] == image.shape[2:]
+
+
+def _shapes_at_size(model, image: TensorFacts, size: list[int]) -> dict[str, list[int]]:
+    """Return {name: shape} of the image input fixed at one sample of `size` and of each output as ONNX
+    shape inference then gives it (-1 where it cannot), or {} when inference fails."""
+    import onnx
+
+    from trtpipe.graph import toolkit
+
+    fixed = toolkit.copy(model)
+    value = next(v for v in fixed.graph.input if v.name == image.name)
+    shape = [1, *_image_dims(image.shape, size)]
+    for dim, length in zip(value.type.tensor_type.shape.dim, shape):
+        dim.Clear()
+        dim.dim_value = length
+    for output in fixed.graph.output:
+        output.type.tensor_type.ClearField("shape")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(fixed, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - inference is a hint here: without it the ONNX's own dims decide
+        return {}
+    found = {o.name: [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in o.type.tensor_type.shape.dim]
+             for o in inferred.graph.output if o.type.tensor_type.HasField("shape")}
+    return {image.name: shape, **found}
 
 
 def detections(output: TensorFacts) -> bool:
@@ -507,7 +544,8 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     batch_axes = {t.name: _batch_axis(t, arrays.get(t.name), count, fixed) for t in inputs}
     # Samples may differ in length from file to file (one phrase a file): the profile spans them all.
     spans = _sample_spans(data_dir, inputs, batch_axes) if arrays else {}
-    guess = guess_task(inputs, outputs, ragged=any(small != large for small, _, large in spans.values()))
+    sized = _shapes_at_size(model, image, size) if image is not None and -1 in image.shape[1:] else {}
+    guess = guess_task(inputs, outputs, ragged=any(small != large for small, _, large in spans.values()), sized=sized)
     name = Path(model_path).stem
     lines = [_comment(f"# {name}: a starting spec written by 'trtpipe init'. Check every line marked CHECK."),
              f"name = {toml_string(name)}",

@@ -861,13 +861,13 @@ TABLE_SIDE = 488  # rapid-table's TablePreprocess: table_max_len
 TABLE_MEAN, TABLE_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-def table_image(rng: np.random.Generator) -> tuple:
+def table_image(rng: np.random.Generator, side: int = TABLE_SIDE) -> tuple:
     """Return a rendered table as a layout detector crops it (a PIL RGB image, its longest side
-    TABLE_SIDE) and its structure as SLANet's tokens: 2 to 10 body rows of 2 to 7 columns under 1 or 2
+    `side`, TABLE_SIDE unless given) and its structure as SLANet's tokens: 2 to 10 body rows of 2 to 7 columns under 1 or 2
     header rows, a header cell spanning 2 or 3 columns on a third of them and a first-column cell spanning
     2 rows on a fifth; cells of real English words, numbers, percentages, amounts and dates; ruled as
     a grid, with horizontal rules only (booktabs), between every row, or not at all (zebra shading);
-    Pillow's font at 11 to 22 px, then scaled to TABLE_SIDE, maybe JPEG-compressed or turned a little."""
+    Pillow's font at 11 to 22 px, then scaled to `side`, maybe JPEG-compressed or turned a little."""
     import io
 
     from PIL import Image, ImageDraw
@@ -949,10 +949,10 @@ def table_image(rng: np.random.Generator) -> tuple:
     if style == "rows":  # under every cell, not through one that spans two rows
         for r, c, rs, cs, _ in cells:
             draw.line((xs[c], ys[r + rs], xs[c + cs], ys[r + rs]), fill=ink)
-    scale = TABLE_SIDE / max(img.size)
+    scale = side / max(img.size)
     img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))), Image.LANCZOS)
-    if max(img.size) != TABLE_SIDE:  # rounding: exactly TABLE_SIDE on the longest side
-        img = img.resize((TABLE_SIDE, img.height) if img.width >= img.height else (img.width, TABLE_SIDE), Image.LANCZOS)
+    if max(img.size) != side:  # rounding: exactly `side` on the longest side
+        img = img.resize((side, img.height) if img.width >= img.height else (img.width, side), Image.LANCZOS)
     if rng.random() < 0.3:
         img = img.rotate(float(rng.uniform(-0.8, 0.8)), Image.BILINEAR, fillcolor=paper)
     if rng.random() < 0.5:  # a scan or a screenshot saved as JPEG
@@ -997,6 +997,25 @@ def write_tables(directory: Path, count: int, seed: int) -> None:
     for i in range(count):
         image, _ = table_image(rng)
         np.savez(directory / f"{i:04d}.npz", x=table_input(image))
+
+
+LORE_SIDE = 768  # lineless-table-rec's LinelessTableRecognition: inp_h and inp_w
+
+
+def write_table_canvases(directory: Path, count: int, seed: int, side: int = LORE_SIDE) -> None:
+    """Rendered tables (table_image at `side` on the longest side) as lineless-table-rec 0.0.9's
+    preprocess places a table crop before LORE: its warpAffine scales the longest side to `side` and puts
+    the table in the upper left of a side x side canvas, black (0) below or right of it. Each is that
+    canvas as a PNG, so the package's own preprocess of the file is the identity warp, and [preprocess]
+    (BGR, its CenterNet mean and std) gives the arrays the package feeds."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        image, _ = table_image(rng, side)
+        canvas = Image.new("RGB", (side, side), (0, 0, 0))
+        canvas.paste(image, (0, 0))
+        canvas.save(directory / f"{i:04d}.png")
 
 
 PITCH_RATE = 16000
@@ -1184,6 +1203,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "khmer_text": write_khmer_text, "name_units": write_name_units, "glyph_pairs": write_glyph_pairs,
     "watermarked_frames": write_watermarked_frames, "face_chips": write_face_chips,
     "noisy_speech": write_noisy_speech, "face_rois": write_face_rois, "tables": write_tables,
+    "table_canvases": write_table_canvases,
     "melodies": write_melodies, "rated_speech": write_rated_speech,
 }
 
