@@ -1018,8 +1018,6 @@ def lore_table(name: str, code: Path) -> Judge:
     arrays (to float32 rounding: it normalizes in float64). Its OCR is not run: the cells and their places
     in the grid are what the two models decide. main.py imports RapidOCR, which is stubbed, and its modules
     are loaded by path under a stub package."""
-    import cv2
-
     stub = types.ModuleType("lineless_table_rec")
     stub.__path__ = [str(code / "lineless_table_rec")]
     sys.modules["lineless_table_rec"] = stub
