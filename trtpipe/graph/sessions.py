@@ -25,7 +25,7 @@ QUIET = 3  # ONNX Runtime's log severity: errors and worse; its warnings about u
 def session(model, providers: Sequence[str] = CPU, *, optimization: str = "all", threads: int | None = None,
             log_severity: int = QUIET, optimized_path: str | os.PathLike | None = None,
             disabled_optimizers: Sequence[str] = (), name: str | None = None, tf32: bool = False,
-            spin: bool = True) -> Any:
+            spin: bool = True, arena: bool = True) -> Any:
     """Return an onnxruntime.InferenceSession running the ModelProto `model` on `providers`, in order.
 
     `optimization`: "none" runs the graph as written (typed graphs: ONNX Runtime's rewrites of Q/DQ
@@ -33,7 +33,8 @@ def session(model, providers: Sequence[str] = CPU, *, optimization: str = "all",
     `threads`: intra-op threads (None: ONNX Runtime's choice). `optimized_path`: where ONNX Runtime
     writes the graph it optimized. The CUDA provider runs FP32 as FP32 unless `tf32` (its default
     TF32 rounds MatMul and Conv inputs to 10 mantissa bits). `spin=False` lets the intra-op threads
-    sleep between runs instead of spin-waiting (a server's threads share the cores). A model ONNX
+    sleep between runs instead of spin-waiting (a server's threads share the cores). `arena=False`
+    gives memory back after each run (ONNX Runtime's CPU arena keeps a session's peak). A model ONNX
     Runtime refuses is a one-line TrtpipeError, naming `name` when given.
     """
     ort = require("onnxruntime", "pipeline", "running ONNX models")
@@ -42,6 +43,7 @@ def session(model, providers: Sequence[str] = CPU, *, optimization: str = "all",
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPTIMIZATION[optimization])
     if threads:
         options.intra_op_num_threads = threads
+    options.enable_cpu_mem_arena = options.enable_mem_pattern = arena
     if not spin:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if optimized_path is not None:
