@@ -141,7 +141,7 @@ def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: 
     `y_q` is the layer alone with the tensor quantized, its weight quantized per channel and any
     other input as FP32 computed it.
     """
-    from trtpipe.calibrators.collect import exposed_activations
+    from trtpipe.calibrators.collect import exposed_groups
     from trtpipe.calibrators.graph import QUANTIZED_OPS, activation_inputs, constant_names
     from trtpipe.graph import sessions
     from trtpipe.graph.qdq import float_constants
@@ -153,13 +153,14 @@ def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: 
               and any(t in measured for t in activation_inputs(node, constants))]
     layer_sessions = [sessions.session(layer_model(model, node, values, grid)) for node in layers]
     feeds = [[name for name in dict.fromkeys(node.input) if name and name not in values] for node in layers]
-    exposed = list(dict.fromkeys([name for names in feeds for name in names] + [node.output[0] for node in layers]))
+    units = [[*names, node.output[0]] for node, names in zip(layers, feeds)]  # a layer's inputs with its output
     # per (tensor, layer): squared error of each candidate, and the squared norm of the FP32 output
     squared = {(t, i): dict.fromkeys(measured[t], 0.0) for i, node in enumerate(layers)
                for t in activation_inputs(node, constants) if t in measured}
     norm = dict.fromkeys(squared, 0.0)
-    for activations in exposed_activations(model, exposed, batches):
-        for i, (node, session, names) in enumerate(zip(layers, layer_sessions, feeds)):
+    for indices, activations in exposed_groups(model, units, batches):
+        for i in indices:
+            node, session, names = layers[i], layer_sessions[i], feeds[i]
             # float64: a layer's squared norm passes float32's 3.4e38 at outputs near 1e19 (Inception v1 as
             # the onnx wheel ships it, every weight 0.02), and inf / inf is no error to compare
             reference = activations[node.output[0]].ravel().astype(np.float64)

@@ -176,15 +176,15 @@ def _compute_layer(node, shapes, constants, name) -> Layer:
 
 def tensor_shapes(model, feeds: Mapping[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
     """Return the shape of every tensor of `model` on `feeds`: one ONNX Runtime run with every
-    node output exposed (exact through Reshape and dynamic dimensions, unlike shape inference)."""
-    from trtpipe.calibrators.collect import exposing_session
+    node output exposed (exact through Reshape and dynamic dimensions, unlike shape inference), in
+    groups when they would not fit in memory at once."""
+    from trtpipe.calibrators.collect import exposed_activations
 
     shapes = {init.name: tuple(init.dims) for init in model.graph.initializer}
     shapes.update({name: tuple(np.shape(value)) for name, value in feeds.items()})
     names = list(dict.fromkeys(o for node in model.graph.node for o in node.output if o))
-    session = exposing_session(model, names)
-    for name, value in zip(names, session.run(names, dict(feeds))):
-        shapes[name] = tuple(np.shape(value))
+    for values in exposed_activations(model, names, [feeds]):
+        shapes.update({name: tuple(np.shape(value)) for name, value in values.items()})
     return shapes
 
 
