@@ -71,11 +71,14 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
         click.echo(json.dumps([dataclasses.asdict(row) for row in rows], indent=2))
         return
     metrics = sorted({row.metric for row in rows})
+    distance = any(row.distance_max is not None for row in rows)
+    ties = "the farthest answer from FP32's, then " if distance else ""
     click.echo(f"{precision} one layer at a time, against FP32, most sensitive first; score: the lowest of "
-               f"{', '.join(metrics)} (ties by the lowest raw cosine of the judged outputs):")
-    click.echo(f"{'score':>9} {'cosine':>9}  node")
+               f"{', '.join(metrics)} (ties by {ties}the lowest raw cosine of the judged outputs):")
+    click.echo(f"{'score':>9} {'cosine':>9}" + (f" {'farthest':>9}" if distance else "") + "  node")
     for row in rows[:top]:
-        click.echo(f"{row.score:9.5f} {row.cosine:9.5f}  {row.node} ({row.op})")
+        farthest = f" {row.distance_max:9.4g}" if distance else ""
+        click.echo(f"{row.score:9.5f} {row.cosine:9.5f}{farthest}  {row.node} ({row.op})")
 
 
 def _thresholds(_ctx, _param, items) -> dict[str, float]:

@@ -2,8 +2,9 @@
 
 The layers whose quantization alone costs the most are the candidates for `--exclude` (the
 shipped specs' exclusions were chosen this way). Each layer is scored by the spec's task metric
-(top-1 agreement, mAP@0.5, mask IoU, cosine...) over every judged output, the worst output
-counting; ties (top-1 agreement is coarse on few samples) are broken by the raw cosine. It runs on
+(top-1 agreement, mAP@0.5, mask IoU, cosine, the share within a spec's tolerance...) over every
+judged output, the worst output counting; ties (top-1 agreement is coarse on few samples) are broken
+by the farthest answer where a tolerance decides, else by the raw cosine. It runs on
 calibration data by default, so the validation set stays a fair judge of the choice.
 """
 
@@ -31,6 +32,7 @@ class LayerSensitivity:
     metric: str  # which: "<output> <metric>"
     cosine: float  # the lowest mean raw cosine over the judged outputs; breaks ties of score
     top1_agreement: float | None  # classifiers only
+    distance_max: float | None = None  # scored by within_tolerance: the farthest answer from FP32's; breaks its ties
 
 
 def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0, precision: Precision | None = None) -> list:
@@ -75,8 +77,10 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
         summaries = judge_model(typed, lambda outputs: tasks(), batches, wanted, name)
         score_task, score = min(((t, s[t.primary]) for t, s in summaries), key=lambda pair: pair[1])
         top1 = [s["top1_agreement"] for t, s in summaries if "top1_agreement" in s]
+        distances = [s["distance_max"] for t, s in summaries if t.primary == "within_tolerance"]
         rows.append(LayerSensitivity(name, node.op_type, float(score), f"{score_task.output} {score_task.primary}",
-                                     float(min(s["cosine"] for _, s in summaries)), min(top1) if top1 else None))
+                                     float(min(s["cosine"] for _, s in summaries)), min(top1) if top1 else None,
+                                     float(max(distances)) if distances else None))
         if on_layer is not None:
             on_layer(1)
-    return sorted(rows, key=lambda row: (row.score, row.cosine))
+    return sorted(rows, key=lambda row: (row.score, -(row.distance_max or 0.0), row.cosine))

@@ -125,7 +125,6 @@ class GenericTask(Task):
     name = "generic"
     judged = ("cosine", "cosine_min", "snr_db", "channel_cosine_min", "channel_snr_db_min", "decision_agreement",
               "within_tolerance")
-    primary = "cosine"
     rows_are_samples = False  # values, whatever axis 0 counts (Task.rows_are_samples)
 
     def __init__(self, spec):
@@ -138,6 +137,14 @@ class GenericTask(Task):
         self.answers = OutputMetrics()  # of what the transform returns
         self.within = self.measured = 0
         self.distance_max = 0.0
+
+    @property
+    def primary(self) -> str:  # type: ignore[override]
+        """The metric `sensitivity` ranks by: an answer read within a distance or at a threshold is judged
+        so, where a cosine near 1 ranks nothing (UVDoc's unwarping grid: every layer at 1.00000)."""
+        if self.spec.transform and self.spec.tolerance is not None:
+            return "within_tolerance"
+        return "decision_agreement" if self.spec.threshold is not None else "cosine"
 
     def _answer(self, values: np.ndarray, of: str, reference: dict) -> np.ndarray:
         """Return the transform of `values` (of: "FP32's" or "the candidate's"), checked to be a row per sample;
