@@ -151,7 +151,8 @@ def layer_errors(model, candidates: Mapping[str, Mapping[str, float]], batches: 
     measured = {tensor: distinct(c) for tensor, c in candidates.items()}
     layers = [node for node in model.graph.node if node.op_type in QUANTIZED_OPS
               and any(t in measured for t in activation_inputs(node, constants))]
-    layer_sessions = [sessions.session(layer_model(model, node, values, grid)) for node in layers]
+    # no arena: each would keep its layer's peak, and LORE's 57 at 768x768 held 16 GB between them
+    layer_sessions = [sessions.session(layer_model(model, node, values, grid), arena=False) for node in layers]
     feeds = [[name for name in dict.fromkeys(node.input) if name and name not in values] for node in layers]
     units = [[*names, node.output[0]] for node, names in zip(layers, feeds)]  # a layer's inputs with its output
     # per (tensor, layer): squared error of each candidate, and the squared norm of the FP32 output
