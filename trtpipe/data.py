@@ -134,14 +134,15 @@ def load_image(path: Path, pre: Preprocess) -> np.ndarray:
     with opened_image(path) as img:
         img = img.convert("L" if pre.color == "L" else "RGB")
         height, width = pre.size
+        resample = Image.Resampling[pre.resample.upper()]
         if pre.resize:
             ratio = pre.resize / min(img.size)
             img = img.resize((max(width, round(img.size[0] * ratio)), max(height, round(img.size[1] * ratio))),
-                             Image.BILINEAR)
+                             resample)
             left, top = (img.size[0] - width) // 2, (img.size[1] - height) // 2
             img = img.crop((left, top, left + width, top + height))
         else:
-            img = img.resize((width, height), Image.BILINEAR)
+            img = img.resize((width, height), resample)
         array = np.asarray(img, dtype=np.float32)
     if array.ndim == 2:
         array = array[:, :, None]

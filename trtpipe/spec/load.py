@@ -53,6 +53,7 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
             size=tuple(pre.get("size", defaults.size)), resize=pre.get("resize"), color=pre.get("color", defaults.color),
             scale=pre.get("scale", defaults.scale), mean=pre.get("mean", defaults.mean), std=pre.get("std", defaults.std),
             layout=pre.get("layout", defaults.layout), dtype=pre.get("dtype", defaults.dtype),
+            resample=pre.get("resample", defaults.resample),
         )
     data = raw.get("data", {})
     quantize = raw.get("quantize", {})

@@ -53,6 +53,7 @@ class Preprocess:
     std: list[float] = field(default_factory=lambda: [1.0])
     layout: str = "NCHW"
     dtype: str = "float32"
+    resample: str = "bilinear"  # the resize's filter, by Pillow's name
 
 
 

@@ -34,6 +34,7 @@ def is_float(dtype: str) -> bool:
     return dtype.startswith(("float", "bfloat"))
 
 
+RESAMPLE = ("nearest", "bilinear", "bicubic", "lanczos", "box", "hamming")  # Pillow's Image.Resampling, by name
 TASKS = ("classification", "embedding", "detection", "dense", "sequence", "face", "generic")
 PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4", "int4")
 
@@ -45,7 +46,8 @@ SCHEMA = {
                                       "inputs", required=("name", "shape")), "inputs"),
     "preprocess": table({"size": list_of(integer, 2), "resize": integer, "color": choice("RGB", "BGR", "L"),
                           "scale": number, "mean": list_of(number), "std": list_of(number),
-                          "layout": choice("NCHW", "NHWC"), "dtype": choice("float32", "float16")}, "preprocess"),
+                          "layout": choice("NCHW", "NHWC"), "dtype": choice("float32", "float16"),
+                          "resample": choice(*RESAMPLE)}, "preprocess"),
     "shapes": map_of(string, "shapes"),
     "data": table({"calibration": path, "validation": path, "labels": path}, "data"),
     "thresholds": map_of(map_of(number, "thresholds"), "thresholds", keys=PRECISION_KEYS),
@@ -94,6 +96,9 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "preprocess.std": ("[1.0]", "divided per channel after the mean"),
     "preprocess.layout": ('"NCHW"', "NCHW or NHWC"),
     "preprocess.dtype": ('"float32"', "the array's dtype"),
+    "preprocess.resample": ('"bilinear"', ("the filter that resizes, as Pillow names it: the one the model's own code "
+                                           "uses (Pillow's resize defaults to bicubic, OpenCV's to bilinear); an answer "
+                                           "in pixels moves with it")),
     "shapes": (None, 'build profiles: input = "MIN/OPT/MAX", dims joined by x, as trtexec writes them'),
     "data": (None, "directories and files, relative to this file"),
     "data.calibration": (None, "samples that set the scales (calibrate, smooth, sensitivity, tune)"),
