@@ -48,16 +48,10 @@ def test_an_int64_first_output_does_not_hide_the_float_one(tmp_path, cli):
     model.graph.node.append(helper.make_node("ArgMax", ["logits"], ["classes"], axis=1, keepdims=0, name="argmax"))
     model.graph.output.insert(0, helper.make_tensor_value_info("classes", TensorProto.INT64, ["N"]))
     onnx.checker.check_model(model)
-    x = np.random.default_rng(0).random((32, 3, 16, 16), np.float32)
-    histograms = collect_histograms(model, quantized_activations(model), [{"input": x}])
-    table = CalibrationTable({name: compute_amax(h, "max") for name, h in histograms.items()})
-    table.amax["r0"] /= 50
-    (tmp_path / "c.cache").write_text(render(table))
-    (tmp_path / "data").mkdir()
-    np.save(tmp_path / "data" / "x.npy", x)
+    path = _clipped_conv1(tmp_path, model)
     (tmp_path / "model.toml").write_text('name = "conv"\ntask = "classification"\n[[inputs]]\nname = "input"\n'
                                          'shape = [-1, 3, 16, 16]\n')
-    code, out, err = cli("sensitivity", save(model, tmp_path / "conv.onnx"), "--cache", tmp_path / "c.cache",
+    code, out, err = cli("sensitivity", path, "--cache", tmp_path / "c.cache",
                          "--data", tmp_path / "data", "--spec", tmp_path / "model.toml", "--json")
     assert code == 0, err
     rows = json.loads(out)
@@ -70,9 +64,9 @@ def test_an_int64_first_output_does_not_hide_the_float_one(tmp_path, cli):
     assert code == 0 and "logits top1_agreement" in out and "conv1 (Conv)" in out.splitlines()[2]
 
 
-def _clipped_conv1(tmp_path):
-    """conv_net, a cache whose conv1 input is clipped to a fiftieth of its range, and 32 samples."""
-    model = conv_net(batch="N")
+def _clipped_conv1(tmp_path, model=None):
+    """Save `model` (conv_net), a cache whose conv1 input is clipped to a fiftieth of its range, and 32 samples."""
+    model = conv_net(batch="N") if model is None else model
     x = np.random.default_rng(0).random((32, 3, 16, 16), np.float32)
     histograms = collect_histograms(model, quantized_activations(model), [{"input": x}])
     table = CalibrationTable({name: compute_amax(h, "max") for name, h in histograms.items()})
@@ -83,19 +77,23 @@ def _clipped_conv1(tmp_path):
     return save(model, tmp_path / "conv.onnx")
 
 
+def _ranked(tmp_path, cli, generic: str):
+    """Return the model and `sensitivity --json`'s rows with its logits judged generic with the keys `generic`."""
+    model = _clipped_conv1(tmp_path)
+    (tmp_path / "model.toml").write_text('name = "conv"\n[[inputs]]\nname = "input"\nshape = [-1, 3, 16, 16]\n'
+                                         '[[outputs]]\nname = "logits"\ntask = "generic"\n' + generic)
+    code, out, err = cli("sensitivity", model, "--cache", tmp_path / "c.cache", "--data", tmp_path / "data",
+                         "--spec", tmp_path / "model.toml", "--json")
+    assert code == 0, err
+    return model, json.loads(out)
+
+
 def test_an_answer_judged_within_a_tolerance_is_ranked_by_it(tmp_path, cli):
     """A spec that reads its output as points within a distance (UVDoc's unwarping grid, in pixels):
     the rows are scored by the share of samples within it and ordered by the farthest point, where
     the cosine of every layer's answer read 1.00000 and ranked nothing."""
-    model = _clipped_conv1(tmp_path)
     (tmp_path / "point.py").write_text("def point(logits):\n    return logits[:, :2]\n")
-    (tmp_path / "model.toml").write_text('name = "conv"\n[[inputs]]\nname = "input"\nshape = [-1, 3, 16, 16]\n'
-                                         '[[outputs]]\nname = "logits"\ntask = "generic"\ntransform = "point.py:point"\n'
-                                         'tolerance = 0.05\n')
-    code, out, err = cli("sensitivity", model, "--cache", tmp_path / "c.cache", "--data", tmp_path / "data",
-                         "--spec", tmp_path / "model.toml", "--json")
-    assert code == 0, err
-    rows = json.loads(out)
+    model, rows = _ranked(tmp_path, cli, 'transform = "point.py:point"\ntolerance = 0.05\n')
     assert {r["metric"] for r in rows} == {"logits within_tolerance"}
     assert rows[0]["node"] == "conv1" and rows[0]["score"] < 1.0
     assert all(r["score"] == 1.0 for r in rows[1:])
@@ -106,12 +104,6 @@ def test_an_answer_judged_within_a_tolerance_is_ranked_by_it(tmp_path, cli):
 
 
 def test_an_answer_read_at_a_threshold_is_ranked_by_its_decisions(tmp_path, cli):
-    model = _clipped_conv1(tmp_path)
-    (tmp_path / "model.toml").write_text('name = "conv"\n[[inputs]]\nname = "input"\nshape = [-1, 3, 16, 16]\n'
-                                         '[[outputs]]\nname = "logits"\ntask = "generic"\nthreshold = 0.0\n')
-    code, out, err = cli("sensitivity", model, "--cache", tmp_path / "c.cache", "--data", tmp_path / "data",
-                         "--spec", tmp_path / "model.toml", "--json")
-    assert code == 0, err
-    rows = json.loads(out)
+    _, rows = _ranked(tmp_path, cli, "threshold = 0.0\n")
     assert {r["metric"] for r in rows} == {"logits decision_agreement"}
     assert rows[0]["node"] == "conv1" and rows[0]["score"] < 1.0
