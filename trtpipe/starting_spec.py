@@ -213,25 +213,13 @@ def _same_size(output: TensorFacts, image: TensorFacts, sized: dict[str, list[in
 def _shapes_at_size(model, image: TensorFacts, size: list[int]) -> dict[str, list[int]]:
     """Return {name: shape} of the image input fixed at one sample of `size` and of each output as ONNX
     shape inference then gives it (-1 where it cannot), or {} when inference fails."""
-    import onnx
-
     from trtpipe.graph import toolkit
 
-    fixed = toolkit.copy(model)
-    value = next(v for v in fixed.graph.input if v.name == image.name)
     shape = [1, *_image_dims(image.shape, size)]
-    for dim, length in zip(value.type.tensor_type.shape.dim, shape):
-        dim.Clear()
-        dim.dim_value = length
-    for output in fixed.graph.output:
-        output.type.tensor_type.ClearField("shape")
-    try:
-        inferred = onnx.shape_inference.infer_shapes(fixed, strict_mode=False, data_prop=True)
-    except Exception:  # noqa: BLE001 - inference is a hint here: without it the ONNX's own dims decide
+    inferred = toolkit.inferred_shapes(model, {image.name: shape})
+    if not inferred:
         return {}
-    found = {o.name: [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in o.type.tensor_type.shape.dim]
-             for o in inferred.graph.output if o.type.tensor_type.HasField("shape")}
-    return {image.name: shape, **found}
+    return {image.name: shape, **{o.name: inferred[o.name][0] for o in model.graph.output if o.name in inferred}}
 
 
 def detections(output: TensorFacts) -> bool:

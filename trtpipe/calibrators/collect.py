@@ -109,9 +109,9 @@ def _grouped(model, units: Sequence[Sequence[str]], feeds: Mapping[str, np.ndarr
         return [(list(range(len(units))), every, exposing_session(model, every))]
     parts: list[tuple[list[int], list[str]]] = []
     for index, unit in enumerate(units):
-        if parts and cost(dict.fromkeys(parts[-1][1] + list(unit))) <= budget:
-            parts[-1][0].append(index)
-            parts[-1][1][:] = list(dict.fromkeys(parts[-1][1] + list(unit)))
+        joined = list(dict.fromkeys([*parts[-1][1], *unit])) if parts else []
+        if joined and cost(joined) <= budget:
+            parts[-1] = (parts[-1][0] + [index], joined)
         else:
             parts.append(([index], list(dict.fromkeys(unit))))
     # no arena: a session keeps its arena's peak, and each group's would stay held beside the next
@@ -132,29 +132,13 @@ def _return_freed_memory() -> None:
 
 
 def _estimated_bytes(model, feeds: Mapping[str, np.ndarray]) -> dict[str, int]:
-    """Return {tensor: bytes} of each tensor ONNX shape inference sizes fully at the feeds' shapes ({} when it fails)."""
-    import onnx
-
+    """Return {tensor: bytes} of each tensor ONNX shape inference sizes fully at the feeds' shapes ({} when
+    it fails: every tensor is then exposed in one run, as before)."""
     from trtpipe.graph import toolkit
 
-    fixed = toolkit.copy(model)
-    for value in fixed.graph.input:
-        if value.name in feeds and value.type.HasField("tensor_type"):
-            shape = value.type.tensor_type.shape
-            shape.Clear()
-            for length in np.shape(feeds[value.name]):
-                shape.dim.add().dim_value = length
-    try:
-        inferred = onnx.shape_inference.infer_shapes(fixed, strict_mode=False, data_prop=True)
-    except Exception:  # noqa: BLE001 - a hint only: without it every tensor is exposed in one run, as before
-        return {}
-    sizes = {}
-    for value in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
-        tensor = value.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
-        if tensor.HasField("shape") and all(d > 0 for d in dims) and tensor.elem_type in ITEM_BYTES:
-            sizes[value.name] = int(np.prod(dims, dtype=np.int64)) * ITEM_BYTES[tensor.elem_type]
-    return sizes
+    shapes = toolkit.inferred_shapes(model, {name: np.shape(value) for name, value in feeds.items()})
+    return {name: int(np.prod(dims, dtype=np.int64)) * ITEM_BYTES[kind] for name, (dims, kind) in shapes.items()
+            if all(d > 0 for d in dims) and kind in ITEM_BYTES}
 
 
 def _needed_for(model, names: Sequence[str]):

@@ -19,7 +19,7 @@ onnx is imported inside the functions that need it: `import trtpipe` never needs
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -174,3 +174,28 @@ class NewNames:
         self.taken.add(name)
         return name
 
+
+
+def inferred_shapes(model, inputs: Mapping[str, Sequence[int]]) -> dict[str, tuple[list[int], int]]:
+    """Return {tensor: (dims, element type)} of every input, value and output ONNX shape inference types
+    with `inputs` fixed at these shapes and the outputs' declared shapes set aside (-1 for a dim it
+    cannot tell); {} when inference fails. A copy is inferred: `model` is not changed."""
+    import onnx
+
+    fixed = copy(model)
+    for value in fixed.graph.input:
+        if value.name in inputs and value.type.HasField("tensor_type"):
+            shape = value.type.tensor_type.shape
+            shape.Clear()
+            for length in inputs[value.name]:
+                shape.dim.add().dim_value = int(length)
+    for output in fixed.graph.output:
+        output.type.tensor_type.ClearField("shape")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(fixed, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - inference is a hint to every caller: without it the graph's own dims decide
+        return {}
+    return {value.name: ([d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
+                          for d in value.type.tensor_type.shape.dim], value.type.tensor_type.elem_type)
+            for value in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output)
+            if value.type.tensor_type.HasField("shape")}
