@@ -251,6 +251,38 @@ def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_hal
     assert search.rank_layers(Config("max"), chunk=1) == expected  # all measured: by their cosine
 
 
+
+def test_ranking_judges_the_layers_as_the_spec_judges_the_outputs(tmp_path):
+    """A spec that reads one logit within 0.02 of FP32's: conv1, clipped, moves it past that on every sample
+    while fc, clipped harder, moves the logits' cosine most and that logit least. The search keeps the layer
+    that breaks the answer first, as `sensitivity` ranks it, not the one with the lowest raw cosine."""
+    from trtpipe.calibrators.collect import collect_histograms
+    from trtpipe.calibrators.graph import quantized_activations
+    from trtpipe.deadline import Deadline
+    from trtpipe.quality.tune import Search, amax_by_method
+    from trtpipe.spec import ModelSpec, OutputSpec
+    from trtpipe.targets import Precision
+
+    model = conv_net(batch="N")
+    batches = [Batch([f"sample {i}" for i in range(32)],
+                     {"input": np.random.default_rng(0).random((32, 3, 16, 16), np.float32)})]
+    amax = amax_by_method(collect_histograms(model, quantized_activations(model), [b.arrays for b in batches]),
+                          Precision.INT8)
+    amax["max"]["r0"] /= 8  # conv1's input
+    amax["max"]["flat"] /= 2  # fc's input
+    (tmp_path / "first.py").write_text("def logit(logits):\n    return logits[:, :1]\n")
+    layers = [("conv0", ["input"]), ("conv1", ["r0"]), ("fc", ["flat"])]
+
+    def ranked(outputs):
+        search = Search(model, ModelSpec("conv", tmp_path, task="generic", outputs=outputs), Precision.INT8, amax,
+                        layers, lambda q: float(len(q)), batches, [], {"cosine": 0.99}, budget_seconds=600, proxy={})
+        search._deadline = Deadline.after(600)
+        search.ranking_share = 1.0
+        return search.rank_layers(Config("max"), chunk=1)
+
+    assert ranked([OutputSpec("logits", "generic")]) == ["fc", "conv1", "conv0"]  # by the logits' cosine
+    assert ranked([OutputSpec("logits", "generic", transform=f"{tmp_path / 'first.py'}:logit", tolerance=0.02)]) == ["conv1", "fc", "conv0"]
+
 def test_share_metrics_pass_by_their_wilson_bound():
     from trtpipe.quality.tune_judge import lower_bound, supported_confidence
 

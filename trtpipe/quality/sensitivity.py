@@ -83,4 +83,10 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
                                      float(max(distances)) if distances else None))
         if on_layer is not None:
             on_layer(1)
+    return most_sensitive_first(rows)
+
+
+def most_sensitive_first(rows: Iterable[LayerSensitivity]) -> list[LayerSensitivity]:
+    """Return `rows` ordered by the spec's judgement: the lowest score first, its ties by the farthest answer,
+    then by the raw cosine."""
     return sorted(rows, key=lambda row: (row.score, -(row.distance_max or 0.0), row.cosine))

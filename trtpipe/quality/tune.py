@@ -216,9 +216,11 @@ class Search:
 
         Layers are measured with today's per-layer sensitivity a few at a time, the most suspect by
         `proxy` first, until `ranking_share` of the time left is spent; the worse half of the measured
-        layers comes first by cosine, then the unmeasured by `proxy`, then the better half.
+        layers comes first, judged as the spec judges the outputs (sensitivity's order: a generic answer read
+        within a tolerance or at a threshold by those, not by its raw cosine), then the unmeasured by
+        `proxy`, then the better half.
         """
-        from trtpipe.quality.sensitivity import layer_sensitivity
+        from trtpipe.quality.sensitivity import layer_sensitivity, most_sensitive_first
 
         batches, seen = [], 0
         for batch in self.batches:
@@ -236,11 +238,10 @@ class Search:
             group = suspects[start:start + chunk]
             # A table holding only these layers' scales makes sensitivity quantize only them.
             subset = type(table)({t: table.amax[t] for _, tensors in group for t in tensors}, table.algorithm)
-            rows += [row for row in layer_sensitivity(self.model, subset, self.precision, batches,
-                                                      classifier=self.spec.task == "classification",
+            rows += [row for row in layer_sensitivity(self.model, subset, self.precision, batches, spec=self.spec,
                                                       unquantized=self.unquantized)
                      if row.node in {name for name, _ in group}]
-        measured = [row.node for row in sorted(rows, key=lambda row: row.cosine)]
+        measured = [row.node for row in most_sensitive_first(rows)]
         unmeasured = [name for name, _ in suspects if name not in set(measured)]
         if unmeasured:
             self._phase(f"measured {len(measured)} of {len(self.layers)} layers; the rest ranked by local quantization noise")
