@@ -9,7 +9,7 @@ import random
 import warnings
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -274,6 +274,7 @@ def _samples(path: Path, spec: ModelSpec, first_dtypes: dict[str, tuple[np.dtype
     counts = {len(a) for name, a in batches.items() if name not in shared} or {1}
     if len(counts) != 1:
         raise TrtpipeError(f"{path}: inputs hold different numbers of samples; give each the same size on its batch axis")
+    check_shared_dims(path, spec.shared_dims, _batch_size(spec, batches))
     count = counts.pop()
     if count == 0:  # every command would judge or calibrate on nothing, and say so only in zeros
         raise TrtpipeError(f"{path}: holds no samples (shape {list(next(iter(arrays.values())).shape)}); "
@@ -287,6 +288,31 @@ def _samples(path: Path, spec: ModelSpec, first_dtypes: dict[str, tuple[np.dtype
         for i in range(start, min(count, start + step)):
             yield (path.name if count == 1 else f"{path.name}[{i}]"), {n: a[0 if n in shared else i - start]
                                                                        for n, a in chunk.items()}
+
+
+def check_shared_dims(path: Path, shared: Mapping[str, list[tuple[str, int]]],
+                      size: Callable[[str, int], int | None]) -> None:
+    """Raise naming the file when two inputs hold different sizes on a dimension the model names on both
+    (ModelSpec.shared_dims); `size(input, axis)` is the size the file holds there, None where it holds no
+    sample's size (the batch axis, an input it lacks)."""
+    for dim, places in shared.items():
+        held = [(name, axis, found) for name, axis in places if (found := size(name, axis)) is not None]
+        other = next((h for h in held[1:] if h[2] != held[0][2]), None)
+        if other is not None:
+            (first, first_axis, first_size), (second, second_axis, second_size) = held[0], other
+            raise TrtpipeError(f"{path}: inputs '{first}' and '{second}' share the model's dimension '{dim}' (axis "
+                               f"{first_axis} and axis {second_axis}), but hold {first_size} and {second_size}; "
+                               "give them the same size in every sample")
+
+
+def _batch_size(spec: ModelSpec, batches: dict[str, np.ndarray]) -> Callable[[str, int], int | None]:
+    """Return size(input, axis) of the model's axis in _check's batches (samples first; a shared input got one)."""
+    def size(name: str, axis: int) -> int | None:
+        item = spec.input(name)
+        if name not in batches or axis == item.batch_axis:
+            return None
+        return batches[name].shape[axis + 1 if item.batch_axis is None or axis < item.batch_axis else axis]
+    return size
 
 
 def fixed_batch(spec: ModelSpec) -> int | None:

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from trtpipe.data import CHUNK_BYTES, IMAGE_SUFFIXES, check_finite, empty_sample, list_files, load_arrays, opened_image
+from trtpipe.data import (CHUNK_BYTES, IMAGE_SUFFIXES, check_finite, check_shared_dims, empty_sample, list_files,
+                          load_arrays, opened_image)
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
-from trtpipe.spec import DTYPES, is_float, toml_string
+from trtpipe.spec import DTYPES, is_float, shared_dims, toml_string
 
 # Batch sizes of the guessed build profile: MIN/OPT/MAX as trtexec writes them.
 PROFILE_BATCHES = (1, 8, 32)
@@ -346,15 +347,26 @@ def _first_arrays(directory: Path, inputs: list[TensorFacts]):
 FILES_READ_FOR_SHAPES = 256
 
 
-def _sample_spans(directory: Path, inputs: list[TensorFacts], axes: dict[str, int | None]
-                  ) -> dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+def _sample_spans(directory: Path, inputs: list[TensorFacts], axes: dict[str, int | None],
+                  shared: dict[str, list[tuple[str, int]]]) -> dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
     """Return {input: (smallest, median, largest dims)} of one sample, over the first .npy/.npz files
-    (FILES_READ_FOR_SHAPES), for the inputs whose samples are all of one rank; others are left out."""
+    (FILES_READ_FOR_SHAPES), for the inputs whose samples are all of one rank; others are left out. A file
+    whose inputs disagree on a dimension the model names on both (`shared`) is refused, as every command
+    after init refuses it."""
     seen: dict[str, list[tuple[int, ...]]] = {t.name: [] for t in inputs}
     for path in [p for p in list_files(directory) if p.suffix.lower() in (".npy", ".npz")][:FILES_READ_FOR_SHAPES]:
         if path.suffix.lower() == ".npy" and len(inputs) != 1:
             continue
         held = load_arrays(path)
+        dims_of = {t.name: _sample_dims(t, held.get(t.name), axes.get(t.name, 0)) for t in inputs}
+
+        def size(name: str, axis: int) -> int | None:  # a model axis in one sample's dims (no batch axis)
+            dims, batch = dims_of.get(name), axes.get(name, 0)
+            if dims is None or axis == batch:
+                return None
+            return dims[axis if batch is None or axis < batch else axis - 1]
+
+        check_shared_dims(path, shared, size)
         for tensor in inputs:
             array = held.get("" if path.suffix.lower() == ".npy" else tensor.name)
             dims = _sample_dims(tensor, array, axes.get(tensor.name, 0)) if array is not None else None
@@ -425,8 +437,8 @@ def _fixed_at_one(model, inputs: list[TensorFacts], arrays: dict, axes: dict[str
 
     try:
         # As written: ONNX Runtime's reshape fusion turns a Reshape to [1, length] into [1, -1], which takes
-        # two samples that TensorRT refuses. Fatal logs only: the refused batch of two is the expected error.
-        runs = session(model, optimization="none", log_severity=4)
+        # two samples that TensorRT refuses. The refused batch of two is the expected error.
+        runs = session(model, optimization="none")
         runs.run(None, feeds(1))
     except Exception:  # noqa: BLE001 - a sample the model does not run says nothing of its batch
         return False
@@ -454,7 +466,7 @@ def _ranked_by_data(model, model_path, inputs: list[TensorFacts], data_dir: Path
     if any(t.name not in arrays for t in inputs):
         raise TrtpipeError(f"{files[0]}: no array for every input of {Path(model_path).name}; store samples as .npz "
                            "keyed by input name")
-    runs = session(model, optimization="none", log_severity=4)
+    runs = session(model, optimization="none")
 
     def runs_on(feeds: dict) -> bool:
         try:
@@ -531,7 +543,7 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     fixed = bool(arrays) and all(d > 0 for t in inputs for d in t.shape) and any(t.shape[:1] == [1] for t in inputs)
     batch_axes = {t.name: _batch_axis(t, arrays.get(t.name), count, fixed) for t in inputs}
     # Samples may differ in length from file to file (one phrase a file): the profile spans them all.
-    spans = _sample_spans(data_dir, inputs, batch_axes) if arrays else {}
+    spans = _sample_spans(data_dir, inputs, batch_axes, shared_dims(model)) if arrays else {}
     sized = _shapes_at_size(model, image, size) if image is not None and -1 in image.shape[1:] else {}
     guess = guess_task(inputs, outputs, ragged=any(small != large for small, _, large in spans.values()), sized=sized)
     name = Path(model_path).stem

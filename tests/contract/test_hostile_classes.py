@@ -373,3 +373,46 @@ def test_minus_infinity_outside_a_layer_is_a_bound_and_calibrates(workspace, tmp
     code, _out, err, exception = run_cli(["calibrate", tmp_path / "floored.onnx", "--data", workspace / "data",
                                           "-o", tmp_path / "c.cache"])
     assert code == 0, f"{err}{exception!r}"
+
+
+# ---- inputs that disagree on a dimension the model names on both ------------------------------------
+# A signal and its scalogram, both 'T' long (OpenSpindleNet's raw_signal and spectrogram): a file that gave
+# them two lengths ran until ONNX Runtime's Concat refused the pair, naming no file, with ONNX Runtime's
+# own coloured log line beside trtpipe's (session 24). init read it into a profile of two lengths.
+
+def _read_together(transposed: bool):
+    """A model reading `signal` [N, 1, T] (or [N, T, 1], `transposed`) and `bands` [N, 15, T] together."""
+    signal = helper.make_tensor_value_info("signal", TensorProto.FLOAT, ["N", "T", 1] if transposed else ["N", 1, "T"])
+    bands = helper.make_tensor_value_info("bands", TensorProto.FLOAT, ["N", 15, "T"])
+    nodes = [helper.make_node("Transpose", ["signal"], ["along"], perm=[0, 2, 1])] if transposed else []
+    nodes += [helper.make_node("Concat", ["along" if transposed else "signal", "bands"], ["both"], axis=1),
+              helper.make_node("Conv", ["both", "w"], ["y"], pads=[1, 1])]
+    weight = numpy_helper.from_array(np.random.default_rng(0).normal(0, 0.3, (4, 16, 3)).astype(np.float32), "w")
+    graph = helper.make_graph(nodes, "together", [signal, bands],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, "T"])], [weight])
+    return models._model(graph)
+
+
+READ_TOGETHER = {"calibrate": ["calibrate", "{m}", "--data", "{data}", "-o", "{out}/c.cache"],
+                 "init": ["init", "{m}", "--data", "{data}", "-o", "{out}/m.toml"],
+                 "validate": ["validate", "{m}", "--baseline", "{m}", "--data", "{data}", "--report", "{out}/r"],
+                 "tune": ["tune", "{m}", "--spec", "{spec}", "--data", "{data}", "--validation", "{data}", "--precision", "int8",
+                          "--budget-min", "0.05", "-o", "{out}/t.cache"],
+                 "deploy": ["deploy", "{m}", "--data", "{data}", "-o", "{out}/deploy", "--target", "sm_89",
+                            "--backend", "tensorrt-rtx"]}
+
+
+@pytest.mark.parametrize("command,transposed", [(c, t) for c in sorted(READ_TOGETHER) for t in (False, True)])
+def test_inputs_that_disagree_on_a_dimension_the_model_names_on_both(command, transposed, workspace, tmp_path):
+    out, hostile = _case_folders(command, tmp_path)
+    models.save(_read_together(transposed), hostile / "m.onnx")
+    (hostile / "m.toml").write_text('name = "m"\ntask = "generic"\n')
+    (hostile / "data").mkdir()
+    rng = np.random.default_rng(1)
+    for i, length in enumerate((40, 40, 36, 40)):  # the third file's bands are shorter than its signal
+        signal = rng.normal(size=(2, 40, 1) if transposed else (2, 1, 40)).astype(np.float32)
+        np.savez(hostile / "data" / f"{i}.npz", signal=signal, bands=rng.normal(size=(2, 15, length)).astype(np.float32))
+    argv = [a.format(m=hostile / "m.onnx", spec=hostile / "m.toml", data=hostile / "data", out=out)
+            for a in READ_TOGETHER[command]]
+    line = check_refused(argv, workspace, out, hostile, ("2.npz",))
+    assert "'T'" in line and "'signal'" in line and "'bands'" in line and "40 and 36" in line, line

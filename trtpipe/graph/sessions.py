@@ -19,7 +19,9 @@ from trtpipe.errors import TrtpipeError, require
 CPU = ("CPUExecutionProvider",)
 # ONNX Runtime's GraphOptimizationLevel by the names callers use.
 OPTIMIZATION = {"none": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "all": "ORT_ENABLE_ALL"}
-QUIET = 3  # ONNX Runtime's log severity: errors and worse; its warnings about unused initializers are noise here
+# ONNX Runtime's log severity: fatal only. Its warnings (unused initializers) are noise here, and an error it
+# logs it also raises, which trtpipe reports as its one line: the log was a second, coloured line beside it.
+QUIET = 4
 
 
 def session(model, providers: Sequence[str] = CPU, *, optimization: str = "all", threads: int | None = None,

@@ -15,6 +15,7 @@ from trtpipe.spec.load import (
            load_exclusions,
            load_spec,
            resolve_inputs,
+           shared_dims,
            spec_for,
            spec_from_onnx,
 )
@@ -25,5 +26,5 @@ from trtpipe.spec.toml_text import toml_string, tomllib
 
 __all__ = ["DTYPES", "NO_BLANK", "TASKS", "InputSpec", "ModelSpec", "OutputSpec", "Preprocess", "Shape", "ShapeRange",
            "check_thresholds",
-           "decided_inputs", "is_float", "load_exclusions", "load_spec", "parse_shapes", "resolve_inputs", "spec_for", "spec_from_onnx",
+           "decided_inputs", "is_float", "load_exclusions", "load_spec", "parse_shapes", "resolve_inputs", "shared_dims", "spec_for", "spec_from_onnx",
            "toml_string", "tomllib"]

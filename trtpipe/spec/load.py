@@ -248,7 +248,23 @@ def resolve_inputs(spec: ModelSpec, model, model_path: str | os.PathLike) -> Mod
             raise TrtpipeError(f"{where}: [shapes] names '{name}' but {model_path} has no such input "
                                f"(it has {', '.join(names)}){did_you_mean(name, names, repr)}")
     check_padding(spec, where)
+    spec.shared_dims = shared_dims(model)
     return spec
+
+
+def shared_dims(model) -> dict[str, list[tuple[str, int]]]:
+    """Return {dimension: [(input, axis), ...]} of each dimension the ONNX names on more than one input axis.
+
+    Two inputs read together (a signal and its spectrogram, both 'T' long) must agree on it in every sample;
+    only ONNX Runtime's run would otherwise refuse the pair, deep inside a node and naming no file."""
+    initializers = {init.name for init in model.graph.initializer}
+    places: dict[str, list[tuple[str, int]]] = {}
+    for value in model.graph.input:
+        if value.name not in initializers:
+            for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+                if dim.HasField("dim_param") and dim.dim_param:
+                    places.setdefault(dim.dim_param, []).append((value.name, axis))
+    return {name: where for name, where in places.items() if len({i for i, _ in where}) > 1}
 
 
 def load_exclusions(path: str | os.PathLike) -> list[str]:
@@ -283,7 +299,7 @@ def spec_from_onnx(model, path: str | os.PathLike, ranked: bool = True) -> Model
         shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
         dtype = str(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         inputs.append(InputSpec(value.name, shape, dtype))
-    return ModelSpec(name=Path(path).stem, root=Path(path).parent, inputs=inputs)
+    return ModelSpec(name=Path(path).stem, root=Path(path).parent, inputs=inputs, shared_dims=shared_dims(model))
 
 
 def spec_for(spec: ModelSpec | None, model, path: str | os.PathLike) -> ModelSpec:

@@ -135,6 +135,9 @@ class ModelSpec:
     min_weights: int = 0  # INT8/FP8 layers with fewer weight elements stay unquantized (engine size)
     outputs: list[OutputSpec] = field(default_factory=list)  # [[outputs]]: empty judges every float output
     path: Path | None = None  # the model.toml this came from, for error messages
+    # {dimension: [(input, axis), ...]} of the dimensions the ONNX names on more than one input (a time axis two
+    # inputs share): every sample must give them one size. Read from the model (spec_for), not from the TOML.
+    shared_dims: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
     def max_batch(self) -> int | None:
         """Return the largest batch every [shapes] profile admits, read on each input's batch_axis (a state
