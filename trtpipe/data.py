@@ -444,6 +444,7 @@ def model_runs_on(directory: str | os.PathLike):
         raise  # ours already one line, or the budget's; a file's (the model's path) says which file; the others are
         # bugs of ours, not of the data: show them whole
     except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own types for bad feeds
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise TrtpipeError(f"--data {directory}: the model cannot run on this data ({first}); "
+        from trtpipe.graph.sessions import ort_reason
+
+        raise TrtpipeError(f"--data {directory}: the model cannot run on this data ({ort_reason(exc)}); "
                            "check shapes and dtypes against the model or --spec") from None

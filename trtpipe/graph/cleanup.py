@@ -280,7 +280,7 @@ def max_relative_error(original, cleaned, samples: int = 2, shapes=None, fixed=N
                 scale = max(float(np.abs(a).max(initial=0.0)), SCALE_FLOOR)
                 worst = max(worst, float(np.abs(a - b).max(initial=0.0)) / scale)
     except Exception as exc:  # noqa: BLE001 - a model may need real inputs; then the check cannot run
-        return None, f"not checked: the model does not run on random inputs ({str(exc).splitlines()[0][:120]})"
+        return None, f"not checked: the model does not run on random inputs ({sessions.ort_reason(exc, 120)})"
     return worst, f"checked on {samples} random inputs"
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from trtpipe.errors import TrtpipeError, require
+from trtpipe.errors import TrtpipeError, first_line, require
 
 CPU = ("CPUExecutionProvider",)
 # ONNX Runtime's GraphOptimizationLevel by the names callers use.
@@ -22,6 +23,17 @@ OPTIMIZATION = {"none": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "all": "
 # ONNX Runtime's log severity: fatal only. Its warnings (unused initializers) are noise here, and an error it
 # logs it also raises, which trtpipe reports as its one line: the log was a second, coloured line beside it.
 QUIET = 4
+
+
+def ort_reason(exc: BaseException, limit: int = 300) -> str:
+    """Return ONNX Runtime's error as one short line: its first, without the status prefix, the source file and
+    the function ("Concat node. Name:'a': Non concat axis dimensions must match: Axis 2 has mismatched
+    dimensions of 90 and 100"), where the reason came last and a cut at `limit` took it."""
+    first = first_line(exc) or type(exc).__name__
+    first = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ", "", first)
+    first = first.replace("Non-zero status code returned while running ", "")
+    first = re.sub(r" Status Message: \S+:\d+ \w+ ", ": ", first)
+    return first[:limit]
 
 
 def session(model, providers: Sequence[str] = CPU, *, optimization: str = "all", threads: int | None = None,
@@ -58,6 +70,5 @@ def session(model, providers: Sequence[str] = CPU, *, optimization: str = "all",
         with contextlib.redirect_stdout(io.StringIO()):
             return ort.InferenceSession(model.SerializeToString(), options, providers=chosen, **extra)
     except Exception as exc:  # noqa: BLE001 - ONNX Runtime's load errors have no common base
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         where = f"{name}: " if name else ""
-        raise TrtpipeError(f"{where}ONNX Runtime cannot load the model ({first}); check it with 'trtpipe inspect'") from None
+        raise TrtpipeError(f"{where}ONNX Runtime cannot load the model ({ort_reason(exc)}); check it with 'trtpipe inspect'") from None

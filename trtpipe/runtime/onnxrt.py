@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from trtpipe.errors import TrtpipeError, require
+from trtpipe.graph.sessions import ort_reason
 from trtpipe.runtime.runner import IOSpec, Runner
 
 
@@ -85,8 +86,7 @@ class OnnxRunner(Runner):
         try:
             values = self.session.run(names, {k: np.asarray(v) for k, v in feeds.items()})
         except _run_errors() as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise TrtpipeError(f"{self.path}: ONNX Runtime failed to run the model ({first}); check the inputs' "
+            raise TrtpipeError(f"{self.path}: ONNX Runtime failed to run the model ({ort_reason(exc)}); check the inputs' "
                                "shapes and dtypes against 'trtpipe inspect'") from None
         return dict(zip(names, values))
 
