@@ -254,7 +254,7 @@ def load_inputs():
 # Makers that read more than their spec's options: the model itself, or other files of its pinned wheel.
 READS_MODEL = ("audio", "noisy_speech")  # the state each chunk or frame sees comes from the model itself
 READS_WHEEL = ("wakeword_windows", "morpheme_words", "khmer_text", "name_units", "watermarked_frames",
-               "face_rois")  # a mel front end, vocabularies, dictionaries, an encoder, photos
+               "face_rois", "sleep_eeg")  # a mel front end, vocabularies, dictionaries, an encoder, photos, a scalogram
 
 
 def maker_options(entry: Entry) -> dict:
@@ -635,13 +635,19 @@ def table_lines(text: str, names: list[str], start: str = TABLE_START, end: str 
 def merged_stamp(text: str, stamp: str, start: str, end: str, names: list[str], kept: dict[str, list[str]]) -> str:
     """Return the line above a table: `stamp` when no row is `kept` from the table before, else the
     line that stood there (which says where the kept rows come from) followed by this run's for the
-    rows of `names`, so a run of some models does not erase the history of the others."""
+    rows of `names`, so a run of some models does not erase the history of the others. A rerun of the same
+    models replaces their older line (each held the whole stamp: the line grew by one a rerun)."""
     if not kept or start not in text or end not in text:
         return stamp
     before = next((line for line in text.split(start, 1)[1].split(end, 1)[0].splitlines() if line.strip()), "")
     if before.startswith("|"):  # a table without its line
         return stamp
-    return f"{before} Then the rows of {', '.join(sorted(names))}, from their build/zoo/<name> here: {stamp}"
+    clause = f" Then the rows of {', '.join(sorted(names))}, from their build/zoo/<name> here: "
+    if clause in before:
+        head, _, tail = before.partition(clause)
+        later = tail.find(" Then the rows of ")
+        before = head + (tail[later:] if later >= 0 else "")
+    return f"{before}{clause}{stamp}"
 
 
 def write_doc(names: list[str], stamp: str) -> None:

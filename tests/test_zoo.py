@@ -533,3 +533,5 @@ def test_a_run_of_some_models_keeps_the_others_rows_and_the_history_above_both_t
     assert "Deploy at abc. Then the rows of a, from their build/zoo/<name> here: Deploy now at def." in text
     assert "| b | fp16 | yes | 1.0 | 1.000000 | - | pass |  |" in text and "| b | 0 | b.fp16.sm89.engine |" in text
     assert "| a | fp16 | yes |" in text and "| a | 0 | a.fp16.sm89.engine |" in text and "not run" not in text
+    zoo.write_doc(["a", "b"], "Later at ghi.")  # a rerun of a: its line replaces the last one, the history stays
+    assert "The whole run at abc. Then the rows of a, from their build/zoo/<name> here: Later at ghi.\n" in doc.read_text()
