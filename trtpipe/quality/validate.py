@@ -289,7 +289,7 @@ def judge(tasks: list[Task], precision: str, thresholds: dict[str, float],
         task.finish()
         summary = task.summary()
         outputs[task.output] = {"task": task.name, **task.described(), **summary}
-        for metric in task.judged:
+        for metric in task.decisive(named or {}):
             if metric in thresholds and metric in summary:
                 checks.append(Check(metric, task.output, float(summary[metric]), float(thresholds[metric]), task.name))
             elif metric in (named or {}):

@@ -115,6 +115,41 @@ def test_decisions_at_a_threshold_are_judged_where_the_cosine_passes(cli, tmp_pa
     assert bits["decisions_flipped"] == int(((x + np.float32(0.001) > 0.52) != (x > 0.52)).sum()) > 0
 
 
+
+def test_an_answer_read_at_a_threshold_is_judged_by_it_and_the_snr_beside_it_where_named(cli, tmp_path):
+    """SwiftF0's FP16 failed on a cosine of 0.9998 while its pitches and voicing were FP32's: a spec that says how
+    the answer is read is judged by that reading. The relative metrics are still reported, and a minimum the
+    user names for one of them is judged as before."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import models
+
+    def scaled(k):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 32])
+        y = helper.make_tensor_value_info("bits", TensorProto.FLOAT, ["N", 32])
+        b = numpy_helper.from_array(np.array([k], np.float32), "k")
+        return models._model(helper.make_graph([helper.make_node("Mul", ["x", "k"], ["bits"])], "g", [x], [y], [b]))
+
+    save(scaled(1.0), tmp_path / "m.onnx")
+    save(scaled(3.0), tmp_path / "tripled.onnx")  # every value on the same side of 0, three times as far
+    save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (64, 32)).astype(np.float32))
+    spec = tmp_path / "m.toml"
+    args = ("validate", tmp_path / "tripled.onnx", "--baseline", tmp_path / "m.onnx", "--data", tmp_path / "data",
+            "--spec", spec, "--json")
+    spec.write_text('[[outputs]]\nname = "bits"\ntask = "generic"\nlayout = "NC"\n')
+    code, out, _ = cli(*args)
+    assert code == 1 and json.loads(out)["outputs"]["bits"]["channel_snr_db_min"] < 0  # no reading given: the SNR decides
+    spec.write_text(spec.read_text() + "threshold = 0.0\n")
+    code, out, err = cli(*args)
+    report = json.loads(out)
+    assert code == 0, err
+    assert report["outputs"]["bits"]["decision_agreement"] == 1.0 and report["outputs"]["bits"]["channel_snr_db_min"] < 0
+    assert {c["metric"] for c in report["checks"] if c["output"] == "bits"} == {"decision_agreement", "finite"}
+    spec.write_text("[thresholds.fp32]\nchannel_snr_db_min = 9.6\n" + spec.read_text())
+    code, out, _ = cli(*args)
+    failed = {c["metric"] for c in json.loads(out)["checks"] if not c["passed"]}
+    assert code == 1 and failed == {"channel_snr_db_min"}
+
 def _parameters(tmp_path, offset):
     """A model that passes its 4 inputs through, plus `offset`: a face model's parameters, the first a scale."""
     from onnx import TensorProto, helper, numpy_helper

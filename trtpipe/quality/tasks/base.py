@@ -49,6 +49,11 @@ class Task:
     def output(self) -> str:
         return self.spec.name
 
+    def decisive(self, named) -> tuple[str, ...]:
+        """Return the metrics of `judged` whose minimums decide the verdict; `named`, the metrics the user
+        named in [thresholds] or --threshold, are judged wherever measured."""
+        return self.judged
+
     @property
     def reads(self) -> list[str]:
         """Return the outputs this task consumes (detection may read three)."""
