@@ -13,8 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
-from trtpipe.data import (CHUNK_BYTES, IMAGE_SUFFIXES, check_finite, check_shared_dims, empty_sample, list_files,
-                          load_arrays, opened_image)
+from trtpipe.data import (
+    CHUNK_BYTES,
+    IMAGE_SUFFIXES,
+    check_finite,
+    check_shared_dims,
+    empty_sample,
+    list_files,
+    load_arrays,
+    opened_image,
+)
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
 from trtpipe.spec import DTYPES, is_float, shared_dims, toml_string
@@ -360,7 +368,7 @@ def _sample_spans(directory: Path, inputs: list[TensorFacts], axes: dict[str, in
         held = load_arrays(path)
         dims_of = {t.name: _sample_dims(t, held.get(t.name), axes.get(t.name, 0)) for t in inputs}
 
-        def size(name: str, axis: int) -> int | None:  # a model axis in one sample's dims (no batch axis)
+        def size(name: str, axis: int, dims_of=dims_of) -> int | None:  # a model axis in one sample's dims (no batch axis)
             dims, batch = dims_of.get(name), axes.get(name, 0)
             if dims is None or axis == batch:
                 return None

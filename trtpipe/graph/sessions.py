@@ -37,7 +37,7 @@ def ort_reason(exc: BaseException, limit: int = 300) -> str:
 
 
 def session(model, providers: Sequence[str] = CPU, *, optimization: str = "all", threads: int | None = None,
-            log_severity: int = QUIET, optimized_path: str | os.PathLike | None = None,
+            optimized_path: str | os.PathLike | None = None,
             disabled_optimizers: Sequence[str] = (), name: str | None = None, tf32: bool = False,
             spin: bool = True, arena: bool = True) -> Any:
     """Return an onnxruntime.InferenceSession running the ModelProto `model` on `providers`, in order.
@@ -53,7 +53,7 @@ def session(model, providers: Sequence[str] = CPU, *, optimization: str = "all",
     """
     ort = require("onnxruntime", "pipeline", "running ONNX models")
     options = ort.SessionOptions()
-    options.log_severity_level = log_severity
+    options.log_severity_level = QUIET
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, OPTIMIZATION[optimization])
     if threads:
         options.intra_op_num_threads = threads
