@@ -83,21 +83,22 @@ def test_damaged_channel_fails_on_its_snr(cli, head, damage, channel):
         assert metrics["worst_snr_channel"] >= 4 and metrics["channel_cosine_min"] > 0.95  # scale: cosine is blind
 
 
-def test_decisions_at_a_threshold_are_judged_where_the_cosine_passes(cli, tmp_path):
-    """rivagan-dec's 32 watermark bits, each set above 0.52: FP8 passed validate at cosine 0.996 and changed
-    9 of 64 messages. With `threshold` on the output, the samples whose every decision is FP32's are judged."""
+def _bits(op: str, value: float, width: int):
+    """A model whose `bits` [N, width] are its input `x` with `value` added (op "Add") or multiplied by it ("Mul")."""
     from onnx import TensorProto, helper, numpy_helper
 
     import models
 
-    def scores(offset):
-        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 512])
-        y = helper.make_tensor_value_info("bits", TensorProto.FLOAT, ["N", 512])
-        b = numpy_helper.from_array(np.array([offset], np.float32), "b")
-        return models._model(helper.make_graph([helper.make_node("Add", ["x", "b"], ["bits"])], "g", [x], [y], [b]))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", width])
+    y = helper.make_tensor_value_info("bits", TensorProto.FLOAT, ["N", width])
+    b = numpy_helper.from_array(np.array([value], np.float32), "b")
+    return models._model(helper.make_graph([helper.make_node(op, ["x", "b"], ["bits"])], "g", [x], [y], [b]))
 
-    save(scores(0.0), tmp_path / "m.onnx")
-    save(scores(0.001), tmp_path / "off.onnx")
+def test_decisions_at_a_threshold_are_judged_where_the_cosine_passes(cli, tmp_path):
+    """rivagan-dec's 32 watermark bits, each set above 0.52: FP8 passed validate at cosine 0.996 and changed
+    9 of 64 messages. With `threshold` on the output, the samples whose every decision is FP32's are judged."""
+    save(_bits("Add", 0.0, 512), tmp_path / "m.onnx")
+    save(_bits("Add", 0.001, 512), tmp_path / "off.onnx")
     save_batches(tmp_path / "data", np.random.default_rng(0).uniform(-2, 3, (64, 512)).astype(np.float32))
     spec = tmp_path / "m.toml"
     spec.write_text('[[outputs]]\nname = "bits"\ntask = "generic"\nlayout = "NC"\n')
@@ -120,18 +121,8 @@ def test_an_answer_read_at_a_threshold_is_judged_by_it_and_the_snr_beside_it_whe
     """SwiftF0's FP16 failed on a cosine of 0.9998 while its pitches and voicing were FP32's: a spec that says how
     the answer is read is judged by that reading. The relative metrics are still reported, and a minimum the
     user names for one of them is judged as before."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    import models
-
-    def scaled(k):
-        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 32])
-        y = helper.make_tensor_value_info("bits", TensorProto.FLOAT, ["N", 32])
-        b = numpy_helper.from_array(np.array([k], np.float32), "k")
-        return models._model(helper.make_graph([helper.make_node("Mul", ["x", "k"], ["bits"])], "g", [x], [y], [b]))
-
-    save(scaled(1.0), tmp_path / "m.onnx")
-    save(scaled(3.0), tmp_path / "tripled.onnx")  # every value on the same side of 0, three times as far
+    save(_bits("Mul", 1.0, 32), tmp_path / "m.onnx")
+    save(_bits("Mul", 3.0, 32), tmp_path / "tripled.onnx")  # every value on the same side of 0, three times as far
     save_batches(tmp_path / "data", np.random.default_rng(0).normal(0, 1, (64, 32)).astype(np.float32))
     spec = tmp_path / "m.toml"
     args = ("validate", tmp_path / "tripled.onnx", "--baseline", tmp_path / "m.onnx", "--data", tmp_path / "data",
