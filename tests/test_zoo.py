@@ -535,3 +535,27 @@ def test_a_run_of_some_models_keeps_the_others_rows_and_the_history_above_both_t
     assert "| a | fp16 | yes |" in text and "| a | 0 | a.fp16.sm89.engine |" in text and "not run" not in text
     zoo.write_doc(["a", "b"], "Later at ghi.")  # a rerun of a: its line replaces the last one, the history stays
     assert "The whole run at abc. Then the rows of a, from their build/zoo/<name> here: Later at ghi.\n" in doc.read_text()
+
+
+def test_sleep_eeg_writes_spindle_eegs_two_inputs_as_the_package_prepares_them(tmp_path):
+    """Each window z-scored, its scalogram (the wheel's own) z-scored row by row, both 7500 samples; the
+    spindles each window holds kept beside them, inside the window."""
+    from trtpipe.data import iter_batches
+
+    path = ROOT / "models" / "zoo" / "spindle-eeg" / "model.toml"
+    entry, spec = zoo.load_entry(path), load_spec(path)
+    options = zoo.maker_options(entry)
+    if not options["wheel"].is_file():
+        pytest.skip(f"spindle-eeg: its maker reads the pinned wheel, not in {options['wheel'].parent}; "
+                    "'ZOO=spindle-eeg make zoo' downloads it")
+    inputs.make(entry.inputs, tmp_path, 4, seed=1, **options)
+    batches = list(iter_batches(spec, tmp_path, batch_size=1))
+    assert len(batches) == 4
+    for batch in batches:
+        signal, bands = batch.arrays["raw_signal"][0], batch.arrays["spectrogram"][0]
+        assert signal.shape == (1, 7500) and bands.shape == (15, 7500)
+        assert np.allclose(signal.mean(-1), 0, atol=1e-4) and np.allclose(signal.std(-1), 1, atol=1e-3)
+        assert np.allclose(bands.mean(-1), 0, atol=1e-4) and np.allclose(bands.std(-1), 1, atol=1e-3)
+    spindles = np.concatenate([np.load(tmp_path / "truth" / f"{i:04d}.npz")["spindles"] for i in range(4)])
+    assert len(spindles) and (spindles[:, 0] >= 0).all() and (spindles[:, 1] <= 30).all()
+    assert ((spindles[:, 1] - spindles[:, 0] >= 0.5) & (spindles[:, 1] - spindles[:, 0] <= 2.0)).all()
