@@ -18,6 +18,7 @@ import numpy as np
 from trtpipe.deadline import OutOfTime
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import read_text_input, regular_file
+from trtpipe.graph.sessions import ort_reason
 from trtpipe.spec import InputSpec, ModelSpec, Preprocess
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
@@ -305,13 +306,18 @@ def check_shared_dims(path: Path, shared: Mapping[str, list[tuple[str, int]]],
                                "give them the same size in every sample")
 
 
+def sample_axis(axis: int, batch_axis: int | None) -> int | None:
+    """Return where the model's `axis` falls in one sample's dims (its batch axis taken out); None for the batch axis."""
+    if axis == batch_axis:
+        return None
+    return axis if batch_axis is None or axis < batch_axis else axis - 1
+
+
 def _batch_size(spec: ModelSpec, batches: dict[str, np.ndarray]) -> Callable[[str, int], int | None]:
     """Return size(input, axis) of the model's axis in _check's batches (samples first; a shared input got one)."""
     def size(name: str, axis: int) -> int | None:
-        item = spec.input(name)
-        if name not in batches or axis == item.batch_axis:
-            return None
-        return batches[name].shape[axis + 1 if item.batch_axis is None or axis < item.batch_axis else axis]
+        at = sample_axis(axis, spec.input(name).batch_axis)
+        return None if name not in batches or at is None else batches[name].shape[1 + at]
     return size
 
 
@@ -444,7 +450,5 @@ def model_runs_on(directory: str | os.PathLike):
         raise  # ours already one line, or the budget's; a file's (the model's path) says which file; the others are
         # bugs of ours, not of the data: show them whole
     except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own types for bad feeds
-        from trtpipe.graph.sessions import ort_reason
-
         raise TrtpipeError(f"--data {directory}: the model cannot run on this data ({ort_reason(exc)}); "
                            "check shapes and dtypes against the model or --spec") from None

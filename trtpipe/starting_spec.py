@@ -22,6 +22,7 @@ from trtpipe.data import (
     list_files,
     load_arrays,
     opened_image,
+    sample_axis,
 )
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
@@ -366,18 +367,16 @@ def _sample_spans(directory: Path, inputs: list[TensorFacts], axes: dict[str, in
         if path.suffix.lower() == ".npy" and len(inputs) != 1:
             continue
         held = load_arrays(path)
-        dims_of = {t.name: _sample_dims(t, held.get(t.name), axes.get(t.name, 0)) for t in inputs}
+        arrays = {t.name: held.get("" if path.suffix.lower() == ".npy" else t.name) for t in inputs}
+        dims_of = {t.name: _sample_dims(t, arrays[t.name], axes.get(t.name, 0)) for t in inputs}
 
-        def size(name: str, axis: int, dims_of=dims_of) -> int | None:  # a model axis in one sample's dims (no batch axis)
-            dims, batch = dims_of.get(name), axes.get(name, 0)
-            if dims is None or axis == batch:
-                return None
-            return dims[axis if batch is None or axis < batch else axis - 1]
+        def size(name: str, axis: int, dims_of=dims_of) -> int | None:  # a model axis in one sample's dims
+            at = sample_axis(axis, axes.get(name, 0))
+            return None if dims_of[name] is None or at is None else dims_of[name][at]
 
         check_shared_dims(path, shared, size)
         for tensor in inputs:
-            array = held.get("" if path.suffix.lower() == ".npy" else tensor.name)
-            dims = _sample_dims(tensor, array, axes.get(tensor.name, 0)) if array is not None else None
+            array, dims = arrays[tensor.name], dims_of[tensor.name]
             if dims is not None and 0 in dims:
                 raise empty_sample(path, tensor.name, array.shape)
             if array is not None:

@@ -175,7 +175,6 @@ class NewNames:
         return name
 
 
-
 def inferred_shapes(model, inputs: Mapping[str, Sequence[int]]) -> dict[str, tuple[list[int], int]]:
     """Return {tensor: (dims, element type)} of every input, value and output ONNX shape inference types
     with `inputs` fixed at these shapes and the outputs' declared shapes set aside (-1 for a dim it

@@ -229,7 +229,8 @@ def resolve_inputs(spec: ModelSpec, model, model_path: str | os.PathLike) -> Mod
     An [[inputs]] name the model lacks, or a model input the spec leaves out, is an error: data
     would otherwise be fed to the wrong tensor or not at all.
     """
-    found = spec_from_onnx(model, model_path, ranked=not spec.inputs).inputs
+    from_model = spec_from_onnx(model, model_path, ranked=not spec.inputs)
+    found = from_model.inputs
     where = f"--spec {spec.path}" if spec.path else "--spec"
     if not spec.inputs:
         spec.inputs = found
@@ -248,7 +249,7 @@ def resolve_inputs(spec: ModelSpec, model, model_path: str | os.PathLike) -> Mod
             raise TrtpipeError(f"{where}: [shapes] names '{name}' but {model_path} has no such input "
                                f"(it has {', '.join(names)}){did_you_mean(name, names, repr)}")
     check_padding(spec, where)
-    spec.shared_dims = shared_dims(model)
+    spec.shared_dims = from_model.shared_dims
     return spec
 
 

@@ -139,21 +139,25 @@ class GenericTask(Task):
         self.distance_max = 0.0
 
     @property
+    def readings(self) -> list[str]:
+        """The metrics of how the spec says the answer is read: within a `tolerance` through its transform,
+        at a `threshold`; none when it says neither."""
+        return [metric for metric, given in (("within_tolerance", self.spec.transform and self.spec.tolerance is not None),
+                                             ("decision_agreement", self.spec.threshold is not None)) if given]
+
+    @property
     def primary(self) -> str:  # type: ignore[override]
         """The metric `sensitivity` ranks by: an answer read within a distance or at a threshold is judged
         so, where a cosine near 1 ranks nothing (UVDoc's unwarping grid: every layer at 1.00000)."""
-        if self.spec.transform and self.spec.tolerance is not None:
-            return "within_tolerance"
-        return "decision_agreement" if self.spec.threshold is not None else "cosine"
+        return (self.readings or ["cosine"])[0]
 
     def decisive(self, named) -> tuple[str, ...]:
-        """A spec that says how the answer is read (within a `tolerance` through its transform, or at a
-        `threshold`) is judged by that reading: the cosines and SNRs beside it are reported, and judged only
-        where the user names them. Judged too, they failed what the package's users read as FP32's: SwiftF0's
-        FP16 on a cosine of 0.9998 with 2812 of 2813 pitches within 50 cents, OpenSpindleNet's tuned INT8 on a
-        segment's SNR of 9.0 dB with its spindles FP32's on 127 of 128 windows."""
-        read = [m for m, given in (("within_tolerance", self.spec.transform and self.spec.tolerance is not None),
-                                   ("decision_agreement", self.spec.threshold is not None)) if given]
+        """A spec that says how the answer is read is judged by that reading (`readings`): the cosines and SNRs
+        beside it are reported, and judged only where the user names them. Judged too, they failed what the
+        package's users read as FP32's: SwiftF0's FP16 on a cosine of 0.9998 with 2812 of 2813 pitches within
+        50 cents, OpenSpindleNet's tuned INT8 on a segment's SNR of 9.0 dB with its spindles FP32's on 127 of
+        128 windows."""
+        read = self.readings
         return tuple(m for m in self.judged if m in read or m in named) if read else self.judged
 
     def _answer(self, values: np.ndarray, of: str, reference: dict) -> np.ndarray:
