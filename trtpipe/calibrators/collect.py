@@ -146,14 +146,7 @@ def _needed_for(model, names: Sequence[str]):
     from trtpipe.graph import toolkit
 
     model = toolkit.copy(model)
-    needed = set(names)
-    kept = []
-    for node in reversed(model.graph.node):
-        if any(out in needed for out in node.output):
-            kept.append(node)
-            needed |= toolkit.names_read([node])
-    del model.graph.node[:]
-    model.graph.node.extend(reversed(kept))
+    needed = toolkit.keep_needed(model.graph, names)
     dropped = {init.name for init in model.graph.initializer if init.name not in needed}
     initializers = [init for init in model.graph.initializer if init.name not in dropped]
     del model.graph.initializer[:]

@@ -128,17 +128,6 @@ def _inline(graph, node, branch_name: str) -> None:
     graph.node.extend(nodes)
 
 
-def _drop_dead(graph) -> None:
-    """Remove the nodes nobody reads (the condition computations of folded Ifs), in place."""
-    while True:
-        wanted = toolkit.names_read(graph.node) | {out.name for out in graph.output}
-        alive = [n for n in graph.node if any(out in wanted for out in n.output)]
-        if len(alive) == len(graph.node):
-            return
-        del graph.node[:]
-        graph.node.extend(alive)
-
-
 def fold_ifs(model, shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
              fixed: Mapping[str, np.ndarray] | None = None) -> tuple[object, list[FoldedIf]]:
     """Return a copy of `model` with every If that the shapes (and `fixed` inputs) decide replaced by its branch.
@@ -169,5 +158,5 @@ def fold_ifs(model, shapes: Mapping[str, Sequence[Sequence[int]]] | None = None,
             _inline(graph, toolkit.copy(node), branch)
             folded.append(FoldedIf(toolkit.label(node), branch))
     if folded:
-        _drop_dead(model.graph)
+        toolkit.keep_needed(model.graph, [out.name for out in model.graph.output])  # the folded Ifs' conditions go
     return model, folded

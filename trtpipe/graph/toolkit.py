@@ -120,6 +120,20 @@ def names_read(nodes: Iterable) -> set[str]:
     return names
 
 
+def keep_needed(graph, names: Iterable[str]) -> set[str]:
+    """Keep only the nodes of `graph` that `names` need, in place, and return every name they need (`names`,
+    and what the kept nodes read, subgraphs included). One pass from the end: ONNX orders nodes topologically."""
+    needed = set(names)
+    kept = []
+    for node in reversed(graph.node):
+        if any(out in needed for out in node.output):
+            kept.append(node)
+            needed |= names_read([node])
+    del graph.node[:]
+    graph.node.extend(reversed(kept))
+    return needed
+
+
 def names_needed(graph, nodes: Iterable) -> set[str]:
     """Return the names a graph made of `nodes` still needs: what they read (subgraphs included, see
     names_read) and the graph's outputs. A pass that drops unread initializers keeps these."""
