@@ -18,15 +18,16 @@ def _init(name, array):
 
 
 def conv_net(batch=1, seed=0, height=16, width=16) -> onnx.ModelProto:
-    """Conv-BN-Relu, Conv-BN, residual Add, Relu, global pool, Gemm: 3x16x16 -> 10 classes.
+    """Conv-BN-Relu, Conv-BN, residual Add, Relu, global pool, Gemm: 3x16x16 -> 16 classes (16 a side: INT8 and FP8
+    quantize the Gemm, graph.qdq's small-GEMM rule leaves narrower ones out).
 
     `batch`, `height` and `width` may be names (dynamic): the global pool takes any image size."""
     rng = np.random.default_rng(seed)
-    c = 8
+    c = 16
     inits = [
         _init("conv0.w", rng.normal(0, 0.3, (c, 3, 3, 3))), _init("conv0.b", rng.normal(0, 0.1, c)),
         _init("conv1.w", rng.normal(0, 0.2, (c, c, 3, 3))), _init("conv1.b", np.zeros(c)),
-        _init("fc.w", rng.normal(0, 0.3, (10, c))), _init("fc.b", rng.normal(0, 0.1, 10)),
+        _init("fc.w", rng.normal(0, 0.3, (16, c))), _init("fc.b", rng.normal(0, 0.1, 16)),
     ]
     for name in ("bn0", "bn1"):
         inits += [_init(f"{name}.scale", rng.uniform(0.5, 1.5, c)), _init(f"{name}.bias", rng.normal(0, 0.1, c)),
@@ -45,15 +46,16 @@ def conv_net(batch=1, seed=0, height=16, width=16) -> onnx.ModelProto:
     ]
     graph = helper.make_graph(nodes, "conv_net",
                               [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, height, width])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 10])], inits)
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 16])], inits)
     return _model(graph)
 
 
-def mlp(batch=4, seed=1, hidden=32) -> onnx.ModelProto:
-    """MatMul-Add-Relu-MatMul-Add-Softmax on 16 features; `batch` may be a name (dynamic)."""
+def mlp(batch=4, seed=1, hidden=32, classes=8) -> onnx.ModelProto:
+    """MatMul-Add-Relu-MatMul-Add-Softmax, 16 features to `classes` (8: INT8 and FP8 leave the 32x8 head out,
+    graph.qdq's small-GEMM rule); `batch` may be a name (dynamic)."""
     rng = np.random.default_rng(seed)
     inits = [_init("w0", rng.normal(0, 0.3, (16, hidden))), _init("b0", rng.normal(0, 0.1, hidden)),
-             _init("w1", rng.normal(0, 0.3, (hidden, 8))), _init("b1", rng.normal(0, 0.1, 8))]
+             _init("w1", rng.normal(0, 0.3, (hidden, classes))), _init("b1", rng.normal(0, 0.1, classes))]
     nodes = [
         helper.make_node("MatMul", ["x", "w0"], ["h0"], name="fc0"),
         helper.make_node("Add", ["h0", "b0"], ["h1"], name="bias0"),
@@ -63,7 +65,7 @@ def mlp(batch=4, seed=1, hidden=32) -> onnx.ModelProto:
         helper.make_node("Softmax", ["h4"], ["probs"], axis=-1, name="softmax"),
     ]
     graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16])],
-                              [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [batch, 8])], inits)
+                              [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [batch, classes])], inits)
     return _model(graph)
 
 

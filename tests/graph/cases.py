@@ -89,9 +89,9 @@ def range_shape_subgraph():
 
 def constant_node_weights():
     """Paddle's way: Conv weights as Constant nodes, and a MatMul weight behind a Transpose of a Constant."""
-    c = 8
+    c = 16
     conv_w = numpy_helper.from_array(rng.normal(0, 0.3, (c, 3, 3, 3)).astype(np.float32), "cw")
-    fc_w = numpy_helper.from_array(rng.normal(0, 0.3, (10, c)).astype(np.float32), "fw")  # [N, K]: transposed below
+    fc_w = numpy_helper.from_array(rng.normal(0, 0.3, (20, c)).astype(np.float32), "fw")  # [N, K]: transposed below
     nodes = [
         helper.make_node("Constant", [], ["conv_w"], value=conv_w, name="conv_w_const"),
         helper.make_node("Conv", ["x", "conv_w"], ["c0"], pads=[1, 1, 1, 1], name="conv"),
@@ -102,7 +102,7 @@ def constant_node_weights():
         helper.make_node("Transpose", ["fc_w_nk"], ["fc_w"], perm=[1, 0], name="fc_w_t"),
         helper.make_node("MatMul", ["flat", "fc_w"], ["y"], name="fc"),
     ]
-    model = _model(nodes, [_value("x", [2, 3, 16, 16])], [_value("y", [2, 10])], [])
+    model = _model(nodes, [_value("x", [2, 3, 16, 16])], [_value("y", [2, 20])], [])
     return model, {"x": rng.random((2, 3, 16, 16), np.float32)}
 
 
@@ -153,27 +153,27 @@ def initializers_as_inputs():
 def matmul_weights_both_sides():
     """x @ W^T with W stored [N, K] behind a Transpose, and W2 @ h with the constant on the left."""
     inits = [_f("w_nk", rng.normal(0, 0.3, (24, 16)) * np.linspace(0.1, 3.0, 24)[:, None]),
-             _f("w_left", rng.normal(0, 0.3, (6, 5)) * np.linspace(0.1, 3.0, 6)[:, None])]
+             _f("w_left", rng.normal(0, 0.3, (6, 16)) * np.linspace(0.1, 3.0, 6)[:, None])]
     nodes = [
         helper.make_node("Transpose", ["w_nk"], ["w_kn"], perm=[1, 0], name="w_t"),
-        helper.make_node("MatMul", ["x", "w_kn"], ["h"], name="fc_right"),  # [5, 16] @ [16, 24]
+        helper.make_node("MatMul", ["x", "w_kn"], ["h"], name="fc_right"),  # [16, 16] @ [16, 24]
         helper.make_node("Relu", ["h"], ["hr"], name="relu"),
-        helper.make_node("MatMul", ["w_left", "hr"], ["y"], name="fc_left"),  # [6, 5] @ [5, 24]
+        helper.make_node("MatMul", ["w_left", "hr"], ["y"], name="fc_left"),  # [6, 16] @ [16, 24]
     ]
-    model = _model(nodes, [_value("x", [5, 16])], [_value("y", [6, 24])], inits)
-    return model, {"x": rng.normal(0, 1, (5, 16)).astype(np.float32)}
+    model = _model(nodes, [_value("x", [16, 16])], [_value("y", [6, 24])], inits)
+    return model, {"x": rng.normal(0, 1, (16, 16)).astype(np.float32)}
 
 
 def gemm_trans_b():
     """Gemm with transB=1 (weight [N, K], output channels axis 0) and one with transB=0 ([K, N], axis 1)."""
     inits = [_f("w0", rng.normal(0, 0.3, (32, 16)) * np.linspace(0.1, 3.0, 32)[:, None]), _f("b0", np.zeros(32)),
-             _f("w1", rng.normal(0, 0.3, (32, 8)) * np.linspace(0.1, 3.0, 8)[None, :]), _f("b1", np.zeros(8))]
+             _f("w1", rng.normal(0, 0.3, (32, 16)) * np.linspace(0.1, 3.0, 16)[None, :]), _f("b1", np.zeros(16))]
     nodes = [
         helper.make_node("Gemm", ["x", "w0", "b0"], ["h"], transB=1, name="fc_transposed"),
         helper.make_node("Relu", ["h"], ["hr"], name="relu"),
         helper.make_node("Gemm", ["hr", "w1", "b1"], ["y"], name="fc_plain"),
     ]
-    model = _model(nodes, [_value("x", [4, 16])], [_value("y", [4, 8])], inits)
+    model = _model(nodes, [_value("x", [4, 16])], [_value("y", [4, 16])], inits)
     return model, {"x": rng.normal(0, 1, (4, 16)).astype(np.float32)}
 
 

@@ -34,8 +34,8 @@ def test_constant_nodes_and_transposed_weights_become_initializers():
     assert report.constants_to_initializers == 2
     initializers = {init.name: list(init.dims) for init in cleaned.graph.initializer}
     conv, fc = (next(n for n in cleaned.graph.node if n.name == name) for name in ("conv", "fc"))
-    assert initializers[conv.input[1]] == [8, 3, 3, 3]
-    assert initializers[fc.input[1]] == [8, 10]  # the Transpose folded: [K, N]
+    assert initializers[conv.input[1]] == [16, 3, 3, 3]
+    assert initializers[fc.input[1]] == [16, 20]  # the Transpose folded: [K, N]
 
 
 

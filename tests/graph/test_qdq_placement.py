@@ -149,6 +149,23 @@ def test_fp8_quantizes_the_wide_convs_of_large_kernels_when_nothing_else_is_left
     assert [n.name for n in quantizable_layers(model, table, precision=Precision.FP8)] == ["c1"]
 
 
+@pytest.mark.parametrize("precision", [Precision.INT8, Precision.FP8])
+def test_a_gemm_under_16_a_side_stays_unquantized_unless_nothing_else_would_be(precision):
+    """Model Optimizer's small-GEMM rule: spindle-eeg's heads (51x3, 64x1) rounded in INT8 moved 1 window
+    in 32 off FP32's spindles; left in FP16, 1 in 128. A model of narrow GEMMs alone is quantized whole."""
+    import models
+
+    feeds = {"x": rng.normal(size=(32, 16)).astype(np.float32)}
+    head = models.mlp(batch=32, hidden=64, classes=3)
+    typed, quantized = insert_qdq(head, table_for(head, feeds), precision)
+    assert quantized == ["fc0"]
+    assert [(layer["node"], layer["reason"]) for layer in unquantized_layers(typed)] == [
+        ("fc1", "a GEMM of K 64 and N 3, under 16 on one side (Model Optimizer's small-GEMM rule)")]
+    assert [n.name for n in quantizable_layers(head, table_for(head, feeds), precision=precision)] == ["fc0"]
+    narrow = models.mlp(batch=32, hidden=8, classes=3)  # fc0 is 16x8: nothing would be left
+    assert insert_qdq(narrow, table_for(narrow, feeds), precision)[1] == ["fc0", "fc1"]
+
+
 def test_leaving_the_depthwise_conv_out_keeps_the_typed_graph_close(tmp_path):
     model, feeds = mobile_block()
     table = table_for(model, feeds)

@@ -46,10 +46,10 @@ def quantized_fraction(model) -> float:
 
 
 @pytest.mark.parametrize("case,axes", [
-    ("constant_node_weights", {"conv": (0, [8]), "fc": (1, [10])}),
+    ("constant_node_weights", {"conv": (0, [16]), "fc": (1, [20])}),
     ("conv_transpose", {"pre": (0, [8]), "up": (1, [4])}),
     ("matmul_weights_both_sides", {"fc_right": (1, [24]), "fc_left": (0, [6])}),
-    ("gemm_trans_b", {"fc_transposed": (0, [32]), "fc_plain": (1, [8])}),
+    ("gemm_trans_b", {"fc_transposed": (0, [32]), "fc_plain": (1, [16])}),
 ])
 def test_every_weight_gets_per_channel_qdq_on_its_output_axis(case, axes, tmp_path):
     model, feeds = getattr(cases, case)()
@@ -67,7 +67,7 @@ def test_without_cleanup_constant_node_weights_are_quantized_too():
     model, feeds = cases.constant_node_weights()
     typed, quantized = insert_qdq(model, table_for(model, feeds), Precision.INT8)
     assert quantized == ["conv", "fc"]
-    assert weight_dequantizers(typed)["conv"] == (0, [8])  # straight from the Constant node
+    assert weight_dequantizers(typed)["conv"] == (0, [16])  # straight from the Constant node
     assert not [n for n in typed.graph.node if n.op_type == "Constant" and n.name == "conv_w_const"]
 
 

@@ -15,11 +15,11 @@ def test_conv_net_kernels_fuse_pointwise_ops_and_count_flops_by_hand():
     # BatchNorm, Relu and the residual Add join the convolutions; Flatten joins the pool.
     assert list(layers) == ["conv0", "conv1", "pool", "fc"]
     conv0 = layers["conv0"]
-    assert conv0.flops == 2 * (2 * 8 * 16 * 16) * (3 * 3 * 3)  # 2 x outputs x MACs per output
-    assert (conv0.act_bytes, conv0.weight_bytes, conv0.out_bytes) == (2 * 3 * 16 * 16, 8 * 3 * 3 * 3, 2 * 8 * 16 * 16)
-    assert layers["conv1"].flops == 2 * (2 * 8 * 16 * 16) * (8 * 3 * 3)
-    assert layers["fc"].flops == 2 * (2 * 10) * 8
-    assert layers["pool"].flops == 0 and layers["pool"].act_bytes == 2 * 8 * 16 * 16
+    assert conv0.flops == 2 * (2 * 16 * 16 * 16) * (3 * 3 * 3)  # 2 x outputs x MACs per output
+    assert (conv0.act_bytes, conv0.weight_bytes, conv0.out_bytes) == (2 * 3 * 16 * 16, 16 * 3 * 3 * 3, 2 * 16 * 16 * 16)
+    assert layers["conv1"].flops == 2 * (2 * 16 * 16 * 16) * (16 * 3 * 3)
+    assert layers["fc"].flops == 2 * (2 * 16) * 16
+    assert layers["pool"].flops == 0 and layers["pool"].act_bytes == 2 * 16 * 16 * 16
 
 
 def test_matmul_flops_over_batch_dimensions():

@@ -60,7 +60,7 @@ BOXES = {"yolov8": (slice(0, 2), slice(2, 4), slice(4, None), 1), "yolov5": (sli
 
 # (family, damage, the damage, the checks any of which must fail)
 CASES = [
-    ("classification", "classes swapped", d.permuted("logits", slice(0, 2)), {"top1_agreement"}),
+    ("classification", "classes swapped", d.permuted("logits", slice(0, 4)), {"top1_agreement"}),
     ("classification", "a logit scaled", d.scaled("logits", 3, 0.2), {"cosine", "top1_agreement"}),
     ("classification", "a logit offset", d.offset("logits", 3, 1.0), {"cosine", "top1_agreement"}),
     ("classification", "a logit zeroed", d.zeroed("logits", 3), {"cosine", "top1_agreement"}),

@@ -164,8 +164,8 @@ def test_tune_stops_at_the_first_method_when_it_passes(workdir, cli):
 
 
 def test_tune_searches_only_the_layers_min_weights_lets_be_quantized(workdir, cli):
-    # conv0 holds 216 weight elements, conv1 576, fc 80: with min_weights = 200 fc is never quantized
-    _, _, report = _tune(cli, workdir, 0.99, spec_extra="[quantize]\nmin_weights = 200\n")
+    # conv0 holds 432 weight elements, conv1 2304, fc 256: with min_weights = 300 fc is never quantized
+    _, _, report = _tune(cli, workdir, 0.99, spec_extra="[quantize]\nmin_weights = 300\n")
     assert report["chosen"]["quantized_layers"] + len(report["chosen"]["exclude"]) == 2
     assert all("fc" not in trial["exclude"] for trial in report["trials"])
     assert max(trial["quantized_layers"] for trial in report["trials"]) == 2
@@ -268,8 +268,8 @@ def test_ranking_judges_the_layers_as_the_spec_judges_the_outputs(tmp_path):
                      {"input": np.random.default_rng(0).random((32, 3, 16, 16), np.float32)})]
     amax = amax_by_method(collect_histograms(model, quantized_activations(model), [b.arrays for b in batches]),
                           Precision.INT8)
-    amax["max"]["r0"] /= 8  # conv1's input
-    amax["max"]["flat"] /= 2  # fc's input
+    amax["max"]["r0"] /= 4  # conv1's input
+    amax["max"]["flat"] /= 3  # fc's input
     (tmp_path / "first.py").write_text("def logit(logits):\n    return logits[:, :1]\n")
     layers = [("conv0", ["input"]), ("conv1", ["r0"]), ("fc", ["flat"])]
 
@@ -356,7 +356,7 @@ def test_the_ladder_starts_no_rung_once_the_deadline_has_passed(workdir):
 
     rng = np.random.default_rng(1)  # brighter validation data than calibration, as above: the ladder is walked
     save_batches(workdir / "bright", rng.normal(0, 6, (32, 3, 16, 16)).astype(np.float32))
-    (workdir / "spec.toml").write_text(SPEC.format(cosine=0.999))
+    (workdir / "spec.toml").write_text(SPEC.format(cosine=0.9995))
     now = [0.0]  # a clock that moves only when the test moves it: no timing in the test
     rungs_seen = []
 

@@ -25,8 +25,15 @@ from F1 0.693 to 0.889 (docs/zoo.md, "Calibration methods"). A ConvTranspose is 
 rule, for the same reasons (Model Optimizer quantizes none in FP8): GTCRN's decoder is eleven
 transposed convolutions of 1 to 16 channels a side, and leaving them in FP16 lifts its worst channel
 from 11.3 to 15.0 dB (docs/zoo.md, "FP8 beside Model Optimizer, layer by layer"). Where the rule
-would leave nothing quantized it steps aside as far as it must (fp8_small_rule): first the kernel's
+would leave nothing quantized it steps aside as far as it must (small_rule): first the kernel's
 size, then all of it.
+
+INT8 and FP8 both leave a MatMul or Gemm unquantized whose constant weight has an inner (K) or output (N)
+dimension under MIN_GEMM_DIM, Model Optimizer 0.47's small-GEMM rule: Tensor Core kernels need 16 a
+side to gain anything, and the layer is typically a head mapping features to a few scores, where one
+rounding step moves a decision. On spindle-eeg's INT8 it lifts the spindles within tolerance of FP32's
+from 0.9688 to 0.9922 (detection_head.3, 51x3, and segmentation_head.1, 64x1; docs/zoo.md). Where
+nothing would remain quantized it steps aside with the Conv rule (small_rule).
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ MIN_GROUP_CHANNELS = 4
 # FP8's Conv rule (see the module's doc): Model Optimizer's thresholds.
 FP8_MIN_CHANNELS = 16
 FP8_MAX_KERNEL = 32
+# The small-GEMM rule (see the module's doc): Model Optimizer's threshold.
+MIN_GEMM_DIM = 16
 MIN_OPSET = {Precision.INT8: 13, Precision.FP8: 19}  # per-axis DequantizeLinear; float8 types
 # The typed ONNX's metadata key listing the Conv/MatMul/Gemm layers Q/DQ left unquantized, and why
 # (JSON, as KeptNode); the build copies it to the sidecar.
@@ -124,10 +133,36 @@ def depthwise(node, values: dict[str, np.ndarray]) -> bool:
     return group > 1 and weight.ndim >= 2 and weight.shape[1] < MIN_GROUP_CHANNELS
 
 
-def small_for_fp8(node, values: dict[str, np.ndarray], rule: str = "all") -> str | None:
-    """Return why FP8 leaves the Conv or ConvTranspose `node` unquantized (few channels, a large kernel),
-    None if it does not. `rule` is fp8_small_rule's: "all", "channels" (the kernel's size no reason) or "off"."""
-    if rule == "off" or node.op_type not in ("Conv", "ConvTranspose") or len(node.input) < 2 or node.input[1] not in values:
+def gemm_dims(node, weight: np.ndarray, slot: int) -> tuple[int, ...]:
+    """Return the GEMM dimensions the MatMul/Gemm `node`'s constant weight in input `slot` fixes: (K, N) for
+    the second operand, (K,) for the first (its other side is the output's rows, not a channel)."""
+    if weight.ndim < 2:
+        return ()
+    if node.op_type == "Gemm":
+        trans = toolkit.attribute(node, "transB" if slot == 1 else "transA", 0)
+        rows, cols = weight.shape[::-1] if trans else weight.shape
+        return (rows, cols) if slot == 1 else (cols,)
+    return tuple(weight.shape[-2:]) if slot == 1 else (weight.shape[-1],)
+
+
+def small_layer(node, constants: set[str], values: dict[str, np.ndarray], precision: Precision | None,
+                rule: str = "all") -> str | None:
+    """Return why `precision` leaves `node` unquantized for its size, None if it does not: a MatMul/Gemm
+    with a weight dimension under MIN_GEMM_DIM (INT8 and FP8); in FP8 a Conv or ConvTranspose of few
+    channels, or of a large kernel where `rule` is "all". `rule` is small_rule's: "all", "channels"
+    (the kernel's size no reason) or "off"."""
+    if rule == "off" or precision not in QMAX:
+        return None
+    if node.op_type in ("MatMul", "Gemm"):
+        slot = weight_slot(node, constants)
+        weight = values.get(node.input[slot]) if slot is not None else None
+        dims = gemm_dims(node, weight, slot) if weight is not None else ()
+        if dims and min(dims) < MIN_GEMM_DIM:
+            named = " and ".join(f"{side} {size}" for side, size in zip(("K", "N"), dims))
+            return f"a GEMM of {named}, under {MIN_GEMM_DIM} on one side (Model Optimizer's small-GEMM rule)"
+        return None
+    if precision is not Precision.FP8 or node.op_type not in ("Conv", "ConvTranspose") \
+            or len(node.input) < 2 or node.input[1] not in values:
         return None
     weight = values[node.input[1]]
     if weight.ndim < 3:
@@ -151,11 +186,11 @@ def weight_elements(node, constants: set[str], values: dict[str, np.ndarray]) ->
 
 def why_left_out(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
                  quantize_depthwise: bool = False, min_weights: int = 0,
-                 precision: Precision | None = None, fp8_small: str = "all") -> str | None:
+                 precision: Precision | None = None, small: str = "all") -> str | None:
     """Return why Q/DQ insertion leaves the Conv/MatMul/Gemm `node` unquantized, None if it quantizes it:
     an activation without a scale, a depthwise Conv unless `quantize_depthwise`, fewer than
-    `min_weights` weight elements, in FP8 a Conv of few channels or a large kernel as far as `fp8_small`
-    (fp8_small_rule's answer) says (see the module's doc)."""
+    `min_weights` weight elements, a layer too small for `precision` as far as `small` (small_rule's
+    answer) says (see the module's doc)."""
     missing = [name for name in activation_inputs(node, constants) if name not in table.amax]
     if missing:
         return f"no scale for '{missing[0]}' in the cache"
@@ -163,24 +198,20 @@ def why_left_out(node, constants: set[str], table: CalibrationTable, values: dic
         return f"depthwise convolution: TensorRT-RTX pads a quantized one's groups to {MIN_GROUP_CHANNELS} channels"
     if min_weights and (count := weight_elements(node, constants, values)) < min_weights:
         return f"{count} weight elements, under min_weights {min_weights}"
-    if precision is Precision.FP8:
-        return small_for_fp8(node, values, fp8_small)
-    return None
+    return small_layer(node, constants, values, precision, small)
 
 
-def fp8_small_rule(nodes, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
-                   quantize_depthwise: bool = False, min_weights: int = 0, precision: Precision | None = None,
-                   exclude=()) -> str:
-    """Return how much of FP8's small-Conv rule (small_for_fp8) holds: the most that leaves some layer quantized.
+def small_rule(nodes, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
+               quantize_depthwise: bool = False, min_weights: int = 0, precision: Precision | None = None,
+               exclude=()) -> str:
+    """Return how much of the small-layer rules (small_layer) hold: the most that leaves some layer quantized.
 
-    "all" where it can. A model whose Convs all have few channels or a large kernel would have nothing
-    quantized and its FP8 build nothing to build: "channels" then quantizes the wide Convs of large
-    kernels and keeps the narrow ones out, the stem reading the input among them (RivaGAN's decoder:
-    four 11x11 Convs, two of them reading the image, whose watermark is a grey level or two that E4M3
-    rounds to steps of up to 9). "off" where even that leaves nothing: Basic Pitch, every Conv at most
-    16 channels on a side, quantized whole as in INT8."""
-    if precision is not Precision.FP8:
-        return "off"
+    "all" where it can. A model whose layers are all small would have nothing quantized and its build
+    nothing to build: "channels" then quantizes FP8's wide Convs of large kernels and keeps the narrow
+    ones out, the stem reading the input among them (RivaGAN's decoder: four 11x11 Convs, two of them
+    reading the image, whose watermark is a grey level or two that E4M3 rounds to steps of up to 9).
+    "off" where even that leaves nothing: Basic Pitch, every Conv at most 16 channels on a side,
+    quantized whole as in INT8; an MLP of narrow layers."""
     for rule in ("all", "channels"):
         if any(activation_inputs(node, constants) and not node_matches(node, exclude)
                and why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision, rule) is None
@@ -191,11 +222,11 @@ def fp8_small_rule(nodes, constants: set[str], table: CalibrationTable, values: 
 
 def quantizable(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
                 quantize_depthwise: bool = False, min_weights: int = 0, precision: Precision | None = None,
-                fp8_small: str = "all") -> bool:
+                small: str = "all") -> bool:
     """Return True if Q/DQ insertion for `precision` quantizes `node`: a Conv/MatMul/Gemm with an
     activation input that nothing leaves out (why_left_out)."""
     return (bool(activation_inputs(node, constants))
-            and why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision, fp8_small) is None)
+            and why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision, small) is None)
 
 
 def _zero_point(precision: Precision, size: int):
@@ -256,7 +287,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
         new_initializers.append(numpy_helper.from_array(zp.reshape(()) if scalar else zp, name))
         return name
 
-    small = fp8_small_rule(graph.node, constants, table, values, quantize_depthwise, min_weights, precision, exclude)
+    small = small_rule(graph.node, constants, table, values, quantize_depthwise, min_weights, precision, exclude)
     for node in graph.node:
         activations = activation_inputs(node, constants)
         slot = weight_slot(node, constants)

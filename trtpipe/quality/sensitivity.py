@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from trtpipe.calibrators.cache import CalibrationTable
 from trtpipe.calibrators.graph import constant_names
 from trtpipe.data import Batch
-from trtpipe.graph.qdq import float_constants, fp8_small_rule, quantizable
+from trtpipe.graph.qdq import float_constants, small_rule, quantizable
 from trtpipe.graph.toolkit import label
 from trtpipe.spec import ModelSpec, is_float
 from trtpipe.targets import Precision
@@ -37,12 +37,12 @@ class LayerSensitivity:
 
 def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0, precision: Precision | None = None) -> list:
     """Return the nodes Q/DQ insertion for `precision` would quantize: Conv, MatMul, Gemm with scales
-    in `table`, not depthwise, with at least `min_weights` weight elements (the spec's), in FP8 not
-    a Conv of few channels (graph.qdq)."""
+    in `table`, not depthwise, with at least `min_weights` weight elements (the spec's), not too small
+    for `precision` (graph.qdq.small_layer)."""
     constants, values = constant_names(model), float_constants(model)
-    small = fp8_small_rule(model.graph.node, constants, table, values, min_weights=min_weights, precision=precision)
+    small = small_rule(model.graph.node, constants, table, values, min_weights=min_weights, precision=precision)
     return [node for node in model.graph.node
-            if quantizable(node, constants, table, values, min_weights=min_weights, precision=precision, fp8_small=small)]
+            if quantizable(node, constants, table, values, min_weights=min_weights, precision=precision, small=small)]
 
 
 def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Batch],
