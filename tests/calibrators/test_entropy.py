@@ -5,7 +5,7 @@ import pytest
 
 from trtpipe.calibrators.amax import compute_amax, percentile_amax
 from trtpipe.calibrators.entropy import entropy_amax
-from trtpipe.calibrators.histogram import StreamingHistogram
+from trtpipe.calibrators.histogram import MAX_BINS, StreamingHistogram
 
 
 def reference_entropy_amax(counts, width, levels=128, start_bin=128):
@@ -89,3 +89,16 @@ def test_streamed_histogram_equals_one_shot():
     # Against float64 edges only values on a bin boundary may land one bin over.
     assert np.abs(hist.counts - numpy_hist).sum() <= samples.size * 1e-4
     assert hist.total == samples.size
+
+
+def test_a_sample_far_out_of_scale_merges_bins_instead_of_asking_for_billions():
+    """A stray 1e30 (or raw 0-65535 pixels among normalized ones) asked for ~1e33 bins of the first batch's width."""
+    samples = DISTRIBUTIONS["gaussian"]
+    hist = StreamingHistogram()
+    hist.update(samples)
+    hist.update(np.array([65535.0 * 300]))
+    hist.update(np.array([-1e30]))
+    assert len(hist.counts) <= MAX_BINS and hist.edges[-1] >= 1e30 and hist.max == pytest.approx(1e30)
+    assert hist.counts.sum() == hist.total == samples.size + 2
+    assert hist.counts[-1] == 1  # the 1e30 alone in the last bin; the rest merged, none lost
+    assert compute_amax(hist, "max") == pytest.approx(1e30)
