@@ -21,8 +21,12 @@ from trtpipe.files import read_text_input, regular_file
 from trtpipe.graph.sessions import ort_reason
 from trtpipe.spec import InputSpec, ModelSpec, Preprocess
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".jfif", ".bmp", ".webp", ".tif", ".tiff", ".gif", ".pgm", ".ppm", ".pnm")
 DATA_SUFFIXES = (".npy", ".npz") + IMAGE_SUFFIXES
+# Pictures Pillow does not open (or, raw, not as the camera's picture): a sample left out without a word
+# would shrink the set the scales and the verdict rest on.
+UNREAD_IMAGES = {".heic": "HEIC", ".heif": "HEIF", ".avif": "AVIF", ".svg": "SVG", ".dng": "raw camera",
+                 ".cr2": "raw camera", ".nef": "raw camera", ".arw": "raw camera", ".raw": "raw camera"}
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +58,17 @@ def feeds(batches: Iterable[Batch], on_batch: Callable[[int], None] | None = Non
 
 def list_files(directory: str | os.PathLike, flag: str = "--data") -> list[Path]:
     """Return the data files in `directory`, sorted by name, or raise when there are none, or when a name of a
-    sample is not a file of samples (a folder, a FIFO, a link to nothing): it would be left out without a word."""
+    sample is not a file of samples (a folder, a FIFO, a link to nothing) or a picture of a kind not read: it
+    would be left out without a word."""
     directory = Path(directory)
     if not directory.is_dir():
         raise TrtpipeError(f"{flag} {directory}: no such directory; pass a directory of .npy, .npz or image files")
-    files = sorted(p for p in directory.iterdir() if p.suffix.lower() in DATA_SUFFIXES)
+    names = sorted(directory.iterdir())
+    unread = next((p for p in names if p.suffix.lower() in UNREAD_IMAGES), None)
+    if unread is not None:
+        raise TrtpipeError(f"{unread}: a {UNREAD_IMAGES[unread.suffix.lower()]} picture, which trtpipe does not read; "
+                           f"convert it to PNG or JPEG, or move it out of {flag} {directory}")
+    files = [p for p in names if p.suffix.lower() in DATA_SUFFIXES]
     for path in files:
         regular_file(path, str(path), f"a sample is a file of samples: move it out of {flag} {directory}, or fix the link")
     if not files:

@@ -191,6 +191,16 @@ def _hostile_workspace(ws: Path) -> None:
     (ws / "bomb" / "000.png").write_bytes(_png_header(20000, 20000))  # past twice Pillow's limit: its error
     (ws / "bigimage").mkdir()
     (ws / "bigimage" / "000.png").write_bytes(_png_header(10000, 10000))  # past the limit: Pillow only warns
+    # Pictures beside good ones that would have been left out without a word, or read as what they are not.
+    from PIL import Image
+
+    for name, write in (("heic", lambda d: (d / "001.HEIC").write_bytes(b"\0\0\0\x18ftypheic")),
+                        ("animation", lambda d: Image.new("L", (4, 4)).save(d / "001.gif", save_all=True,
+                                                                           append_images=[Image.new("L", (4, 4), 255)])),
+                        ("floattiff", lambda d: Image.new("F", (4, 4), 0.5).save(d / "001.tiff"))):
+        (ws / name).mkdir()
+        Image.new("L", (4, 4)).save(ws / name / "000.png")
+        write(ws / name)
     (ws / "latin1.txt").write_bytes(b"000.npy[0] caf\xe9 1\n")
     (ws / "latin1.toml").write_bytes(b'[quantize]\nexclude = ["caf\xe9"]\n')
     (ws / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
@@ -539,6 +549,14 @@ def _issue_26_cases() -> list[Case]:
             Case(f"{command}-decompression-bomb", (*base, "--spec", "{ws}/image-spec.toml", "--data", "{ws}/bomb"),
                  ("000.png", "decompression bomb")),
         ]
+    for command, base in (("calibrate", ("calibrate", "{ws}/mlp.onnx", "--spec", "{ws}/image-spec.toml", "-o", "{out}/c.cache")),
+                          ("validate", (*validate[:4], "--spec", "{ws}/image-spec.toml")),
+                          ("init", ("init", "{ws}/mlp.onnx", "-o", "{out}/s.toml"))):
+        for directory, needles in (("heic", ("001.HEIC", "HEIC picture", "convert it to PNG")),
+                                   ("animation", ("001.gif", "holds 2 frames")), ("floattiff", ("001.tiff", "32-bit float"))):
+            if command == "init" and directory != "heic":
+                continue  # init reads one image's size, not its pixels
+            cases.append(Case(f"{command}-pictures-{directory}", (*base, "--data", f"{{ws}}/{directory}"), needles))
     cases += [
         Case("calibrate-image-past-the-pixel-limit", ("calibrate", "{ws}/mlp.onnx", "--spec", "{ws}/image-spec.toml", "--data",
                                                       "{ws}/bigimage", "-o", "{out}/c.cache"), ("000.png", "decompression bomb")),
