@@ -206,7 +206,8 @@ def render_peers(rows: list[dict]) -> str:
 
 def merge_peers_table(table: str, doc: Path = DOC) -> None:
     """Write `table` into doc's bench-peers block: its rows replace the block's rows of the same model and
-    precision, the block's other rows stay (each run measures a few models; the table holds them all)."""
+    precision, the block's other rows stay (each run measures a few models; the table holds them all), and
+    a cell of a method not run keeps the block's (a change to trtpipe reruns its own column alone)."""
     from trtpipe.files import write_text
 
     text = doc.read_text()
@@ -215,13 +216,18 @@ def merge_peers_table(table: str, doc: Path = DOC) -> None:
     head, rest = text.split(PEERS_START, 1)
     block, tail = rest.split(PEERS_END, 1)
 
-    def keyed(lines: list[str]) -> dict[tuple[str, str], str]:
-        return {tuple(c.strip() for c in line.split("|")[1:3]): line for line in lines}
+    def keyed(lines: list[str]) -> dict[tuple[str, str], list[str]]:
+        cells = [[c.strip() for c in line.split("|")[1:-1]] for line in lines]
+        return {(row[0], row[1]): row for row in cells}
 
     header, new = table.splitlines()[:2], table.splitlines()[2:]
-    old = [line for line in block.strip().splitlines()[2:] if line.startswith("|")]
-    rows = {**keyed(old), **keyed(new)}
-    ordered = [rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1] != "int8"))]
+    old = keyed([line for line in block.strip().splitlines()[2:] if line.startswith("|")])
+    rows = dict(old)
+    for key, cells in keyed(new).items():
+        kept = old.get(key, cells)
+        rows[key] = [was if now == "not run" and len(kept) == len(cells) else now for now, was in zip(cells, kept)]
+    lines = {key: "| " + " | ".join(cells) + " |" for key, cells in rows.items()}
+    ordered = [lines[k] for k in sorted(lines, key=lambda k: (k[0], k[1] != "int8"))]
     write_text(doc, head + PEERS_START + "\n" + "\n".join(header + ordered) + "\n" + PEERS_END + tail)
 
 

@@ -99,18 +99,20 @@ def test_peer_output_reused_only_when_newer_than_every_input(tmp_path):
     assert output.read_text() == "2"  # the script changed: run again
 
 
-def test_peer_table_merge_keeps_rows_not_rerun_and_replaces_rerun_ones(tmp_path):
+def test_peer_table_merge_keeps_rows_and_cells_not_rerun_and_replaces_rerun_ones(tmp_path):
     import bench_methods
 
     doc = tmp_path / "zoo.md"
     header = "| model | precision | minimum | trtpipe | peer |\n|---|---|---|---|---|"
     doc.write_text(f"# zoo\n\n{bench_methods.PEERS_START}\n{header}\n| yolov8n | int8 | x | old | old |\n"
-                   f"| ppocr-det | int8 | y | kept | kept |\n{bench_methods.PEERS_END}\n\nafter\n")
-    bench_methods.merge_peers_table(f"{header}\n| yolov8n | int8 | x | new | new |\n| basic-pitch | fp8 | z | added | added |",
-                                    doc)
-    rows = [line.split("|")[1:5] for line in doc.read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
-    assert [[c.strip() for c in r] for r in rows] == [["basic-pitch", "fp8", "z", "added"], ["ppocr-det", "int8", "y", "kept"],
-                                                      ["yolov8n", "int8", "x", "new"]]
+                   f"| ppocr-det | int8 | y | kept | kept |\n| gtcrn | fp8 | w | old | peer's |\n{bench_methods.PEERS_END}\n\nafter\n")
+    bench_methods.merge_peers_table(f"{header}\n| yolov8n | int8 | x | new | new |\n| basic-pitch | fp8 | z | added | added |\n"
+                                    "| gtcrn | fp8 | w | new | not run |", doc)
+    rows = [line.split("|")[1:6] for line in doc.read_text().splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [[c.strip() for c in r] for r in rows] == [["basic-pitch", "fp8", "z", "added", "added"],
+                                                      ["gtcrn", "fp8", "w", "new", "peer's"],
+                                                      ["ppocr-det", "int8", "y", "kept", "kept"],
+                                                      ["yolov8n", "int8", "x", "new", "new"]]
     assert doc.read_text().endswith(f"{bench_methods.PEERS_END}\n\nafter\n")
 
 
