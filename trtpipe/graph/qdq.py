@@ -156,7 +156,7 @@ def small_layer(node, constants: set[str], values: dict[str, np.ndarray], precis
     if node.op_type in ("MatMul", "Gemm"):
         slot = weight_slot(node, constants)
         weight = values.get(node.input[slot]) if slot is not None else None
-        dims = gemm_dims(node, weight, slot) if weight is not None else ()
+        dims = gemm_dims(node, weight, slot) if weight is not None and slot is not None else ()
         if dims and min(dims) < MIN_GEMM_DIM:
             named = " and ".join(f"{side} {size}" for side, size in zip(("K", "N"), dims))
             return f"a GEMM of {named}, under {MIN_GEMM_DIM} on one side (Model Optimizer's small-GEMM rule)"

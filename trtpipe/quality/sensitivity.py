@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from trtpipe.calibrators.cache import CalibrationTable
 from trtpipe.calibrators.graph import constant_names
 from trtpipe.data import Batch
-from trtpipe.graph.qdq import float_constants, small_rule, quantizable
+from trtpipe.graph.qdq import float_constants, quantizable, small_rule
 from trtpipe.graph.toolkit import label
 from trtpipe.spec import ModelSpec, is_float
 from trtpipe.targets import Precision
