@@ -167,6 +167,14 @@ def test_if_subgraphs_stay_fp32_reading_outer_values_in_fp32(tmp_path):
         assert cosine(got, expected) >= 0.9999
 
 
+def test_what_decides_an_if_is_computed_in_half_not_kept_as_a_shape():
+    """openWakeWord's hey-jarvis runs its verifier when the first score passes 0.5: walked back as a shape,
+    the condition kept all 24 nodes before it in FP32, and the FP16 engine was the FP32 one to the byte."""
+    model, _ = cases.if_subgraph()
+    kept = reasons(typed_graph(model, Precision.FP16, None).kept)
+    assert set(kept) == {"choose"}, kept
+
+
 def test_kept_nodes_are_recorded_in_the_typed_onnx_and_shown_by_inspect(tmp_path):
     from trtpipe.describe import describe
 

@@ -177,6 +177,21 @@ def test_int4_model_is_the_issue_pattern():
         int4_model(two_layer_model(), block=48)
 
 
+@pytest.mark.parametrize("alpha, quantized", [(None, True), (1.0, True), (0.5, False)])
+def test_a_gemm_stating_alpha_1_is_quantized_as_one_without_it(alpha, quantized):
+    """torch.onnx writes alpha = 1.0 on every Linear's Gemm: openWakeWord's three were left FP16, and INT4
+    said there was nothing to quantize."""
+    weight = np.random.default_rng(0).normal(0, 0.05, (64, 256))
+    gemm = helper.make_node("Gemm", ["x", "w"], ["y"], name="fc", transB=1, **({} if alpha is None else {"alpha": alpha}))
+    graph = helper.make_graph([gemm], "linear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 256])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 64])], [models._init("w", weight)])
+    if quantized:
+        assert int4_model(models._model(graph))[1].layers == ["fc"]
+    else:
+        with pytest.raises(TrtpipeError, match="nothing was quantized to int4"):
+            int4_model(models._model(graph))
+
+
 def test_fp4_model_needs_activation_amax():
     with pytest.raises(TrtpipeError, match="calibrate this model"):
         fp4_model(two_layer_model(), CalibrationTable({}))

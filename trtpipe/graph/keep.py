@@ -33,11 +33,14 @@ from trtpipe.targets import Precision
 FP16_KEEP_FP32 = frozenset({"LayerNormalization", "Pow", "ReduceSumSquare", "ReduceL2", "Exp", "Log", "Softplus"})
 
 # Input slots that hold shapes, sizes, indices or counts: whatever computes them is a shape computation.
+# Not an If's or a Loop's condition: a decision, as a score read at a threshold is (a wake-word model's
+# verifier runs when its first score passes 0.5), which validate judges; walked back as a shape it kept
+# every node before it in FP32 for "integers", and openWakeWord's FP16 engine was its FP32 one.
 SHAPE_INPUTS = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
     "Slice": (1, 2, 3, 4), "Resize": (1, 2, 3), "Upsample": (1,), "Pad": (1, 3), "Squeeze": (1,),
     "Unsqueeze": (1,), "Split": (1,), "TopK": (1,), "OneHot": (1,), "Trilu": (1,), "CenterCropPad": (1,),
-    "Loop": (0, 1), "If": (0,), "NonMaxSuppression": (2,), "ReduceSum": (1,), "ReduceMean": (1,),
+    "Loop": (0,), "NonMaxSuppression": (2,), "ReduceSum": (1,), "ReduceMean": (1,),
     "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,),
     "ReduceLogSum": (1,), "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,), "Col2Im": (1, 2),
 }

@@ -107,7 +107,8 @@ def _layer_weights(half, exclude_names: set[str]):
         if init is None or init.data_type != TensorProto.FLOAT16 or len(init.dims) != 2:
             continue  # an FP32 copy (a kept node), a computed or batched operand
         attrs = toolkit.attributes(node)
-        if node.op_type == "Gemm" and (attrs.get("transA", 0) or attrs.get("alpha") is not None):
+        # alpha = 1.0, as torch.onnx writes every Linear, is the product itself: only another scale stays out.
+        if node.op_type == "Gemm" and (attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0):
             continue
         yield node, 1, node.input[1], node.op_type == "Gemm" and attrs.get("transB", 0) == 1
 
