@@ -105,6 +105,10 @@ def test_auto_calibrates_the_int8_and_fp8_caches_it_needs_from_the_data(workdir,
         assert json.loads((out / f"mlp.{grid}.cache.json").read_text())["options"]["grid"] == grid
         assert json.loads((out / f"mlp.{grid}.sm89.engine.json").read_text())["cache_sha256"] == sha256(cache)
     assert "calibrated" in stdout
+    said = {line.split()[1].rsplit("/", 1)[-1]: line for line in stdout.splitlines() if line.startswith("built ")}
+    # The 32x8 head stays out of INT8 (the small-GEMM rule): the line that names the engine says so.
+    assert f"(1 layer left unquantized: trtpipe inspect {out / 'mlp.int8.sm89.engine'})" in said["mlp.int8.sm89.engine"]
+    assert "(" not in said["mlp.fp32.sm89.engine"].split("MB")[1]
 
 
 def test_a_cache_for_int8_alone_calibrates_fp8_from_the_data(workdir):

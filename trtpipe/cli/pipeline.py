@@ -95,10 +95,15 @@ def quantize(model, precision, cache, exclude, spec_path, unquantized, block_siz
     result = run(model, precision, output, cache=cache, spec=spec, exclude=exclude_patterns(exclude, spec),
                  unquantized=unquantized, block_size=block_size, min_weights=min_weights_or_spec(min_weights, spec),
                  data_dir=data_dir, reads=exclusion_files(exclude))
-    path, kept, left_out = result.path, result.kept, result.left_out
+    click.echo(f"wrote {result.path}" + kept_note(result.kept, result.left_out, result.path))
+
+
+def kept_note(kept: list, left_out: list, path) -> str:
+    """Return " (N nodes kept in FP32, M layers left unquantized: trtpipe inspect PATH)", or "" when none:
+    an engine asked for in FP16 or INT8 that computes much in FP32 must say so where it is made."""
     notes = ([f"{len(kept)} node{'s' * (len(kept) > 1)} kept in FP32"] * bool(kept)
              + [f"{len(left_out)} layer{'s' * (len(left_out) > 1)} left unquantized"] * bool(left_out))
-    click.echo(f"wrote {path}" + (f" ({', '.join(notes)}: trtpipe inspect {path})" if notes else ""))
+    return f" ({', '.join(notes)}: trtpipe inspect {path})" if notes else ""
 
 
 @click.command()
@@ -231,7 +236,8 @@ def build(model, precisions, target_text, backend_name, cache, shapes, spec_path
     def report(result):
         size = result.engine.stat().st_size / 1e6
         click.echo(f"built {result.engine} ({size:.1f} MB, {result.info.build_seconds:.1f} s, "
-                   f"{result.info.backend} {result.info.backend_version})")
+                   f"{result.info.backend} {result.info.backend_version})"
+                   + kept_note(result.info.kept_fp32, result.info.unquantized_layers, result.engine))
 
     def calibrated(grid, path, fresh):
         click.echo(f"{'calibrated' if fresh else 'up to date:'} {path} ({grid} scales, from the data)")
