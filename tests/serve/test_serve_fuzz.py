@@ -108,7 +108,7 @@ def test_a_hostile_client_is_refused_and_every_good_request_answered(served):
         refused.setdefault(what, message)
         status, reply = post(server.http, "/v2/models/conv/infer", body)  # the server still answers, and right
         assert status == 200, (what, reply)
-        np.testing.assert_allclose(np.asarray(reply["outputs"][0]["data"], np.float32).reshape(1, 10), expected,
+        np.testing.assert_allclose(np.asarray(reply["outputs"][0]["data"], np.float32).reshape(1, 16), expected,
                                    rtol=1e-4, atol=1e-5)
     assert "more than 8 (the batch limit)" in refused["huge batch"] and "takes [-1,3,16,16]" in refused["huge shape"]
     assert "at least 1" in refused["negative shape"] and "more than" in refused["inflating body"]
@@ -192,7 +192,7 @@ def test_values_and_parameters_of_the_wrong_kind_are_refused(served):
             refused.setdefault(what, message)
             status, reply = post(server.http, "/v2/models/conv/infer", body)
             assert status == 200, (what, reply)
-            np.testing.assert_allclose(np.asarray(reply["outputs"][0]["data"], np.float32).reshape(1, 10), expected,
+            np.testing.assert_allclose(np.asarray(reply["outputs"][0]["data"], np.float32).reshape(1, 16), expected,
                                        rtol=1e-4, atol=1e-5)
     assert "Request-URI Too Long" in refused["a URL too long"] and "Too many headers" in refused["too many headers"]
     if direct:
@@ -274,7 +274,7 @@ def test_a_request_framed_two_ways_is_refused_and_an_absolute_url_answered(serve
             got, reply = send_raw(server.http, b"POST http://t/v2/models/conv/infer HTTP/1.1\r\nHost: t\r\n"
                                                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
             assert got == 200, (what, reply)
-            np.testing.assert_allclose(np.asarray(reply["outputs"][0]["data"], np.float32).reshape(1, 10), expected,
+            np.testing.assert_allclose(np.asarray(reply["outputs"][0]["data"], np.float32).reshape(1, 16), expected,
                                        rtol=1e-4, atol=1e-5)
     assert "differ; send one" in refused["two lengths that differ"], refused
     lengths = [m for w, m in refused.items() if w.startswith(("Content-Length", "a header length"))]
@@ -316,7 +316,7 @@ def test_clients_holding_every_connection_or_worker_do_not_keep_others_out(serve
             began = time.monotonic()
             status, reply = post(server.http, "/v2/models/conv/infer", body)
             assert status == 200 and time.monotonic() - began < 5, (status, reply)
-            np.testing.assert_allclose(np.asarray(reply["outputs"][0]["data"], np.float32).reshape(1, 10), expected,
+            np.testing.assert_allclose(np.asarray(reply["outputs"][0]["data"], np.float32).reshape(1, 16), expected,
                                        rtol=1e-4, atol=1e-5)
         time.sleep(0.5)
         readable = select.select(held, [], [], 0)[0]

@@ -54,7 +54,7 @@ def test_rtx_engines_for_two_gpus_make_one_python_backend_model(engines, cli, tm
     config = parse(tmp_path / "repo" / "conv_fp16" / "config.pbtxt")
     assert config.name == "conv_fp16" and config.backend == "python" and config.max_batch_size == 32
     assert [(i.name, i.data_type, list(i.dims)) for i in config.input] == [("input", 11, [3, 16, 16])]  # TYPE_FP32
-    assert [(o.name, list(o.dims)) for o in config.output] == [("logits", [10])]
+    assert [(o.name, list(o.dims)) for o in config.output] == [("logits", [16])]
     assert config.instance_group[0].count == 2 and config.instance_group[0].kind == 1  # KIND_GPU
     assert config.dynamic_batching.max_queue_delay_microseconds == 500
     files = json.loads(config.parameters["trtpipe.files"].string_value)

@@ -150,8 +150,8 @@ def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(served):
         infer_grpc(server.grpc, "no_such_model", good)
     assert grpcclient  # imported for the exception's module
     status, body = infer_http(server.http, "conv", good)
-    assert status == 200 and body["outputs"][0]["shape"] == [1, 10]
-    assert infer_grpc(server.grpc, "conv_fp16", good).shape == (1, 10)
+    assert status == 200 and body["outputs"][0]["shape"] == [1, 16]
+    assert infer_grpc(server.grpc, "conv_fp16", good).shape == (1, 16)
 
 
 def test_loadtest_checks_every_answer_and_plots(served, cli, tmp_path):
