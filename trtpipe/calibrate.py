@@ -217,7 +217,21 @@ def choose_per_tensor(model, spec: ModelSpec, data_dir, histograms, options: Cal
 # alone: the least error at each layer can add up to the worst model (u2netp INT8: mask IoU 0.18,
 # entropy alone 0.67). A few samples are enough to tell a broken choice from a sound one.
 OUTPUTS_CHECK_SAMPLES = 16
-OUTPUTS_RULE = f"failing at the outputs on {OUTPUTS_CHECK_SAMPLES} samples, the best of it and each method alone"
+OUTPUTS_RULE = (f"failing at the outputs on {OUTPUTS_CHECK_SAMPLES} samples by more than a sample, the best of it "
+                "and each method alone")
+
+
+def one_sample_more(metrics: dict[str, float], counts: dict[str, int], thresholds: dict[str, float]) -> dict[str, float]:
+    """Return `metrics` with each share that one sample decides (1/count more than its minimum allows:
+    validate's coarse checks) given one sample more. Few samples tell a broken choice from a sound one,
+    not a sound one from a lucky one: on spindle-eeg's INT8 auto's choice missed 1 window of 16 and
+    percentile none, and on the 128 validation windows auto's missed 1 and percentile's 3."""
+    graced = dict(metrics)
+    for metric, count in counts.items():
+        allowed = 1 - thresholds.get(metric, 1.0)
+        if metric in graced and count and 0 < allowed < 1 / count:
+            graced[metric] = min(1.0, graced[metric] + 1 / count)
+    return graced
 
 
 def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: CalibrationOptions,
@@ -229,7 +243,8 @@ def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: Ca
 
     Judged as tune judges a configuration (the spec's tasks and thresholds, validation's metrics) on
     the first OUTPUTS_CHECK_SAMPLES calibration samples, the typed graph as `quantize` writes it by
-    default. `auto`'s choice is kept when it passes, and when no method alone does better."""
+    default. `auto`'s choice is kept when it passes or misses by one sample where one decides a share
+    (one_sample_more), and when no method alone does better."""
     from trtpipe.graph.typed import typed_model
     from trtpipe.quality.tasks import Degenerate
     from trtpipe.quality.tune import baseline_outputs
@@ -260,7 +275,8 @@ def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: Ca
                 return amax, chosen, {}
             scores[name] = margins(metrics, thresholds, counts)
             bar.update(1)
-            if scores["auto"][0] >= 0:  # a passing choice is kept: on a few samples a small lead is luck
+            # A passing choice is kept, and one a sample short: on a few samples a small lead is luck.
+            if name == "auto" and margins(one_sample_more(metrics, counts, thresholds), thresholds, counts)[0] >= 0:
                 break
     best = max(scores, key=lambda name: scores[name])  # worst checks tied: the next worst decides; all tied: auto
     return (*candidates[best], {"samples": sum(len(b) for b in batches), "margins": {name: round(value[0], 6)
