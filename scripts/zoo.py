@@ -253,8 +253,9 @@ def load_inputs():
 
 # Makers that read more than their spec's options: the model itself, or other files of its pinned wheel.
 READS_MODEL = ("audio", "noisy_speech")  # the state each chunk or frame sees comes from the model itself
+# A mel front end, vocabularies, dictionaries, an encoder, photos, a scalogram, a mel front end and an embedder.
 READS_WHEEL = ("wakeword_windows", "morpheme_words", "khmer_text", "name_units", "watermarked_frames",
-               "face_rois", "sleep_eeg")  # a mel front end, vocabularies, dictionaries, an encoder, photos, a scalogram
+               "face_rois", "sleep_eeg", "wake_phrases")
 
 
 def maker_options(entry: Entry) -> dict:
@@ -371,6 +372,7 @@ class Row:
     reason: str = ""
     seconds: float = 0.0
     samples: int | None = None
+    run: str = ""  # run_record() of the run that made the row: the table's line names it
 
 
 def float_outputs(onnx_path: Path) -> list[str]:
@@ -472,13 +474,14 @@ def run_model(entry: Entry, samples: int, timeout: float, say, precisions=PRECIS
     return list(rows.values())
 
 
-def save_result(entry: Entry, rows: list[Row], samples: int) -> None:
-    """Write the model's rows to build/zoo/<name>/result.json, keeping the last rows of precisions not run now."""
+def save_result(entry: Entry, rows: list[Row], samples: int, run: str) -> None:
+    """Write the model's rows to build/zoo/<name>/result.json, each with `run` (run_record() at the run's
+    start), keeping the last rows of precisions not run now."""
     path = entry.dir / "result.json"
     kept = {}
     if path.is_file():
         kept = {r["precision"]: r for r in json.loads(path.read_text())["rows"]}
-    kept.update({r.precision: asdict(r) for r in rows})
+    kept.update({r.precision: {**asdict(r), "run": run} for r in rows})
     ordered = [kept[p] for p in PRECISIONS if p in kept]
     entry.dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"rows": ordered, "samples": samples}, indent=1))
@@ -520,6 +523,7 @@ class Deployed:
     why: str = ""
     untried: str = ""  # what the budget left untried, as deploy says it
     reason: str = ""  # why it failed to run (exit 2, a crash, a timeout)
+    run: str = ""  # run_record() of the run that made the row
 
 
 CHOSE = re.compile(r"^chose (\S+) \([^)]*\): (.*)$", re.MULTILINE)
@@ -589,7 +593,7 @@ def write_deploy_doc(names: list[str], stamp: str) -> None:
     rows = {n: json.loads((BUILD / n / "deploy.json").read_text()) for n in names if (BUILD / n / "deploy.json").is_file()}
     text = DOC.read_text()
     kept = table_lines(text, [n for n in names if n not in rows], DEPLOY_START, DEPLOY_END)
-    stamp = merged_stamp(text, stamp, DEPLOY_START, DEPLOY_END, list(rows), kept)
+    stamp = merged_stamp(text, stamp, DEPLOY_START, DEPLOY_END, rows_by_run({n: [r] for n, r in rows.items()}), kept)
     table = f"{DEPLOY_START}\n{stamp}\n\n{render_deploy_table(rows, names, kept)}\n{DEPLOY_END}"
     head, rest = table_place(text, DEPLOY_START, DEPLOY_END)
     write_text(DOC, head + table + rest)
@@ -632,22 +636,38 @@ def table_lines(text: str, names: list[str], start: str = TABLE_START, end: str 
     return found
 
 
-def merged_stamp(text: str, stamp: str, start: str, end: str, names: list[str], kept: dict[str, list[str]]) -> str:
-    """Return the line above a table: `stamp` when no row is `kept` from the table before, else the
-    line that stood there (which says where the kept rows come from) followed by this run's for the
-    rows of `names`, so a run of some models does not erase the history of the others. A rerun of the same
-    models replaces their older line (each held the whole stamp: the line grew by one a rerun)."""
+RERUN = " Rows rerun here since: "
+
+
+def merged_stamp(text: str, stamp: str, start: str, end: str, runs: dict[str, list[str]], kept: dict[str, list[str]]) -> str:
+    """Return the line above a table: `stamp` when no row is `kept` from the table before, else the line
+    that stood there (which says where the kept rows come from), cut before its reruns, and then which
+    rows were rerun here and at what: `runs` maps each run_record() to the rows it made ("a", or
+    "a int8/fp8" where a model's rows come from several runs). Each clause names only the rows its run
+    made (a run of some models once stamped every model with a result here) and none repeats (the
+    whole stamp a rerun once was grew the line by one each time)."""
     if not kept or start not in text or end not in text:
         return stamp
     before = next((line for line in text.split(start, 1)[1].split(end, 1)[0].splitlines() if line.strip()), "")
     if before.startswith("|"):  # a table without its line
         return stamp
-    clause = f" Then the rows of {', '.join(sorted(names))}, from their build/zoo/<name> here: "
-    if clause in before:
-        head, _, tail = before.partition(clause)
-        later = tail.find(" Then the rows of ")
-        before = head + (tail[later:] if later >= 0 else "")
-    return f"{before}{clause}{stamp}"
+    base = before.split(" Then the rows of ", 1)[0].split(RERUN, 1)[0]  # the first: how this line read before
+    by_time = sorted(runs.items(), key=lambda item: item[0].rsplit(", ", 1)[-1])  # "at <commit>, <when>"
+    clauses = [f"{', '.join(rows)} {run or 'at a commit not recorded'}" for run, rows in by_time]
+    return f"{base}{RERUN}{'; '.join(clauses)}." if clauses else base
+
+
+def rows_by_run(results: dict[str, list[dict]]) -> dict[str, list[str]]:
+    """Return {run_record(): rows it made} over each model's rows: a model whose rows share one run by its
+    name, else by name and precisions."""
+    runs: dict[str, list[str]] = {}
+    for name, rows in sorted(results.items()):
+        made: dict[str, list[str]] = {}
+        for row in rows:
+            made.setdefault(row.get("run", ""), []).append(row.get("precision", ""))
+        for run, precisions in made.items():
+            runs.setdefault(run, []).append(name if len(made) == 1 else f"{name} {'/'.join(precisions)}")
+    return runs
 
 
 def write_doc(names: list[str], stamp: str) -> None:
@@ -662,7 +682,7 @@ def write_doc(names: list[str], stamp: str) -> None:
     text = DOC.read_text() if DOC.is_file() else f"# The model zoo\n\n{TABLE_START}\n{TABLE_END}\n"
     # A checkout without build/zoo/<name> has not run that model: its last published rows stay, and say so.
     kept = table_lines(text, [n for n in names if n not in results])
-    stamp = merged_stamp(text, stamp, TABLE_START, TABLE_END, list(results), kept)
+    stamp = merged_stamp(text, stamp, TABLE_START, TABLE_END, rows_by_run(results), kept)
     table = f"{TABLE_START}\n{stamp}\n\n{render_table(results, names, kept)}\n{TABLE_END}"
     head, rest = table_place(text, TABLE_START, TABLE_END)
     write_text(DOC, head + table + rest)
@@ -677,9 +697,18 @@ def versions() -> str:
             found.append(f"{package} {version(package)}")
         except PackageNotFoundError:
             found.append(f"{package} missing")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
-    return f"trtpipe at {commit or 'an unknown commit'}, " + ", ".join(found)
+    return f"trtpipe at {commit()}, " + ", ".join(found)
+
+
+def commit() -> str:
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True,
+                           cwd=ROOT).stdout.strip()
+    return found or "an unknown commit"
+
+
+def run_record() -> str:
+    """Return at which commit and when this run starts: what the table's line says of the rows it made."""
+    return f"at {commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
 
 
 def main() -> int:
@@ -720,7 +749,7 @@ def main() -> int:
         write_doc(every, stamp)
         print(f"zoo: table in {DOC.relative_to(ROOT)}")
         return 0
-    started = time.perf_counter()
+    started, run = time.perf_counter(), run_record()  # the commit the run starts at: a commit during it is not in it
     for number, entry in enumerate(chosen, 1):
         def say(what: str, step: Step | None = None, entry=entry, number=number) -> None:
             status = "" if step is None else f" {'ok' if step.ok else 'FAILED'} {step.seconds:.1f} s" + \
@@ -729,7 +758,7 @@ def main() -> int:
 
         model_start = time.perf_counter()
         rows = run_model(entry, args.samples, args.timeout, say, precisions)
-        save_result(entry, rows, args.samples)
+        save_result(entry, rows, args.samples, run)
         for row in rows:
             print(f"[{number}/{len(chosen)}] {entry.name} {row.precision}: {row.verdict}"
                   + (f" ({row.reason})" if row.reason else ""), flush=True)
@@ -741,14 +770,14 @@ def main() -> int:
 
 def deploy_all(chosen: list[Entry], every: list[str], args) -> int:
     """`--deploy`: one deploy a model, its row saved as it ends; then the table in docs/zoo.md."""
-    started = time.perf_counter()
+    started, run = time.perf_counter(), run_record()  # the commit the run starts at: a commit during it is not in it
     for number, entry in enumerate(chosen, 1):
         def say(what: str, step: Step, entry=entry, number=number) -> None:
             print(f"[{number}/{len(chosen)}] {entry.name}: {what} exit {step.returncode} {step.seconds:.0f} s"
                   + (f": {step.reason}" if step.reason else ""), flush=True)
 
         row = deploy_model(entry, args.samples, args.budget_min, args.timeout, say)
-        (entry.dir / "deploy.json").write_text(json.dumps(asdict(row), indent=1))
+        (entry.dir / "deploy.json").write_text(json.dumps({**asdict(row), "run": run}, indent=1))
         print(f"[{number}/{len(chosen)}] {entry.name}: {row.chosen or 'nothing'} ({row.why or row.reason}"
               f"{'; untried: ' + row.untried if row.untried else ''})", flush=True)
     stamp = (f"Each model's last `scripts/zoo.py --deploy` (make zoo-deploy); table written "

@@ -38,7 +38,7 @@ def test_the_zoo_covers_the_families_it_promises():
     families = " ".join(e.family for e in entries)
     for word in ("YOLO", "PicoDet", "OCR", "dense prediction", "classifier", "audio", "YOLOX", "faces with landmarks",
                  "CTC", "audio embedding", "music transcription", "per-character tagger", "image to image",
-                 "table structure", "pitch tracking"):
+                 "table structure", "pitch tracking", "keyword spotter"):
         assert word in families
     assert len({e.pin.onnx_sha256 for e in entries}) == len(entries), "two entries pin the same file"
 
@@ -369,10 +369,9 @@ def test_noisy_speech_writes_frames_with_the_caches_on_their_batch_axes(tmp_path
     assert all(np.isfinite(b.arrays["mix"]).all() and np.abs(b.arrays["conv_cache"]).max() > 0 for b in batches)
 
 
-@pytest.mark.parametrize("name", ["captcha-crnn", "centerface", "ddddocr-det", "effword-resnet50", "basic-pitch",
-                                  "speech-embedding", "slovorez", "u2netp", "rivagan-dec", "age-resnet",
-                                  "tddfa-mb1", "slanet-table", "lore-table", "uvdoc"])
-def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
+def made_by_the_maker(name: str, directory, count: int):
+    """Return (entry, spec, maker options, batches of one) of `count` samples zoo model `name`'s maker writes into
+    `directory`; skip when the maker reads a pinned wheel that is not downloaded (as in CI)."""
     from trtpipe.data import iter_batches
 
     path = ROOT / "models" / "zoo" / name / "model.toml"
@@ -381,8 +380,15 @@ def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
     if "wheel" in options and not options["wheel"].is_file():
         pytest.skip(f"{entry.name}: its maker reads the pinned wheel, not in {options['wheel'].parent}; "
                     f"'ZOO={entry.name} make zoo' downloads it")
-    inputs.make(entry.inputs, tmp_path, 3, seed=1, **options)
-    batches = list(iter_batches(spec, tmp_path, batch_size=1))
+    inputs.make(entry.inputs, directory, count, seed=1, **options)
+    return entry, spec, options, list(iter_batches(spec, directory, batch_size=1))
+
+
+@pytest.mark.parametrize("name", ["captcha-crnn", "centerface", "ddddocr-det", "effword-resnet50", "basic-pitch",
+                                  "speech-embedding", "slovorez", "u2netp", "rivagan-dec", "age-resnet",
+                                  "tddfa-mb1", "slanet-table", "lore-table", "uvdoc"])
+def test_the_new_makers_write_what_their_spec_reads(name, tmp_path):
+    _, spec, _, batches = made_by_the_maker(name, tmp_path, 3)
     assert len(batches) == 3
     (only,) = spec.inputs
     array = batches[0].arrays[only.name]
@@ -522,34 +528,30 @@ def test_a_run_of_some_models_keeps_the_others_rows_and_the_history_above_both_t
     monkeypatch.setattr(zoo, "BUILD", tmp_path / "build")
     row = zoo.Row("a", "", "fp16")
     row.builds, row.verdict = True, "pass"
-    (tmp_path / "build" / "a" / "result.json").write_text(json.dumps({"rows": [zoo.asdict(row)]}))
+    (tmp_path / "build" / "a" / "result.json").write_text(json.dumps({"rows": [{**zoo.asdict(row), "run": "at def, noon"}]}))
     (tmp_path / "build" / "a" / "deploy.json").write_text(json.dumps(
         {"model": "a", "returncode": 0, "seconds": 60.0, "budget_min": 5.0, "chosen": "a.fp16.sm89.engine",
-         "why": "fp16: the smallest engine that passes", "untried": "", "reason": ""}))
+         "why": "fp16: the smallest engine that passes", "untried": "", "reason": "", "run": "at def, noon"}))
     zoo.write_doc(["a", "b"], "Now at def.")
     zoo.write_deploy_doc(["a", "b"], "Deploy now at def.")
     text = doc.read_text()
-    assert "The whole run at abc. Then the rows of a, from their build/zoo/<name> here: Now at def." in text
-    assert "Deploy at abc. Then the rows of a, from their build/zoo/<name> here: Deploy now at def." in text
+    assert "The whole run at abc. Rows rerun here since: a at def, noon.\n" in text
+    assert "Deploy at abc. Rows rerun here since: a at def, noon.\n" in text
     assert "| b | fp16 | yes | 1.0 | 1.000000 | - | pass |  |" in text and "| b | 0 | b.fp16.sm89.engine |" in text
     assert "| a | fp16 | yes |" in text and "| a | 0 | a.fp16.sm89.engine |" in text and "not run" not in text
-    zoo.write_doc(["a", "b"], "Later at ghi.")  # a rerun of a: its line replaces the last one, the history stays
-    assert "The whole run at abc. Then the rows of a, from their build/zoo/<name> here: Later at ghi.\n" in doc.read_text()
+    # A rerun of a's INT8 (and c's first run): the clauses say which run made which rows, the history stays.
+    int8 = {**zoo.asdict(zoo.Row("a", "", "int8")), "builds": True, "run": "at ghi, one"}
+    (tmp_path / "build" / "a" / "result.json").write_text(json.dumps({"rows": [{**zoo.asdict(row), "run": "at def, noon"}, int8]}))
+    (tmp_path / "build" / "c").mkdir()
+    (tmp_path / "build" / "c" / "result.json").write_text(json.dumps({"rows": [{**int8, "model": "c"}]}))
+    zoo.write_doc(["a", "b", "c"], "Later at ghi.")
+    assert "The whole run at abc. Rows rerun here since: a fp16 at def, noon; a int8, c at ghi, one.\n" in doc.read_text()
 
 
 def test_sleep_eeg_writes_spindle_eegs_two_inputs_as_the_package_prepares_them(tmp_path):
     """Each window z-scored, its scalogram (the wheel's own) z-scored row by row, both 7500 samples; the
     spindles each window holds kept beside them, inside the window."""
-    from trtpipe.data import iter_batches
-
-    path = ROOT / "models" / "zoo" / "spindle-eeg" / "model.toml"
-    entry, spec = zoo.load_entry(path), load_spec(path)
-    options = zoo.maker_options(entry)
-    if not options["wheel"].is_file():
-        pytest.skip(f"spindle-eeg: its maker reads the pinned wheel, not in {options['wheel'].parent}; "
-                    "'ZOO=spindle-eeg make zoo' downloads it")
-    inputs.make(entry.inputs, tmp_path, 4, seed=1, **options)
-    batches = list(iter_batches(spec, tmp_path, batch_size=1))
+    _, _, _, batches = made_by_the_maker("spindle-eeg", tmp_path, 4)
     assert len(batches) == 4
     for batch in batches:
         signal, bands = batch.arrays["raw_signal"][0], batch.arrays["spectrogram"][0]
@@ -559,3 +561,46 @@ def test_sleep_eeg_writes_spindle_eegs_two_inputs_as_the_package_prepares_them(t
     spindles = np.concatenate([np.load(tmp_path / "truth" / f"{i:04d}.npz")["spindles"] for i in range(4)])
     assert len(spindles) and (spindles[:, 0] >= 0).all() and (spindles[:, 1] <= 30).all()
     assert ((spindles[:, 1] - spindles[:, 0] >= 0.5) & (spindles[:, 1] - spindles[:, 0] <= 2.0)).all()
+
+
+def test_a_spoken_phrase_is_voiced_in_its_vowels_and_hisses_in_its_s():
+    """The formant synthesizer behind hey-jarvis's data (no wheel needed): "hey jarvis" lasts what its
+    phonemes do at 0.8 to 1.3 of their length, its /aa/ is voiced (energy under 1 kHz), its final /s/ is
+    noise above 4 kHz."""
+    rng = np.random.default_rng(3)
+    nominal = sum(inputs.PHONEMES[p][0] for p in inputs.PHRASES["hey jarvis"].split()) / 1000
+    for _ in range(3):
+        voice = inputs.spoken(rng, inputs.PHRASES["hey jarvis"])
+        assert np.isfinite(voice).all() and 0.5 < np.abs(voice).max() < 2
+        assert 0.8 * 0.85 * nominal <= len(voice) / inputs.WAKE_RATE <= 1.3 * 1.15 * nominal
+
+        def low_share(part: np.ndarray) -> float:
+            power = np.abs(np.fft.rfft(part)) ** 2
+            frequencies = np.fft.rfftfreq(len(part), 1 / inputs.WAKE_RATE)
+            return power[frequencies < 1000].sum() / power[frequencies > 4000].sum()
+
+        middle, end = len(voice) // 2, len(voice) - int(0.06 * inputs.WAKE_RATE)
+        assert low_share(voice[middle - 800:middle + 800]) > 10 and low_share(voice[end - 800:end]) < 0.1
+
+
+def test_wake_phrases_write_the_windows_openwakeword_reads_and_the_clips_they_come_from(tmp_path):
+    """hey-jarvis's maker: 16 embeddings of 96 a file, each the window of its clip (kept in clips/ with the
+    phrase said in it) that the wheel's own mel and embedding models give at the index kept beside it."""
+    import zipfile
+
+    import onnxruntime as ort
+
+    _, _, options, batches = made_by_the_maker("hey-jarvis", tmp_path, 6)
+    assert len(batches) == 6 and all(b.arrays["x.1"].shape == (1, 16, 96) for b in batches)
+    with zipfile.ZipFile(options["wheel"]) as archive:
+        mel, embedder = (ort.InferenceSession(archive.read(options[k]), providers=["CPUExecutionProvider"])
+                         for k in ("features", "embedding"))
+    said = []
+    for i, batch in enumerate(batches):
+        clip = np.load(tmp_path / "clips" / f"{i:04d}.npz")
+        audio, at = clip["audio"], int(clip["window"])
+        assert audio.dtype == np.int16 and len(audio) == 3 * inputs.WAKE_RATE and 0 < np.abs(audio).max() < 32767
+        assert 1280 * at + inputs.WAKE_WINDOW_END <= len(audio)  # the window lies inside the clip
+        np.testing.assert_array_equal(batch.arrays["x.1"][0], inputs.wake_features(mel, embedder, audio)[at:at + 16])
+        said.append(str(clip["phrase"]))
+    assert set(said) <= {*inputs.PHRASES, ""} and inputs.WAKE_PHRASE in said
