@@ -1172,6 +1172,56 @@ def spindle_eeg(name: str, code: Path) -> Judge:
     return judge
 
 
+WAKE_AT = 0.5  # openwakeword's README: every included model was trained for a wake at 0.5
+
+
+def hey_jarvis(name: str, code: Path) -> Judge:
+    """Wakes by openwakeword 0.4.0's own streaming (Model.predict_clip: the clip's 16-bit PCM padded with
+    1 s of silence, 80 ms chunks, its AudioFeatures' mel and embedding models from the wheel, the wake-word
+    model on the last 16 embeddings at every chunk, the first 5 chunks zeroed), on the validation clips
+    (clips/: the whole 3 s the data's windows were cut from), with the typed model in the FP32 one's place.
+    Each clip starts from the state a new Model starts in (its reset(), and the features of the 10 s of
+    silence its AudioFeatures begins with): one Model, not one a clip, whose sessions each ask ONNX Runtime
+    for CUDA first. A clip wakes the device when a chunk scores >= WAKE_AT; it agrees when it wakes under
+    both or neither."""
+    import copy
+
+    import onnxruntime as ort
+
+    ort.set_default_logger_severity(4)  # AudioFeatures asks for CUDA first: no error lines for its absence
+    sys.path.insert(0, str(code))
+    from openwakeword.model import Model
+
+    clips = [np.load(f) for f in sorted((BUILD / name / "data" / "val" / "clips").glob("*.npz"))]
+    asked = [str(c["phrase"]) == "hey jarvis" for c in clips]
+    package = Model(wakeword_model_paths=[str(fp32(name))])
+    started = {k: copy.copy(v) for k, v in vars(package.preprocessor).items()}
+
+    def wakes(path: Path) -> tuple[list[bool], int]:
+        package.models[fp32(name).stem] = session(path)  # graph optimizations off, as every judge runs a file
+        woken, chunks = [], 0
+        for clip in clips:
+            package.reset()
+            vars(package.preprocessor).update({k: copy.copy(v) for k, v in started.items()})
+            scores = [p[fp32(name).stem] for p in package.predict_clip(clip["audio"])]
+            woken.append(max(scores) >= WAKE_AT)
+            chunks += sum(s >= WAKE_AT for s in scores)
+        return woken, chunks
+
+    want, want_chunks = wakes(fp32(name))
+
+    def judge(precision: str) -> Score:
+        got, got_chunks = wakes(typed(name, precision))
+        same = same_share(want, got, "clips (woken or not)", LABELS_SAME)
+        return Score(f"{same.text}; FP32 wakes on {sum(w for w, a in zip(want, asked) if a)} of {sum(asked)} "
+                     f"'hey jarvis' clips and {sum(w for w, a in zip(want, asked) if not a)} of {len(asked) - sum(asked)} "
+                     f"others, typed loses {sum(w and not g for w, g in zip(want, got))} and adds "
+                     f"{sum(g and not w for w, g in zip(want, got))}; chunks at >= {WAKE_AT}: FP32 {want_chunks}, "
+                     f"typed {got_chunks}", same.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -1190,6 +1240,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "ddddocr-det": ddddocr_det,
     "dnsmos": dnsmos,
     "gtcrn": gtcrn,
+    "hey-jarvis": hey_jarvis,
     "khmersm": khmersm,
     "lore-table": lore_table,
     "effword-resnet50": embedding("feature_output"),
@@ -1236,6 +1287,7 @@ CHECKS = {
     "spindle-eeg": f"windows (the package's spindles, each at IoU >= {BOX_IOU} of FP32's, none more) equal on "
                    f">= {STRINGS_SAME:.0%}",
     "dnsmos": f"opinion scores (the package's SIG, BAK, OVRL) each within {MOS_POINTS} of FP32's on >= {LABELS_SAME:.0%}",
+    "hey-jarvis": f"clips that wake the device (the package's streaming, a chunk at >= {WAKE_AT}) equal on >= {LABELS_SAME:.0%}",
     "gtcrn": f"enhanced speech (the package's waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every utterance",
     "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",
     "lore-table": f"tables (the package's cells at IoU >= {BOX_IOU} of FP32's, none more, each at FP32's logical rows "

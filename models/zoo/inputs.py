@@ -4,8 +4,9 @@ speech-like audio (with the recurrent state the model itself carries, or as log-
 scenes and face chips with the real faces of scikit-image's LFW subset, the bytes of real files, photos
 watermarked by a wheel's own encoder, speech-like audio in noise as a denoiser's STFT frames, and
 monophonic melodies (sung, piano, flute, bowed) as a pitch tracker hears them, and speech clean or
-degraded (noise, reverberation, clipping, a telephone band, lost packets) as a quality rater hears it, and
-stage-2 sleep EEG (spindles among K-complexes, slow waves, alpha and muscle bursts) as a spindle detector reads it.
+degraded (noise, reverberation, clipping, a telephone band, lost packets) as a quality rater hears it,
+stage-2 sleep EEG (spindles among K-complexes, slow waves, alpha and muscle bursts) as a spindle detector reads it,
+and a wake phrase and its rhymes said by a formant synthesizer in noise, as a wake-word model's features.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
 keeps the calibration and validation sets apart. `make(kind, ...)` picks the maker by the
@@ -1376,6 +1377,170 @@ def write_sleep_eeg(directory: Path, count: int, seed: int, wheel: Path, scalogr
         np.savez(directory / "truth" / f"{i:04d}.npz", spindles=np.array(spindles).reshape(-1, 2))
 
 
+WAKE_RATE = 16000
+WAKE_CLIP_S = 3.0
+# Phonemes as a formant synthesizer says them: milliseconds, F1-F3 in Hz (None: the next phoneme's, as
+# /h/ takes its vowel's), how voiced and how noisy, and the frication's band in Hz.
+PHONEMES = {
+    "h": (70, None, 0.0, 0.25, (400, 6000)),
+    "e": (100, (550, 1850, 2600), 1.0, 0.0, None),
+    "y": (120, (380, 2250, 2850), 1.0, 0.0, None),  # the glide that ends "hey"
+    "closure": (45, (300, 1800, 2600), 0.05, 0.0, None),
+    "dj": (75, (300, 1800, 2600), 0.2, 0.5, (1800, 5500)),
+    "t": (30, (300, 1700, 2600), 0.0, 0.6, (3000, 7000)),  # the burst, after a closure
+    "aa": (140, (750, 1150, 2500), 1.0, 0.0, None),
+    "ae": (130, (700, 1750, 2600), 1.0, 0.0, None),
+    "ih": (90, (420, 1950, 2600), 0.9, 0.0, None),
+    "ow": (150, (500, 900, 2400), 1.0, 0.0, None),
+    "uw": (130, (320, 950, 2300), 1.0, 0.0, None),
+    "r": (90, (480, 1200, 1650), 0.9, 0.0, None),  # F3 down: what makes an /r/
+    "l": (70, (360, 1000, 2700), 0.8, 0.0, None),
+    "m": (70, (280, 1000, 2300), 0.5, 0.0, None),
+    "n": (80, (280, 1600, 2600), 0.5, 0.0, None),
+    "v": (55, (300, 1400, 2300), 0.4, 0.15, (1000, 7000)),
+    "s": (160, (420, 1950, 2600), 0.0, 0.45, (4000, 7900)),
+}
+# The wake phrase, and phrases a wake-word model must not wake on: rhymes and halves of it (FP32 wakes on
+# some "hey travis" and "jarvis", as a real one does now and then), and other greetings.
+WAKE_PHRASE = "hey jarvis"
+PHRASES = {
+    WAKE_PHRASE: "h e y closure dj aa r v ih s",
+    "jarvis": "closure dj aa r v ih s",
+    "hey travis": "h e y closure t r ae v ih s",
+    "hey marvin": "h e y m aa r v ih n",
+    "harvest": "h aa r v ih s closure t",
+    "hey jude": "h e y closure dj uw closure t",
+    "hey there": "h e y closure t e r",
+    "hello": "h e l ow",
+}
+
+
+def spoken(rng: np.random.Generator, phonemes: str, rate: int = WAKE_RATE) -> np.ndarray:
+    """Return `phonemes` (names of PHONEMES) said by a formant synthesizer in a voice of its own: a glottal
+    pulse train (a man's or a woman's pitch, stressed and falling, with jitter and breath) through three
+    cascade resonators retuned every 5 ms as the formants glide from phoneme to phoneme, the vocal tract's
+    length scaling them, plus the band-passed noise of /h/, /dj/, /t/, /v/ and /s/; spoken at 0.8 to 1.3
+    of the phonemes' lengths. Peak about 1."""
+    from scipy.signal import butter, lfilter, sosfilt
+
+    speed, tract = rng.uniform(0.8, 1.3), rng.uniform(0.9, 1.22)
+    f0 = rng.uniform(85, 140) if rng.random() < 0.5 else rng.uniform(170, 260)
+    names = phonemes.split()
+    lengths = [int(PHONEMES[p][0] * speed * rng.uniform(0.85, 1.15) * rate / 1000) for p in names]
+    n = sum(lengths)
+    formants, voicing, frication = np.zeros((3, n)), np.zeros(n), np.zeros(n)
+    at, previous = 0, None
+    for k, (name, length) in enumerate(zip(names, lengths)):
+        _, target, voiced, noisy, band = PHONEMES[name]
+        if target is None:
+            target = next((PHONEMES[p][1] for p in names[k + 1:] if PHONEMES[p][1]), (500, 1500, 2500))
+        target = np.array(target, float) * tract
+        previous = target if previous is None else previous
+        glide = min(length, int(0.04 * rate))
+        for i in range(3):
+            formants[i, at:at + length] = target[i]
+            formants[i, at:at + glide] = np.linspace(previous[i], target[i], glide)
+        voicing[at:at + length] = voiced
+        if band:
+            sos = butter(4, [band[0], min(band[1], 0.49 * rate)], "bandpass", fs=rate, output="sos")
+            frication[at:at + length] = sosfilt(sos, rng.normal(0, 1, length)) * noisy
+        previous, at = target, at + length
+    voicing = np.convolve(voicing, np.ones(160) / 160, "same")  # voicing starts and stops over 10 ms
+    x = np.linspace(0, 1, n)
+    pitch = f0 * (1.05 + rng.uniform(0.1, 0.35) * np.exp(-((x - rng.uniform(0.35, 0.6)) / 0.12) ** 2)
+                  - rng.uniform(0.1, 0.35) * x)
+    pitch *= 1 + 0.01 * rng.normal(0, 1, n).cumsum() / np.sqrt(np.arange(1, n + 1))
+    phase = np.cumsum(pitch / rate) % 1
+    opening = rng.uniform(0.5, 0.7)
+    glottal = np.where(phase < opening, np.sin(np.pi * phase / opening) ** 2, 0.0)
+    out = np.diff(glottal, prepend=0.0) * voicing + rng.normal(0, 0.002, n) * voicing  # radiated, breathy
+    block = rate // 200
+    for i, bandwidth in enumerate((80, 110, 160)):
+        r = np.exp(-np.pi * bandwidth * tract / rate)
+        state, filtered = np.zeros(2), np.zeros(n)
+        for start in range(0, n, block):
+            theta = 2 * np.pi * formants[i, start:start + block].mean() / rate
+            filtered[start:start + block], state = lfilter([1 - r], [1, -2 * r * np.cos(theta), r * r],
+                                                           out[start:start + block], zi=state)
+        out = filtered
+    out = out / max(np.abs(out).max(), 1e-9) + frication / max(np.abs(frication).max(), 1e-9) * rng.uniform(0.2, 0.45)
+    fade = np.ones(n)
+    fade[:160], fade[-400:] = np.linspace(0, 1, 160), np.linspace(1, 0, 400)
+    return out * fade
+
+
+def wake_clip(rng: np.random.Generator, rate: int = WAKE_RATE) -> tuple[np.ndarray, str, float]:
+    """Return a 3 s clip as a wake-word engine hears it, 16-bit PCM, the phrase said in it ('' for none) and
+    where the phrase ends (s): half of the clips say the wake phrase, a third another phrase (PHRASES), the
+    rest only talk (speech_like()); a phrase ends 2.0 to 2.45 s in, after talk in a third of the clips,
+    maybe in a room (RT60 0.2-0.6 s), always over background noise (noise()) at 0 to 30 dB SNR, at a
+    peak of 0.05 to 0.7 of full scale."""
+    from scipy.signal import fftconvolve
+
+    samples = int(WAKE_CLIP_S * rate)
+    draw = rng.random()
+    phrase = WAKE_PHRASE if draw < 0.5 else str(rng.choice(list(PHRASES)[1:])) if draw < 0.85 else ""
+    if phrase:
+        voice = spoken(rng, PHRASES[phrase], rate)
+        end = rng.uniform(2.0, 2.45)
+        start = max(0, int(end * rate) - len(voice))
+        clip = np.zeros(samples)
+        clip[start:start + len(voice)] = voice[:samples - start]
+        if rng.random() < 1 / 3 and start > 0.4 * rate:  # someone talking up to the phrase
+            talk = speech_like(rng, start / rate)[:start - int(rng.uniform(0.1, 0.3) * rate)]
+            clip[:len(talk)] += talk / max(np.abs(talk).max(), 1e-9) * rng.uniform(0.3, 1.0)
+    else:
+        clip, end = speech_like(rng, WAKE_CLIP_S)[:samples].astype(np.float64), rng.uniform(2.0, 2.45)
+    if rng.random() < 0.3:
+        rt60 = rng.uniform(0.2, 0.6)
+        t = np.arange(int(rt60 * rate)) / rate
+        response = rng.normal(0, 1, len(t)) * np.exp(-6.9 * t / rt60) * 0.1
+        response[0] = 1.0
+        clip = fftconvolve(clip, response)[:samples]
+    level = np.sqrt(np.mean(clip ** 2))
+    clip = clip + noise(rng, samples, rate) * level / 10 ** (rng.uniform(0, 30) / 20)
+    clip *= rng.uniform(0.05, 0.7) / max(np.abs(clip).max(), 1e-9)
+    return np.round(clip * 32767).astype(np.int16), phrase, float(end)
+
+
+# openWakeWord's features: mel frames every 160 samples over 512, embeddings of 76 mel frames every 8, and
+# a wake-word model reads 16 embeddings, so its k-th window of a clip ends at sample 1280 k + WAKE_WINDOW_END.
+WAKE_WINDOW_END = 160 * (8 * 15 + 75) + 512
+
+
+def wake_features(mel, embedding, clip: np.ndarray) -> np.ndarray:
+    """Return a clip's speech embeddings [windows, 96] as openWakeWord's AudioFeatures._get_embeddings makes
+    them: the mel model on the PCM samples as float32, x / 10 + 2, the embedding model on 76 frames every 8."""
+    spectrum = mel.run(None, {"input": clip[None].astype(np.float32)})[0][0, 0] / 10 + 2
+    frames = np.stack([spectrum[i:i + 76] for i in range(0, len(spectrum) - 75, 8)])[..., None].astype(np.float32)
+    return embedding.run(None, {"input_1": frames})[0].reshape(len(frames), -1)
+
+
+def write_wake_phrases(directory: Path, count: int, seed: int, wheel: Path, features: str, embedding: str,
+                       window: int = 16) -> None:
+    """What a wake-word model of openWakeWord reads (`x.1` [16, 96], one .npz a clip): the speech embeddings
+    of a clip (wake_clip()) by the wheel's own mel and embedding models (`features`, `embedding`, members
+    of the pinned `wheel`), 16 of them, the 1.3 s window ending 0.15 s before to 0.45 s after the phrase
+    ends: the frames where the package decides whether it heard the phrase. Each clip's PCM, the phrase said
+    in it and the window's index are kept in clips/ for the judge, read by no step of trtpipe."""
+    import zipfile
+
+    import onnxruntime as ort
+
+    with zipfile.ZipFile(wheel) as archive:
+        mel, embedder = (ort.InferenceSession(archive.read(member), providers=["CPUExecutionProvider"])
+                         for member in (features, embedding))
+    rng = np.random.default_rng(seed)
+    (directory / "clips").mkdir()
+    for i in range(count):
+        clip, phrase, end = wake_clip(rng)
+        embeddings = wake_features(mel, embedder, clip)
+        last = len(embeddings) - window
+        at = int(np.clip(round(((end + rng.uniform(-0.15, 0.45)) * WAKE_RATE - WAKE_WINDOW_END) / 1280), 0, last))
+        np.savez(directory / f"{i:04d}.npz", **{"x.1": embeddings[at:at + window]})
+        np.savez(directory / "clips" / f"{i:04d}.npz", audio=clip, phrase=np.array(phrase), window=np.array(at))
+
+
 # The decoders the packages ship, for the inputs of the taggers that decode a path (make_data writes them).
 DECODERS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "morpheme_words": bies_transitions, "khmer_text": crf_transitions,
@@ -1391,6 +1556,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "noisy_speech": write_noisy_speech, "face_rois": write_face_rois, "tables": write_tables,
     "table_canvases": write_table_canvases, "paper_photos": write_paper_photos,
     "melodies": write_melodies, "rated_speech": write_rated_speech, "sleep_eeg": write_sleep_eeg,
+    "wake_phrases": write_wake_phrases,
 }
 
 
