@@ -605,15 +605,22 @@ def write_deploy_doc(names: list[str], stamp: str) -> None:
 # ---- the table -----------------------------------------------------------------------------------
 
 def render_table(results: dict[str, list[dict]], names: list[str], kept: dict[str, list[str]] | None = None) -> str:
-    """The zoo table; a model without results keeps its lines from `kept` (the table as it stood), else 'not run'."""
+    """The zoo table; a precision a model has no result for here keeps its line from `kept` (the table as it
+    stood: a run of INT8 alone once dropped the model's FP32 row), a model with neither reads 'not run'."""
     lines = [("| model | precision | builds | engine MB | typed ONNX vs FP32: cosine, lowest float output "
               "| weights under Q/DQ | verdict | why it fails |"), "|---|---|---|---|---|---|---|---|"]
     for name in names:
-        if name not in results and (kept or {}).get(name):
-            lines.extend(kept[name])
-            continue
-        for row in results.get(name) or [{"model": name, "family": "", "precision": "-", "builds": None, "engine_mb": None,
-                                          "cosine": None, "coverage": None, "verdict": "not run", "reason": ""}]:
+        made = {row["precision"]: row for row in results.get(name, [])}
+        stood = {line.split("|")[2].strip(): line for line in (kept or {}).get(name, [])}
+        if not made and not stood:
+            made = {"-": {"model": name, "family": "", "precision": "-", "builds": None, "engine_mb": None,
+                          "cosine": None, "coverage": None, "verdict": "not run", "reason": ""}}
+        for precision in [*PRECISIONS, *(p for p in {**stood, **made} if p not in PRECISIONS)]:
+            if precision not in made:
+                if precision in stood:
+                    lines.append(stood[precision])
+                continue
+            row = made[precision]
             builds = {True: "yes", False: "no", None: "-"}[row["builds"]]
             size = f"{row['engine_mb']:.1f}" if row["engine_mb"] is not None else "-"
             cosine = f"{row['cosine']:.6f}" if row["cosine"] is not None else "-"
@@ -683,8 +690,11 @@ def write_doc(names: list[str], stamp: str) -> None:
         if path.is_file():
             results[name] = json.loads(path.read_text())["rows"]
     text = DOC.read_text() if DOC.is_file() else f"# The model zoo\n\n{TABLE_START}\n{TABLE_END}\n"
-    # A checkout without build/zoo/<name> has not run that model: its last published rows stay, and say so.
-    kept = table_lines(text, [n for n in names if n not in results])
+    # Rows not run here (a model, or a precision of one, without a result in build/zoo/<name>) keep their
+    # last published line, and the line above the table says where those come from.
+    ran = {name: {row["precision"] for row in rows} for name, rows in results.items()}
+    kept = {name: left for name, lines in table_lines(text, names).items()
+            if (left := [line for line in lines if line.split("|")[2].strip() not in ran.get(name, ())])}
     stamp = merged_stamp(text, stamp, TABLE_START, TABLE_END, rows_by_run(results), kept)
     table = f"{TABLE_START}\n{stamp}\n\n{render_table(results, names, kept)}\n{TABLE_END}"
     head, rest = table_place(text, TABLE_START, TABLE_END)

@@ -546,6 +546,13 @@ def test_a_run_of_some_models_keeps_the_others_rows_and_the_history_above_both_t
     (tmp_path / "build" / "c" / "result.json").write_text(json.dumps({"rows": [{**int8, "model": "c"}]}))
     zoo.write_doc(["a", "b", "c"], "Later at ghi.")
     assert "The whole run at abc. Rows rerun here since: a fp16 at def, noon; a int8, c at ghi, one.\n" in doc.read_text()
+    # A run of b's INT8 alone: its FP16 row stays as the table had it (a run of some precisions once dropped the rest).
+    (tmp_path / "build" / "b").mkdir()
+    (tmp_path / "build" / "b" / "result.json").write_text(json.dumps({"rows": [{**int8, "model": "b"}]}))
+    zoo.write_doc(["a", "b", "c"], "Later at ghi.")
+    text = doc.read_text()
+    assert "| b | fp16 | yes | 1.0 | 1.000000 | - | pass |  |\n| b | int8 | yes |" in text
+    assert "Rows rerun here since: a fp16 at def, noon; a int8, b, c at ghi, one.\n" in text
 
 
 def test_sleep_eeg_writes_spindle_eegs_two_inputs_as_the_package_prepares_them(tmp_path):
