@@ -484,7 +484,9 @@ def save_result(entry: Entry, rows: list[Row], samples: int, run: str) -> None:
     kept = {}
     if path.is_file():
         kept = {r["precision"]: r for r in json.loads(path.read_text())["rows"]}
-    kept.update({r.precision: {**asdict(r), "run": run} for r in rows})
+    for row in rows:
+        row.run = run
+    kept.update({r.precision: asdict(r) for r in rows})
     ordered = [kept[p] for p in PRECISIONS if p in kept]
     entry.dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"rows": ordered, "samples": samples}, indent=1))
@@ -790,7 +792,8 @@ def deploy_all(chosen: list[Entry], every: list[str], args) -> int:
                   + (f": {step.reason}" if step.reason else ""), flush=True)
 
         row = deploy_model(entry, args.samples, args.budget_min, args.timeout, say)
-        (entry.dir / "deploy.json").write_text(json.dumps({**asdict(row), "run": run}, indent=1))
+        row.run = run
+        (entry.dir / "deploy.json").write_text(json.dumps(asdict(row), indent=1))
         print(f"[{number}/{len(chosen)}] {entry.name}: {row.chosen or 'nothing'} ({row.why or row.reason}"
               f"{'; untried: ' + row.untried if row.untried else ''})", flush=True)
     stamp = (f"Each model's last `scripts/zoo.py --deploy` (make zoo-deploy); table written "

@@ -226,10 +226,11 @@ def one_sample_more(metrics: dict[str, float], counts: dict[str, int], threshold
     validate's coarse checks) given one sample more. Few samples tell a broken choice from a sound one,
     not a sound one from a lucky one: on spindle-eeg's INT8 auto's choice missed 1 window of 16 and
     percentile none, and on the 128 validation windows auto's missed 1 and percentile's 3."""
+    from trtpipe.quality.validate import one_sample_decides
+
     graced = dict(metrics)
     for metric, count in counts.items():
-        allowed = 1 - thresholds.get(metric, 1.0)
-        if metric in graced and count and 0 < allowed < 1 / count:
+        if metric in graced and one_sample_decides(count, thresholds.get(metric, 1.0)):
             graced[metric] = min(1.0, graced[metric] + 1 / count)
     return graced
 

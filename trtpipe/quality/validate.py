@@ -158,6 +158,13 @@ def deciding(checks: list[Check]) -> Check | None:
     return max(checks, key=lambda c: c.used, default=None)
 
 
+def one_sample_decides(count: float | None, minimum: float) -> bool:
+    """Return True where one sample of `count` is more than the share `minimum` lets fail (32 samples against
+    0.98: one is 3.1%, 2.0% is allowed), so that a single sample decides the check."""
+    allowed = 1 - minimum
+    return bool(count) and 0 < allowed < 1 / float(count or 1)
+
+
 @dataclass
 class Report:
     """What was compared, how, and whether it passed."""
@@ -202,10 +209,9 @@ class Report:
         coarse = []
         for check in self.checks:
             count = self.outputs.get(check.output, {}).get(SHARES.get(check.metric, ""))
-            allowed = 1 - check.minimum
-            if count and 0 < allowed < 1 / count:
+            if one_sample_decides(count, check.minimum):
                 coarse.append({"output": check.output, "metric": check.metric, "samples": int(count),
-                               "minimum": check.minimum, "needed": math.ceil(1 / allowed - 1e-9),
+                               "minimum": check.minimum, "needed": math.ceil(1 / (1 - check.minimum) - 1e-9),
                                "unit": "face" if SHARES[check.metric].endswith("faces") else "sample"})
         return coarse
 
