@@ -86,9 +86,9 @@ def provenance(model_path, data_dir, options: CalibrationOptions, spec: ModelSpe
                  "versions": versions(),
                  "tensors_sha256": hashlib.sha256("\n".join(tensors or []).encode()).hexdigest()}
     if options.method == "auto":
-        from trtpipe.calibrators.choose import RULE
+        from trtpipe.calibrators.choose import RULE, WEIGHT_RULE
 
-        made_from["auto_rule"] = f"{RULE}; {OUTPUTS_RULE}"
+        made_from["auto_rule"] = f"{RULE}; {OUTPUTS_RULE}" + (f"; {WEIGHT_RULE}" if options.grid == "fp8" else "")
     return made_from
 
 
@@ -100,6 +100,21 @@ def cache_sidecar(cache: str | os.PathLike) -> dict | None:
     """Return what the sidecar beside `cache` records (calibrate writes it), None without one; raise naming it
     when it cannot be read (files.read_sidecar_json): the grid and provenance of the cache would be unknown."""
     return read_sidecar_json(cache, SIDECAR, SIDECAR_FIX)
+
+
+def sidecar_weight_steps(cache: str | os.PathLike) -> dict[str, tuple[int, ...]]:
+    """Return the FP8 weight grid positions calibrate recorded beside `cache` ({} where it recorded none),
+    or raise naming the sidecar when they cannot be read."""
+    from trtpipe.graph.qdq import WEIGHT_STEPS
+
+    written = (cache_sidecar(cache) or {}).get("weight_steps", {})
+    if not (isinstance(written, dict) and all(isinstance(v, str) and v and all(c in HEX_STEPS[:WEIGHT_STEPS] for c in v)
+                                              for v in written.values())):
+        raise TrtpipeError(f"{sidecar_path(cache)}: its weight_steps are not one hex digit per weight channel; {SIDECAR_FIX}")
+    return {name: tuple(int(c, 16) for c in text) for name, text in written.items()}
+
+
+HEX_STEPS = "0123456789abcdef"  # the sidecar's weight_steps: one digit a channel
 
 
 def is_fresh(cache: str | os.PathLike, made_from: dict) -> bool:
@@ -167,7 +182,9 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     made_from = provenance(model_path, data_dir, options, spec, tensors)
     if not force and is_fresh(output, made_from):
         os.utime(output)
-        return read_cache(output), False
+        table = read_cache(output)
+        table.weight_steps = sidecar_weight_steps(output)
+        return table, False
     batches = data.iter_batches(spec, data_dir, options.batch_size, options.limit, options.shuffle, options.seed)
     if deadline is not None:
         batches = deadline.paced(batches, f"{options.grid} calibration")
@@ -180,9 +197,11 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     table = CalibrationTable(algorithm=ALGORITHMS[options.method])
     outputs_check: dict = {}
     if options.method == "auto":
-        table.amax, chosen = choose_per_tensor(model, spec, data_dir, histograms, options, show_progress, deadline)
+        table.weight_steps, table.amax, chosen = choose_per_tensor(model, spec, data_dir, histograms, options,
+                                                                   show_progress, deadline)
         table.amax, chosen, outputs_check = checked_at_outputs(model, spec, data_dir, histograms, options,
-                                                               table.amax, chosen, show_progress, deadline)
+                                                               table.amax, chosen, table.weight_steps,
+                                                               show_progress, deadline)
     else:
         chosen = {}
         table.amax = uniform_amax(histograms, options.method, options.grid, options.percentile)
@@ -192,6 +211,9 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     write_json(sidecar_path(output), {**made_from, "cache_sha256": hashlib.sha256(text.encode()).hexdigest(),
                                       "tensors": len(table.amax), "samples": bar.n,
                                       **({"methods": chosen} if chosen else {}),
+                                      **({"weight_steps": {name: "".join(HEX_STEPS[j] for j in steps)
+                                                           for name, steps in table.weight_steps.items()}}
+                                         if table.weight_steps else {}),
                                       **({"outputs_check": outputs_check} if outputs_check else {})})
     write_text(output, text)
     return table, True
@@ -199,18 +221,41 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
 
 def choose_per_tensor(model, spec: ModelSpec, data_dir, histograms, options: CalibrationOptions,
                       show_progress: bool = True, deadline: Deadline | None = None
-                      ) -> tuple[dict[str, float], dict[str, str]]:
-    """Return ({tensor: amax}, {tensor: candidate}) of the `auto` method, judged on the first
-    CHOICE_SAMPLES calibration samples (trtpipe.calibrators.choose); `deadline` as calibrate's."""
+                      ) -> tuple[dict[str, tuple[int, ...]], dict[str, float], dict[str, str]]:
+    """Return ({weight: grid positions}, {tensor: amax}, {tensor: candidate}) of the `auto` method, judged
+    on the first CHOICE_SAMPLES calibration samples (trtpipe.calibrators.choose): in FP8 each weight
+    channel's scale first, then each activation's method with the weights so placed. `deadline` as calibrate's."""
     from trtpipe.calibrators.choose import CHOICE_BATCH, CHOICE_SAMPLES, choose_amax
 
     limit = min(options.limit or CHOICE_SAMPLES, CHOICE_SAMPLES)
-    batches = data.iter_batches(spec, data_dir, min(options.batch_size, CHOICE_BATCH), limit, options.shuffle, options.seed)
-    if deadline is not None:
-        batches = deadline.paced(batches, f"{options.grid} calibration")
-    with progress_bar(data.count_samples(data_dir, limit), "choosing each tensor's method", "samples", show_progress) as bar, \
-            data.model_runs_on(data_dir):
-        return choose_amax(model, histograms, data.feeds(batches, bar.update), options.grid)
+
+    def feeds(bar):
+        batches = data.iter_batches(spec, data_dir, min(options.batch_size, CHOICE_BATCH), limit, options.shuffle,
+                                    options.seed)
+        return data.feeds(batches if deadline is None else deadline.paced(batches, f"{options.grid} calibration"),
+                          bar.update)
+
+    steps = {}
+    with data.model_runs_on(data_dir):
+        if options.grid == "fp8":
+            with progress_bar(data.count_samples(data_dir, limit), "placing each weight channel on E4M3's grid",
+                              "samples", show_progress) as bar:
+                steps = fp8_weight_steps(model, histograms, feeds(bar), spec.min_weights)
+        with progress_bar(data.count_samples(data_dir, limit), "choosing each tensor's method", "samples",
+                          show_progress) as bar:
+            return (steps, *choose_amax(model, histograms, feeds(bar), options.grid, steps))
+
+
+def fp8_weight_steps(model, tensors, batches, min_weights: int = 0) -> dict[str, tuple[int, ...]]:
+    """Return `auto`'s FP8 weight grid positions (choose.choose_weight_steps) for the layers the FP8 typed
+    graph quantizes, `tensors` the activations calibrated."""
+    from trtpipe.calibrators.choose import choose_weight_steps
+    from trtpipe.graph.toolkit import label
+    from trtpipe.quality.sensitivity import quantizable_layers
+
+    every = CalibrationTable(amax=dict.fromkeys(tensors, 1.0))  # which layers are quantized, not how
+    quantized = {label(n) for n in quantizable_layers(model, every, min_weights, Precision.FP8)}
+    return choose_weight_steps(model, batches, only=quantized)
 
 
 # `auto`'s per-tensor choice is then judged where it counts, at the model's outputs, beside each method
@@ -236,7 +281,8 @@ def one_sample_more(metrics: dict[str, float], counts: dict[str, int], threshold
 
 
 def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: CalibrationOptions,
-                       amax: dict[str, float], chosen: dict[str, str], show_progress: bool = True,
+                       amax: dict[str, float], chosen: dict[str, str],
+                       weight_steps: dict[str, tuple[int, ...]] | None = None, show_progress: bool = True,
                        deadline: Deadline | None = None) -> tuple[dict[str, float], dict[str, str], dict]:
     """Return the amax and per-tensor methods of whichever judges best at the outputs, `auto`'s choice or
     one method for every tensor, and what the sidecar records of it: each one's worst margin against the
@@ -267,8 +313,8 @@ def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: Ca
             if name not in candidates:  # a method alone, computed only once auto's own choice has failed
                 uniform = uniform_amax(histograms, name, options.grid, options.percentile)
                 candidates[name] = (uniform, {t: name for t in uniform})
-            typed = typed_model(model, precision, CalibrationTable(amax=candidates[name][0]), exclude=spec.exclude,
-                                min_weights=spec.min_weights)
+            table = CalibrationTable(amax=candidates[name][0], weight_steps=dict(weight_steps or {}))
+            typed = typed_model(model, precision, table, exclude=spec.exclude, min_weights=spec.min_weights)
             try:
                 metrics, counts = task_metrics(typed, spec, batches, wanted, thresholds)
             except Degenerate as exc:  # a baseline these samples cannot judge: keep the per-tensor choice
@@ -323,6 +369,7 @@ def load_table(path: Path, precisions=()) -> CalibrationTable:
         raise TrtpipeError(f"--cache {exc}; recalibrate with 'trtpipe calibrate'") from None
     if not table.amax:
         raise TrtpipeError(f"--cache {path}: the cache holds no tensors; recalibrate with 'trtpipe calibrate'")
+    table.weight_steps = sidecar_weight_steps(path)
     grid = cache_grid(path)
     for precision in map(str, precisions):
         wanted = "fp8" if precision == "fp4" else precision  # NVFP4's global scales come from the fp8 cache

@@ -36,11 +36,16 @@ class CacheError(ValueError):
 
 @dataclass
 class CalibrationTable:
-    """Per-tensor amax (the largest magnitude kept) from one calibration, and how it was made."""
+    """Per-tensor amax (the largest magnitude kept) from one calibration, and how it was made.
+
+    `weight_steps`: {weight: each output channel's grid position} where `auto` chose FP8 weight scales
+    (trtpipe.calibrators.choose); TensorRT's cache has no place for them, so calibrate's sidecar holds them.
+    """
 
     amax: dict[str, float] = field(default_factory=dict)
     algorithm: str = ALGORITHMS["entropy"]
     trt_version: int = DEFAULT_TRT_VERSION
+    weight_steps: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def scale(self, name: str, qmax: float = INT8_MAX) -> float:
         """Return the symmetric scale for `name` on a grid whose largest value is `qmax`."""

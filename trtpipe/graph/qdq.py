@@ -58,6 +58,8 @@ FP8_MIN_CHANNELS = 16
 FP8_MAX_KERNEL = 32
 # The small-GEMM rule (see the module's doc): Model Optimizer's threshold.
 MIN_GEMM_DIM = 16
+# FP8 weight scales: the positions in E4M3's top octave a channel's largest |w| may take (see choose_weight_steps).
+WEIGHT_STEPS = 16
 MIN_OPSET = {Precision.INT8: 13, Precision.FP8: 19}  # per-axis DequantizeLinear; float8 types
 # The typed ONNX's metadata key listing the Conv/MatMul/Gemm layers Q/DQ left unquantized, and why
 # (JSON, as KeptNode); the build copies it to the sidecar.
@@ -101,17 +103,20 @@ def fp16_scale(scale: np.ndarray) -> np.ndarray:
 
 
 def quantize_weight(weight: np.ndarray, axis: int | None, precision: Precision,
-                    scales_fit_fp16: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                    scales_fit_fp16: bool = False, steps=None) -> tuple[np.ndarray, np.ndarray]:
     """Return (quantized weight, per-channel scale) for symmetric quantization along `axis`.
 
-    `axis` None: one scale for the whole tensor (a 0-d scale array).
+    `axis` None: one scale for the whole tensor (a 0-d scale array). `steps` (FP8, one a channel):
+    each channel's largest |w| goes to 448 x 2^(-step/WEIGHT_STEPS) instead of 448 (choose_weight_steps).
     """
     if axis is None:
-        q, scale = quantize_weight(weight.reshape(1, -1), 0, precision, scales_fit_fp16)
+        q, scale = quantize_weight(weight.reshape(1, -1), 0, precision, scales_fit_fp16,
+                                   None if steps is None else np.reshape(steps, 1))
         return q.reshape(weight.shape), scale.reshape(())
     reduce_axes = tuple(i for i in range(weight.ndim) if i != axis)
     amax = np.abs(weight).max(axis=reduce_axes) if reduce_axes else np.abs(weight)
-    scale = np.where(amax > 0, amax / QMAX[precision], 1.0).astype(np.float32)
+    top = QMAX[precision] if steps is None else QMAX[precision] * 2.0 ** (-np.asarray(steps, np.float64) / WEIGHT_STEPS)
+    scale = np.where(amax > 0, amax / top, 1.0).astype(np.float32)
     if scales_fit_fp16:
         scale = fp16_scale(scale)
     shape = [1] * weight.ndim
@@ -122,6 +127,15 @@ def quantize_weight(weight: np.ndarray, axis: int | None, precision: Precision,
     import ml_dtypes
 
     return np.clip(scaled, -448, 448).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def chosen_steps(table: CalibrationTable, weight: str, array: np.ndarray, axis: int | None,
+                 precision: Precision) -> tuple[int, ...] | None:
+    """Return the FP8 grid positions the cache chose for `weight` read along `axis`, None for 448 (INT8, a cache
+    without them, or one whose count of channels does not match: a weight read along another axis)."""
+    steps = table.weight_steps.get(weight) if precision is Precision.FP8 else None
+    channels = 1 if axis is None else array.shape[axis]
+    return steps if steps is not None and len(steps) == channels else None
 
 
 def depthwise(node, values: dict[str, np.ndarray]) -> bool:
@@ -319,7 +333,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
             key = (weight, axis)  # one weight read along two axes (W and W^T users) gets two DQs
             if key not in weights_done:
                 stem = weight if not any(k[0] == weight for k in weights_done) else f"{weight}__axis{axis}"
-                q, weight_scale = quantize_weight(array, axis, precision, scales_fit_fp16)
+                q, weight_scale = quantize_weight(array, axis, precision, scales_fit_fp16,
+                                                  chosen_steps(table, weight, array, axis, precision))
                 quantized = names.new(f"{stem}__quantized")
                 new_initializers.append(numpy_helper.from_array(q, quantized))
                 scale_name = add_scale(f"{stem}__scale", weight_scale)

@@ -58,6 +58,7 @@ class Search:
     sensitivity_samples: int = 16
     ranking_share: float = 0.4  # of the time left, measured sensitivity may take; the rest of the layers go by `proxy`
     proxy: dict[str, float] = field(default_factory=dict)  # layer -> local quantization noise (higher: worse)
+    weight_steps: dict[str, tuple[int, ...]] = field(default_factory=dict)  # FP8 weight grid positions (choose)
     refine_layers: int = 4
     slack: float = 0.1  # share of quantization's estimated saving that may be given back for accuracy
     # Estimates closer than one kernel launch are ties, and the more accurate configuration wins: the
@@ -92,7 +93,7 @@ class Search:
         if config in self._seen:
             return self._seen[config]
         quantized = self.quantized(config)
-        typed = typed_model(self.model, self.precision, config.table(self.amax), exclude=config.exclude,
+        typed = typed_model(self.model, self.precision, config.table(self.amax, self.weight_steps), exclude=config.exclude,
                             unquantized=self.unquantized, min_weights=self.spec.min_weights)
         metrics, counts = task_metrics(typed, self.spec, self.batches, self.wanted, self.thresholds, self.named)
         trial = Trial(len(self.trials), step, config, metrics, margins(metrics, self.thresholds, counts, self.confidence),
@@ -228,7 +229,7 @@ class Search:
                 break
             batches.append(batch)
             seen += batch.size
-        table = config.table(self.amax)
+        table = config.table(self.amax, self.weight_steps)
         suspects = sorted(self.layers, key=lambda layer: -self.proxy.get(layer[0], 0.0))
         stop = self._deadline.within(self.ranking_share * self._deadline.left())
         rows = []
@@ -237,7 +238,8 @@ class Search:
                 break
             group = suspects[start:start + chunk]
             # A table holding only these layers' scales makes sensitivity quantize only them.
-            subset = type(table)({t: table.amax[t] for _, tensors in group for t in tensors}, table.algorithm)
+            subset = type(table)({t: table.amax[t] for _, tensors in group for t in tensors}, table.algorithm,
+                                 weight_steps=table.weight_steps)
             rows += [row for row in layer_sensitivity(self.model, subset, self.precision, batches, spec=self.spec,
                                                       unquantized=self.unquantized)
                      if row.node in {name for name, _ in group}]
@@ -368,7 +370,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     step as it happens.
     """
     options = options or TuneOptions()
-    from trtpipe.calibrate import DEFAULT_METHOD, calibrated_graph, calibrated_tensors
+    from trtpipe.calibrate import DEFAULT_METHOD, calibrated_graph, calibrated_tensors, fp8_weight_steps
     from trtpipe.calibrators.choose import CHOICE_SAMPLES, choose_amax
     from trtpipe.calibrators.collect import collect_histograms
     from trtpipe.calibrators.graph import activation_inputs, constant_names
@@ -402,8 +404,9 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     amax = amax_by_method(histograms, precision)
     if on_phase:
         on_phase("choosing each tensor's method (auto: the least error at its layer's output)")
-    amax["auto"] = choose_amax(model, histograms, [b.arrays for b in first_samples(batches, CHOICE_SAMPLES)],
-                               str(precision))[0]
+    choice_batches = [b.arrays for b in first_samples(batches, CHOICE_SAMPLES)]
+    weight_steps = fp8_weight_steps(model, tensors, choice_batches, spec.min_weights) if precision is Precision.FP8 else {}
+    amax["auto"] = choose_amax(model, histograms, choice_batches, str(precision), weight_steps)[0]
     tuning = first_samples(batches, options.tuning_samples) if options.tuning_samples is not None else batches
     seen = sum(b.size for b in tuning)
     wanted = baseline_outputs(baseline, tuning)
@@ -421,11 +424,12 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(precision, quantized),
                     tuning, wanted, thresholds, options.budget_seconds, slack=options.slack, confidence=options.confidence,
                     unquantized=options.search_unquantized, proxy=proxy, on_trial=on_trial, on_phase=on_phase,
-                    named=named if options.validation_dir is None else {}, deadline=options.deadline)
+                    named=named if options.validation_dir is None else {}, deadline=options.deadline,
+                    weight_steps=weight_steps)
     default = Config(DEFAULT_METHOD[precision],
                      exclude=tuple(sorted(label(n) for n in nodes if node_matches(n, spec.exclude))))
     chosen = search.run(default)
-    result = TuneResult(search.trials, chosen, chosen.config.table(amax), gpu.name,
+    result = TuneResult(search.trials, chosen, chosen.config.table(amax, weight_steps), gpu.name,
                         {k: tuple(v.shape) for k, v in feeds.items()}, thresholds, seen,
                         sum(b.size for b in batches), options.search_unquantized, options.confidence)
     if options.validation_dir is not None:
@@ -433,7 +437,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
             on_phase("confirming on the validation set (never seen by the search)")
 
         def check(config: Config, name: str):
-            return confirm(model, baseline, config, amax, spec, precision, options.validation_dir, options.labels,
+            return confirm(model, baseline, config, amax, weight_steps, spec, precision, options.validation_dir, options.labels,
                            thresholds, options.batch_size, name, named)
 
         if options.deadline is not None and options.deadline.passed():
@@ -488,7 +492,7 @@ def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None, dea
                           + (f" (the fewest found so far, {found} more kept, is written)" if found is not None else ""))
     if found is not None:
         result.confirmed = tried[found]
-        result.table = result.confirmed.config.table(search.amax)
+        result.table = result.confirmed.config.table(search.amax, search.weight_steps)
 
 
 def require_named(spec: ModelSpec, precision: Precision, baseline, name: str) -> dict[str, str]:
@@ -504,7 +508,7 @@ def require_named(spec: ModelSpec, precision: Precision, baseline, name: str) ->
     return named
 
 
-def confirm(model, baseline, config: Config, amax, spec: ModelSpec, precision: Precision, directory, labels,
+def confirm(model, baseline, config: Config, amax, weight_steps, spec: ModelSpec, precision: Precision, directory, labels,
             thresholds, batch_size: int, name: str, named: dict[str, str] | None = None):
     """Return validation's report of `config`'s typed model against the baseline on `directory`; `named`
     metrics must be judged (validate.compare)."""
@@ -512,7 +516,8 @@ def confirm(model, baseline, config: Config, amax, spec: ModelSpec, precision: P
     from trtpipe.quality.validate import compare
     from trtpipe.runtime.onnxrt import OnnxRunner
 
-    typed = typed_model(model, precision, config.table(amax), exclude=config.exclude, min_weights=spec.min_weights)
+    typed = typed_model(model, precision, config.table(amax, weight_steps), exclude=config.exclude,
+                        min_weights=spec.min_weights)
     with OnnxRunner(f"{spec.name}.{precision}.{name}.onnx", model=typed) as candidate, \
             OnnxRunner(f"{spec.name}.onnx", model=baseline) as base:
         return compare(candidate, base, spec, directory, precision, labels, thresholds, batch_size,

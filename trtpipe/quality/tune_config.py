@@ -35,10 +35,13 @@ class Config:
     def method_of(self, tensor: str) -> str:
         return dict(self.overrides).get(tensor, self.method)
 
-    def table(self, amax: Mapping[str, Mapping[str, float]]) -> CalibrationTable:
-        """Return the calibration table of this configuration from {method: {tensor: amax}}."""
+    def table(self, amax: Mapping[str, Mapping[str, float]],
+              weight_steps: Mapping[str, tuple[int, ...]] | None = None) -> CalibrationTable:
+        """Return the calibration table of this configuration from {method: {tensor: amax}}, its FP8 weights
+        at `weight_steps`' grid positions (calibrate's `auto` chooses them whatever the activations' method)."""
         tensors = next(iter(amax.values()))
-        return CalibrationTable({t: amax[self.method_of(t)][t] for t in tensors}, algorithm="TunedCalibration")
+        return CalibrationTable({t: amax[self.method_of(t)][t] for t in tensors}, algorithm="TunedCalibration",
+                                weight_steps=dict(weight_steps or {}))
 
 
 @dataclass
