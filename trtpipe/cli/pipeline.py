@@ -151,7 +151,9 @@ def smooth(model, data_dir, alpha, batch_size, limit, spec_path, output):
               show_default=True,
               help="auto: per tensor, the method whose error at its layer's output is least "
                    "(INT8: never under percentile 99.99), or if that fails the spec's checks at the outputs "
-                   "and one method alone does better, that one; entropy is TensorRT's own (its implicit calibrator)")
+                   "and one method alone does better, that one; in FP8 each weight channel's scale too, at the "
+                   "one of 16 grid positions of least error at its output; entropy is TensorRT's own (its implicit "
+                   "calibrator)")
 @click.option("--percentile", type=FiniteFloatRange(0, 100, min_open=True), default=99.99, show_default=True,
               help="percentile method: the share of |x| kept, in (0, 100]")
 @batch_size_option()
