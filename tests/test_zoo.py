@@ -611,3 +611,21 @@ def test_wake_phrases_write_the_windows_openwakeword_reads_and_the_clips_they_co
         np.testing.assert_array_equal(batch.arrays["x.1"][0], inputs.wake_features(mel, embedder, audio)[at:at + 16])
         said.append(str(clip["phrase"]))
     assert set(said) <= {*inputs.PHRASES, ""} and inputs.WAKE_PHRASE in said
+
+
+def test_detector_traces_write_atspm_pairs_15_channels_of_a_controllers_1_s_raster(tmp_path):
+    """Each pair's raster [15, 900] in funcnet's channel order: shares of a second (occupancy, green, yellow,
+    red clearance, call, coordination) within 0..1, impulses within 0..2; a candidate's green and yellow never
+    overlap; each detector is read with its own phase and two others, which truth/ keeps for the judge."""
+    _, _, _, batches = made_by_the_maker("atspm-pair", tmp_path, 18)
+    assert len(batches) == 18
+    x = np.stack([b.arrays["x"][0] for b in batches])
+    assert x.shape == (18, 15, 900) and np.isfinite(x).all()
+    assert ((x[:, [0, 2, 3, 4, 5, 8]] >= 0) & (x[:, [0, 2, 3, 4, 5, 8]] <= 1)).all()
+    assert ((x[:, [1, 9, 10, 11, 12]] >= 0) & (x[:, [1, 9, 10, 11, 12]] <= 2)).all()
+    assert (x[:, 2] + x[:, 3] <= 1 + 1e-6).all() and x[:, 2].max() == 1 and x[:, 0].std() > 0
+    truth = [np.load(tmp_path / "truth" / f"{i:04d}.npz") for i in range(18)]
+    owns = {}
+    for t in truth:
+        owns.setdefault(int(t["detector"]), []).append(bool(t["own"]))
+    assert all(sum(v) == 1 and len(v) == 3 for v in owns.values())

@@ -117,6 +117,11 @@ def sidecar_weight_steps(cache: str | os.PathLike) -> dict[str, tuple[int, ...]]
 HEX_STEPS = "0123456789abcdef"  # the sidecar's weight_steps: one digit a channel
 
 
+def weight_steps_text(steps: dict[str, tuple[int, ...]]) -> dict[str, str]:
+    """Return the FP8 weight grid positions as the sidecar holds them: one hex digit a channel."""
+    return {name: "".join(HEX_STEPS[j] for j in channels) for name, channels in steps.items()}
+
+
 def is_fresh(cache: str | os.PathLike, made_from: dict) -> bool:
     """Return True if `cache`'s sidecar records the same provenance as `made_from`."""
     if not Path(cache).is_file():
@@ -211,8 +216,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     write_json(sidecar_path(output), {**made_from, "cache_sha256": hashlib.sha256(text.encode()).hexdigest(),
                                       "tensors": len(table.amax), "samples": bar.n,
                                       **({"methods": chosen} if chosen else {}),
-                                      **({"weight_steps": {name: "".join(HEX_STEPS[j] for j in steps)
-                                                           for name, steps in table.weight_steps.items()}}
+                                      **({"weight_steps": weight_steps_text(table.weight_steps)}
                                          if table.weight_steps else {}),
                                       **({"outputs_check": outputs_check} if outputs_check else {})})
     write_text(output, text)
@@ -352,6 +356,12 @@ def method_summary(path: str | os.PathLike) -> str | None:
         margins = ", ".join(f"{name} {value:+.3f}" for name, value in check["margins"].items())
         text += (f"; judged at the outputs on {check.get('samples')} samples (the worst check's margin, below 0 "
                  f"failing): {margins}; kept {check.get('chosen')}")
+    try:
+        steps = [step for channels in sidecar_weight_steps(path).values() for step in channels]
+    except TrtpipeError:
+        steps = []
+    if steps:
+        text += f"; FP8 weights: {sum(s > 0 for s in steps)} of {len(steps)} channels placed under 448"
     return text
 
 

@@ -42,7 +42,7 @@ def _is_engine_sidecar(path: Path) -> bool:
 
 def describe_cache(path: Path) -> dict:
     """Return a cache's header and amax, and what its sidecar (if calibrate wrote one) says it was made from."""
-    from trtpipe.calibrate import cache_sidecar
+    from trtpipe.calibrate import cache_sidecar, sidecar_weight_steps, weight_steps_text
     from trtpipe.calibrators.cache import CacheError, read_cache
 
     try:
@@ -61,6 +61,9 @@ def describe_cache(path: Path) -> dict:
                             "data_sha256": recorded.get("data_sha256"), "versions": recorded.get("versions")})
         if isinstance(recorded.get("methods"), dict):  # `auto`: the candidate each tensor's amax came from
             description["methods"] = recorded["methods"]
+        steps = sidecar_weight_steps(path)  # `auto` in FP8: each weight channel's place on the grid
+        if steps:
+            description["weight_steps"] = weight_steps_text(steps)
     description["amax"] = table.amax
     return description
 

@@ -117,12 +117,17 @@ def weight_scales(typed) -> dict[str, np.ndarray]:
 
 def test_an_fp8_cache_carries_its_weight_positions_into_the_typed_onnx(tmp_path, cli):
     model, spec = _photo_net(tmp_path)
-    code, _out, err = cli("calibrate", model, "--spec", spec, "--precision", "fp8", "-o", tmp_path / "fp8.cache")
+    code, out, err = cli("calibrate", model, "--spec", spec, "--precision", "fp8", "-o", tmp_path / "fp8.cache")
     assert code == 0, err
     written = json.loads((tmp_path / "fp8.cache.json").read_text())
     steps = written["weight_steps"]
     assert list(steps) == ["fc.w"] and len(steps["fc.w"]) == 16 and set(steps["fc.w"]) != {"0"}
     assert "fp8 weight channels" in written["auto_rule"]
+    placed = sum(c != "0" for c in steps["fc.w"])
+    assert out.rstrip().endswith(f"; FP8 weights: {placed} of 16 channels placed under 448")
+    code, out, err = cli("inspect", tmp_path / "fp8.cache", "--json")
+    assert code == 0, err
+    assert json.loads(out)["weight_steps"] == steps
     code, _out, err = cli("quantize", model, "--spec", spec, "--precision", "fp8", "--cache", tmp_path / "fp8.cache",
                           "-o", tmp_path / "fp8.onnx")
     assert code == 0, err
@@ -137,6 +142,20 @@ def test_an_fp8_cache_carries_its_weight_positions_into_the_typed_onnx(tmp_path,
                           "-o", tmp_path / "plain.onnx")
     assert code == 0, err
     assert weight_scales(tmp_path / "plain.onnx")["fc.w"] == pytest.approx(fp16_scale(amax / 448), rel=1e-6)
+
+
+def test_positions_for_another_count_of_channels_leave_the_weight_at_448():
+    """A sidecar's positions for a weight of another shape (a model re-exported under the same names) are not
+    this weight's: they are left, not stretched or cut to fit."""
+    from trtpipe.calibrators.cache import CalibrationTable
+    from trtpipe.graph.qdq import chosen_steps
+    from trtpipe.targets import Precision
+
+    table = CalibrationTable(weight_steps={"W": (3, 5)})
+    weight = np.ones((4, 3), np.float32)
+    assert chosen_steps(table, "W", weight, 0, Precision.FP8) is None
+    assert chosen_steps(table, "W", weight[:2], 0, Precision.FP8) == (3, 5)
+    assert chosen_steps(table, "W", weight[:2], 0, Precision.INT8) is None  # INT8's grid is even: no positions
 
 
 def test_an_int8_cache_places_no_weights(tmp_path, cli):
