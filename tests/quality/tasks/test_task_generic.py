@@ -325,3 +325,40 @@ def test_a_score_a_sample_is_judged_against_its_spread_not_its_size(cli, tmp_pat
     assert scores["channel_snr_about_mean"] == 1
     code, report, _ = judged(0.05)
     assert code == 0, report["checks"]
+
+
+def _embedding(weights, channel_scales):
+    """An embedding ([N, 4]): x @ W, each channel times its scale."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import models
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])
+    y = helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 4])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Mul", ["m", "s"], ["z"])]
+    inits = [numpy_helper.from_array(weights.astype(np.float32), "w"),
+             numpy_helper.from_array(np.asarray(channel_scales, np.float32), "s")]
+    return models._model(helper.make_graph(nodes, "g", [x], [y], inits))
+
+
+@pytest.mark.parametrize(("quiet", "passes"), [(1e-7, True), (1e-2, False)])
+def test_a_channel_under_what_fp16_resolves_beside_the_others_is_silent(cli, tmp_path, quiet, passes):
+    """atspm-pair's embedding holds channels at 1e-12 of the median channel's energy that its INT8 returned as
+    exact zeros: cosine 0 and 0 dB on values no reader sees, and the verdict FAIL. A channel that quiet is
+    skipped as a channel of zeros is, and counted; one at 1e-2 of the others' size, zeroed, still fails."""
+    rng = np.random.default_rng(3)
+    weights = rng.normal(0, 0.25, (16, 4))
+    save(_embedding(weights, [1, 1, 1, quiet]), tmp_path / "m.onnx")
+    save(_embedding(weights * (1 + 0.001 * rng.normal(size=weights.shape)), [1, 1, 1, 0]), tmp_path / "zeroed.onnx")
+    save_batches(tmp_path / "data", rng.normal(0, 1, (64, 16)).astype(np.float32))
+    int8 = DEFAULT_THRESHOLDS["int8"]
+    (tmp_path / "m.toml").write_text('task = "generic"\n[thresholds.fp32]\n' + "".join(
+        f"{m} = {int8[m]}\n" for m in ("cosine", "channel_cosine_min", "channel_snr_db_min")))
+    code, out, err = cli("validate", tmp_path / "zeroed.onnx", "--baseline", tmp_path / "m.onnx", "--data",
+                         tmp_path / "data", "--spec", tmp_path / "m.toml", "--json")
+    assert code == (0 if passes else 1), err
+    z = json.loads(out)["outputs"]["z"]
+    if passes:
+        assert z["silent_channels"] == 1 and z["channel_cosine_min"] > 0.999
+    else:
+        assert "silent_channels" not in z and z["worst_channel"] == 3 and z["channel_snr_db_min"] < 1

@@ -42,6 +42,14 @@ def channel_axis(layout: str | None, rank: int) -> int | None:
     return 1 if rank >= 2 else None
 
 
+# A channel whose FP32 energy is under this share of the median channel's (an RMS under 2^-11 of a typical
+# channel's, finer than FP16 resolves beside it) is silent: its own cosine and SNR measure rounding, not the
+# model, as a channel of zeros does. atspm-pair's embedding holds such channels, 1e-12 of the median's,
+# that INT8 returned as exact zeros: cosine 0 and 0 dB, a FAIL of values no reader of the output could see.
+# The output's own cosine still weighs them.
+SILENT_ENERGY = 2.0 ** -22
+
+
 class ChannelSums:
     """Per-channel sums that stream: dot products, energies and noise of each channel, and FP32's sum and
     count of values, for the spread of a channel of one value a sample."""
@@ -74,18 +82,23 @@ class ChannelSums:
 
     def worst(self) -> dict[str, float]:
         """Return the worst channel's cosine and the worst channel's SNR, with the index of each (channels
-        silent in the baseline are skipped); a channel of one value a sample has its SNR about FP32's mean."""
+        silent in the baseline are skipped: SILENT_ENERGY); a channel of one value a sample has its SNR about
+        FP32's mean."""
         if self.dot is None:
             return {}
         live = self.base > 0
         if not live.any():
             return {}
+        silent = live & (self.base < SILENT_ENERGY * np.median(self.base[live]))
+        live &= ~silent
         cosine = np.where(live, self.dot / np.sqrt(np.maximum(self.cand * self.base, 1e-300)), np.inf)
         snr = np.array([snr_db(s, n) if b > 0 else np.inf for s, b, n in zip(self.spread(), self.base, self.noise)])
+        snr = np.where(live, snr, np.inf)
         about_mean = {"channel_snr_about_mean": 1} if self.one_a_sample else {}
+        quiet = {"silent_channels": int(silent.sum())} if silent.any() else {}
         return {"channel_cosine_min": float(cosine.min()), "channel_snr_db_min": float(snr.min()),
                 "worst_channel": int(cosine.argmin()), "worst_snr_channel": int(snr.argmin()), "channels": len(self.dot),
-                **about_mean}
+                **about_mean, **quiet}
 
 
 @functools.cache  # tune and auto judge many candidates in one process: the file runs once
