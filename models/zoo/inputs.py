@@ -1541,6 +1541,179 @@ def write_wake_phrases(directory: Path, count: int, seed: int, wheel: Path, feat
         np.savez(directory / "clips" / f"{i:04d}.npz", audio=clip, phrase=np.array(phrase), window=np.array(at))
 
 
+# ATSPM: a signal controller's hi-res event log as atspm-detector's network reads it (funcnet.py): intervals
+# on a millisecond timeline, rendered on a 1 s raster. The phases of an eight-phase dual-ring controller.
+ATSPM_RINGS = (((1, 2), (3, 4)), ((5, 6), (7, 8)))  # ring, barrier: its phases in order
+ATSPM_PIECE_S = 900  # 15 minutes a sample (the package reads pieces of at most 30)
+
+
+def atspm_signal(rng: np.random.Generator, seconds: float) -> dict:
+    """Simulate one actuated eight-phase dual-ring intersection for `seconds`: vehicles arrive at random
+    (Poisson, a rate an approach), queue in red and leave at 2 s headways in green; each phase's green
+    ends when its queue is gone and no car comes within the gap (min and max green), then yellow and red
+    clearance; a barrier waits for both rings; coordination is on for the whole period or not at all.
+    Detectors: a stop-bar presence zone (on while a car stands on it, calls its phase in red), an advance
+    loop 60-120 m upstream (a short pulse a car), and a stop-line counter (a pulse a departing car); some
+    approaches have no left turn. Returns intervals in ms (green, yellow, red clearance, call a phase; ON
+    intervals a detector with its phase and function) and the coordinated interval."""
+    lefts = {1, 5} if rng.random() < 0.8 else set()
+    lefts |= {3, 7} if rng.random() < 0.5 else set()
+    phases = sorted({2, 4, 6, 8} | lefts)
+    main, side = rng.uniform(0.08, 0.3), rng.uniform(0.02, 0.12)
+    rate = {p: (main if p in (2, 6) else side if p in (4, 8) else rng.uniform(0.15, 0.35) * (main if p in (1, 5) else side))
+            for p in phases}
+    arrivals = {p: np.cumsum(rng.exponential(1 / rate[p], int(rate[p] * seconds * 1.5) + 10)) for p in phases}
+    arrivals = {p: a[a < seconds] for p, a in arrivals.items()}
+    yellow, red = rng.choice([3.0, 3.5, 4.0, 4.5]), rng.choice([1.0, 1.5, 2.0])
+    gap, coordinated = rng.uniform(2.5, 4.0), bool(rng.random() < 0.4)
+    green, amber, clear, departures = ({p: [] for p in phases} for _ in range(4))
+    served = {p: 0 for p in phases}  # index of the first car of each approach not yet gone
+    t = 0.0
+    while t < seconds:
+        for barrier in range(2):
+            ends = []
+            for ring in ATSPM_RINGS:
+                tr = t
+                for p in ring[barrier]:
+                    if p not in rate:
+                        continue
+                    a = arrivals[p]
+                    if served[p] >= len(a) or a[served[p]] > tr + (30 if coordinated and p in (2, 6) else 0):
+                        continue  # no call: the phase is skipped
+                    g0, leave = tr, tr + 2.0
+                    limit = g0 + (rng.uniform(35, 55) if p in (2, 6) else rng.uniform(15, 30))
+                    while served[p] < len(a) and leave < limit:
+                        nxt = a[served[p]]
+                        if nxt <= leave:
+                            departures[p].append(leave)
+                            served[p] += 1
+                            leave += 2.0
+                        elif nxt - max(leave - 2.0, g0) < gap or leave < g0 + 6:
+                            leave = max(leave, nxt + 1.0)
+                        else:
+                            break
+                    g1 = max(leave, g0 + 6.0)
+                    green[p].append((g0, g1))
+                    amber[p].append((g1, g1 + yellow))
+                    clear[p].append((g1 + yellow, g1 + yellow + red))
+                    tr = g1 + yellow + red
+                ends.append(tr)
+            t = max(max(ends), t + 1.0)
+    ms = lambda pairs: np.array(pairs, dtype=np.float64).reshape(-1, 2) * 1000
+    detectors = []
+    for p in phases:
+        a, d = arrivals[p], np.array(departures[p] + [np.inf] * (len(arrivals[p]) - len(departures[p])))
+        d = np.minimum(d, seconds)
+        # Stop bar: the car at the head of the queue stands on the zone from its arrival there until it leaves.
+        at_bar = np.maximum(a, np.concatenate(([-np.inf], d[:-1])) - rng.uniform(0.2, 0.5))
+        on = np.clip(at_bar, 0, seconds)
+        off = np.maximum(d, on + rng.uniform(0.8, 1.6, len(on)))
+        presence = np.stack([on, np.maximum(off, on + 0.2)], 1)
+        presence = presence[presence[:, 0] < seconds]
+        # Merge overlapping ON intervals (two cars on one zone are one ON).
+        merged: list[list[float]] = []
+        for s0, s1 in presence:
+            if merged and s0 <= merged[-1][1] + 0.05:
+                merged[-1][1] = max(merged[-1][1], s1)
+            else:
+                merged.append([s0, s1])
+        detectors.append((p, "Presence", ms(merged)))
+        if p in (2, 6, 4, 8) and rng.random() < 0.7:
+            upstream = a - rng.uniform(5, 9) + rng.normal(0, 0.3, len(a))
+            pulse = upstream[(upstream > 0)]
+            detectors.append((p, "Advance", ms(np.stack([pulse, pulse + rng.uniform(0.15, 0.4, len(pulse))], 1))))
+        if rng.random() < 0.4:
+            gone = np.array(departures[p]) + 1.0
+            detectors.append((p, "Count", ms(np.stack([gone, gone + rng.uniform(0.1, 0.3, len(gone))], 1))))
+    calls = {}
+    for p in phases:
+        # A call is placed by the first actuation of the stop bar outside green and held until green.
+        starts = [g0 for g0, _ in green[p]]
+        stop = next(dd for pp, f, dd in detectors if pp == p and f == "Presence")
+        held, prev = [], 0.0
+        for g0 in starts:
+            waiting = stop[(stop[:, 0] / 1000 >= prev) & (stop[:, 0] / 1000 < g0)]
+            if len(waiting):
+                held.append((waiting[0, 0] / 1000, g0))
+            prev = g0
+        calls[p] = ms(held)
+    return {"phases": phases, "green": {p: ms(green[p]) for p in phases}, "yellow": {p: ms(amber[p]) for p in phases},
+            "clear": {p: ms(clear[p]) for p in phases}, "call": calls, "detectors": detectors,
+            "coord": ms([(0, seconds)] if coordinated else [])}
+
+
+def atspm_cover(intervals: np.ndarray, w0: float, bins: int) -> np.ndarray:
+    """The share of each 1 s bin from `w0` (ms) that the [on, off) intervals (ms) cover."""
+    fine = np.zeros(bins * 100 + 1)
+    for a, b in intervals:
+        i0, i1 = int(np.clip((a - w0) / 10, 0, bins * 100)), int(np.clip((b - w0) / 10, 0, bins * 100))
+        fine[i0] += 1
+        fine[i1] -= 1
+    return np.clip(np.cumsum(fine)[:-1], 0, 1).reshape(bins, 100).mean(1)
+
+
+def atspm_tent(times: np.ndarray, w0: float, bins: int) -> np.ndarray:
+    """Impulses at `times` (ms) shared linearly between the two nearest 1 s bin centres, capped at 2."""
+    out = np.zeros(bins + 1)
+    position = (times - w0) / 1000 - 0.5
+    first = np.floor(position).astype(np.int64)
+    share = position - first
+    for index, weight in ((first, 1 - share), (first + 1, share)):
+        keep = (index >= 0) & (index < bins)
+        np.add.at(out, index[keep], weight[keep])
+    return np.clip(out[:bins], 0, 2)
+
+
+def atspm_pairs(signal: dict, w0: float, bins: int, rng: np.random.Generator, others: int = 2) -> list:
+    """Rasters [15, bins] of (detector, candidate phase) pairs as funcnet.assemble_kept orders the channels:
+    every detector with its own phase and `others` other candidates. Returns (raster, detector, own phase?)."""
+    phases = signal["phases"]
+    ph = {p: np.stack([atspm_cover(signal[k][p], w0, bins) for k in ("green", "yellow", "clear", "call")]
+                      + [atspm_tent(signal["call"][p][:, i], w0, bins) for i in (0, 1)]) for p in phases}
+    greens = sum(ph[p][0] for p in phases)
+    calls = sum(ph[p][3] for p in phases)
+    coord = atspm_cover(signal["coord"], w0, bins)
+    overlap = {p: max((q for q in phases if q != p), key=lambda q: float(ph[p][0] @ ph[q][0])) for p in phases}
+    rows = []
+    for detector in rng.permutation(len(signal["detectors"])):
+        own, _, on = signal["detectors"][detector]
+        if not len(on):
+            continue
+        occupancy = atspm_cover(on, w0, bins)
+        onsets = np.bincount(((on[:, 0] - w0) // 1000).astype(np.int64)[(on[:, 0] >= w0) & (on[:, 0] < w0 + bins * 1000)],
+                             minlength=bins)[:bins]
+        if onsets.sum() == 0:
+            continue
+        wrong = [p for p in phases if p != own]
+        for p in [own] + list(rng.choice(wrong, min(others, len(wrong)), replace=False)):
+            partner = ph[overlap[p]] if float(ph[p][0] @ ph[overlap[p]][0]) > 0 else np.zeros_like(ph[p])
+            x = np.stack([occupancy, np.clip(onsets, 0, 4) / 2.0, *ph[p][:4], (greens - ph[p][0]) / 2.0,
+                          (calls - ph[p][3]) / max(len(phases) - 1, 1), coord,
+                          atspm_tent(on[:, 0], w0, bins), atspm_tent(on[:, 1], w0, bins), ph[p][4], ph[p][5],
+                          partner[0], partner[3]])
+            rows.append((x.astype(np.float32), int(detector), bool(p == own)))
+    return rows
+
+
+def write_detector_traces(directory: Path, count: int, seed: int, seconds: int = ATSPM_PIECE_S) -> None:
+    """What atspm-detector's pair network reads (`x` [15, seconds], one .npz a pair): the 1 s raster of one
+    (detector, candidate phase) pair over a 15-minute piece of a simulated intersection (atspm_signal()),
+    6 detectors an intersection, each with its own phase and two others, in funcnet's channel order, after 5 minutes of warm-up. Which
+    intersection and detector a pair is of, and whether its candidate is the detector's own phase, are kept
+    in truth/ for the judge, read by no step of trtpipe."""
+    rng = np.random.default_rng(seed)
+    (directory / "truth").mkdir()
+    written, intersection = 0, 0
+    while written < count:
+        pairs = atspm_pairs(atspm_signal(rng, seconds + 300.0), 300_000.0, seconds, rng)
+        for x, detector, own in pairs[:min(count - written, 18)]:  # 6 detectors an intersection
+            np.savez(directory / f"{written:04d}.npz", x=x)
+            np.savez(directory / "truth" / f"{written:04d}.npz", own=np.array(own), intersection=np.array(intersection),
+                     detector=np.array(detector))
+            written += 1
+        intersection += 1
+
+
 # The decoders the packages ship, for the inputs of the taggers that decode a path (make_data writes them).
 DECODERS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "morpheme_words": bies_transitions, "khmer_text": crf_transitions,
@@ -1556,7 +1729,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "noisy_speech": write_noisy_speech, "face_rois": write_face_rois, "tables": write_tables,
     "table_canvases": write_table_canvases, "paper_photos": write_paper_photos,
     "melodies": write_melodies, "rated_speech": write_rated_speech, "sleep_eeg": write_sleep_eeg,
-    "wake_phrases": write_wake_phrases,
+    "wake_phrases": write_wake_phrases, "detector_traces": write_detector_traces,
 }
 
 
