@@ -44,6 +44,13 @@ def at_step(weight: np.ndarray, axis: int, step: int) -> np.ndarray:
 def brute_force(model, x: np.ndarray, axis: int, channel_errors) -> np.ndarray:
     """Each channel's best step: the layer run with every channel at each step, `channel_errors(y_q - y)`
     reading each weight channel's squared error from the output."""
+    errors = brute_force_errors(model, x, axis, channel_errors)
+    assert (errors.min(axis=0) < errors[0]).any(), "448 is every channel's best here: the case tests nothing"
+    return errors.argmin(axis=0)
+
+
+def brute_force_errors(model, x: np.ndarray, axis: int, channel_errors) -> np.ndarray:
+    """[step, channel]: each weight channel's squared output error with every channel at each step."""
     weight = numpy_helper.to_array(model.graph.initializer[0])
     reference = sessions.session(model).run(None, {"x": x})[0]
     errors = []
@@ -53,9 +60,7 @@ def brute_force(model, x: np.ndarray, axis: int, channel_errors) -> np.ndarray:
         placed.graph.initializer[0].CopyFrom(numpy_helper.from_array(at_step(weight, axis, step), "W"))
         difference = sessions.session(placed).run(None, {"x": x})[0].astype(np.float64) - reference
         errors.append(channel_errors(difference ** 2))
-    errors = np.array(errors)
-    assert (errors.min(axis=0) < errors[0]).any(), "448 is every channel's best here: the case tests nothing"
-    return errors.argmin(axis=0)
+    return np.array(errors)
 
 
 rng = np.random.default_rng(11)
@@ -178,3 +183,48 @@ def test_a_sidecar_whose_weight_positions_are_damaged_is_named(tmp_path, cli, da
     assert str(sidecar) in err and "weight_steps" in err and "recalibrate" in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "fp8.onnx").exists()
+
+
+def _shared(second_reads_transposed: bool) -> onnx.ModelProto:
+    """x [n, 8] @ W [8, 8] -> a; then a @ W again, or W @ a^T (W read along its other axis)."""
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["a"], name="first")]
+    if second_reads_transposed:
+        nodes += [helper.make_node("Transpose", ["a"], ["at"], name="t"),
+                  helper.make_node("MatMul", ["W", "at"], ["y"], name="second")]
+    else:
+        nodes += [helper.make_node("MatMul", ["a", "W"], ["y"], name="second")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(rng.normal(0, 0.3, (8, 8)).astype(np.float32), "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def test_a_weight_two_layers_read_along_one_axis_is_placed_once_for_both():
+    model = _shared(second_reads_transposed=False)
+    x = rng.normal(0, 1, (64, 8)).astype(np.float32)
+    a = x @ numpy_helper.to_array(model.graph.initializer[0])
+    chosen = choose_weight_steps(model, [{"x": x}])
+    assert list(chosen) == ["W"] and len(chosen["W"]) == 8
+    # both layers' errors decide: the brute force over the two layers' outputs, summed per column
+    both = one_layer("MatMul", numpy_helper.to_array(model.graph.initializer[0]))
+    first = brute_force_errors(both, x, 1, lambda sq: sq.sum(axis=0))
+    second = brute_force_errors(both, a.astype(np.float32), 1, lambda sq: sq.sum(axis=0))
+    assert list(chosen["W"]) == list((first + second).argmin(axis=0))
+
+
+def test_a_weight_read_along_two_axes_keeps_448_and_the_typed_graph_runs(tmp_path):
+    from trtpipe.calibrators.cache import CalibrationTable
+    from trtpipe.graph.typed import typed_model
+    from trtpipe.targets import Precision
+
+    model = _shared(second_reads_transposed=True)
+    x = rng.normal(0, 1, (64, 8)).astype(np.float32)
+    assert choose_weight_steps(model, [{"x": x}]) == {}
+    table = CalibrationTable(amax={"x": 4.0, "at": 8.0}, weight_steps={"W": tuple(range(8))})  # a stale sidecar's
+    typed = typed_model(model, Precision.FP8, table)
+    onnx.checker.check_model(typed, full_check=True)
+    got = sessions.session(typed, optimization="none").run(None, {"x": x[:4]})[0]  # as validate runs a typed graph
+    want = sessions.session(model).run(None, {"x": x[:4]})[0]
+    assert np.isfinite(got).all() and np.abs(got - want).max() < 0.2 * np.abs(want).max()

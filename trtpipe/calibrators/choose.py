@@ -242,12 +242,12 @@ def choose_weight_steps(model, batches: Iterable[Mapping[str, np.ndarray]], grid
     layers = [(node, slot) for node in model.graph.node if node.op_type in QUANTIZED_OPS
               and (only is None or toolkit.label(node) in only)
               for slot in [weight_slot(node, constants)] if slot is not None and node.input[slot] in values]
-    axes: dict[str, int | None] = {}
+    read_along: dict[str, set[int | None]] = {}
     for node, slot in layers:
-        axes.setdefault(node.input[slot], weight_axis(node, values[node.input[slot]], slot))
+        read_along.setdefault(node.input[slot], set()).add(weight_axis(node, values[node.input[slot]], slot))
     # a weight read along two axes (W and W^T) has no one channel to place: it keeps 448
-    layers = [(node, slot) for node, slot in layers if weight_axis(node, values[node.input[slot]], slot)
-              == axes[node.input[slot]]]
+    axes = {w: next(iter(found)) for w, found in read_along.items() if len(found) == 1}
+    layers = [(node, slot) for node, slot in layers if node.input[slot] in axes]
     if not layers:
         return {}
     channels = {w: 1 if axis is None else values[w].shape[axis] for w, axis in axes.items()}
