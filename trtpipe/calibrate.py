@@ -102,6 +102,9 @@ def cache_sidecar(cache: str | os.PathLike) -> dict | None:
     return read_sidecar_json(cache, SIDECAR, SIDECAR_FIX)
 
 
+HEX_STEPS = "0123456789abcdef"  # the sidecar's weight_steps: one digit a channel
+
+
 def sidecar_weight_steps(cache: str | os.PathLike) -> dict[str, tuple[int, ...]]:
     """Return the FP8 weight grid positions calibrate recorded beside `cache` ({} where it recorded none),
     or raise naming the sidecar when they cannot be read."""
@@ -112,9 +115,6 @@ def sidecar_weight_steps(cache: str | os.PathLike) -> dict[str, tuple[int, ...]]
                                               for v in written.values())):
         raise TrtpipeError(f"{sidecar_path(cache)}: its weight_steps are not one hex digit per weight channel; {SIDECAR_FIX}")
     return {name: tuple(int(c, 16) for c in text) for name, text in written.items()}
-
-
-HEX_STEPS = "0123456789abcdef"  # the sidecar's weight_steps: one digit a channel
 
 
 def weight_steps_text(steps: dict[str, tuple[int, ...]]) -> dict[str, str]:

@@ -342,10 +342,11 @@ def _embedding(weights, channel_scales):
 
 
 @pytest.mark.parametrize(("quiet", "passes"), [(1e-7, True), (1e-2, False)])
-def test_a_channel_under_what_fp16_resolves_beside_the_others_is_silent(cli, tmp_path, quiet, passes):
+def test_a_channel_of_fp32_rounding_residue_is_silent(cli, tmp_path, quiet, passes):
     """atspm-pair's embedding holds channels at 1e-12 of the median channel's energy that its INT8 returned as
-    exact zeros: cosine 0 and 0 dB on values no reader sees, and the verdict FAIL. A channel that quiet is
-    skipped as a channel of zeros is, and counted; one at 1e-2 of the others' size, zeroed, still fails."""
+    exact zeros: cosine 0 on values no reader sees, and the verdict FAIL. A channel that quiet (here 1e-7 of
+    the others' size) is skipped as a channel of zeros is, and counted; one at 1e-2 of their size, zeroed,
+    still fails (and one at 1e-4, inverted: test_tasks' worst channel behind a large one)."""
     rng = np.random.default_rng(3)
     weights = rng.normal(0, 0.25, (16, 4))
     save(_embedding(weights, [1, 1, 1, quiet]), tmp_path / "m.onnx")

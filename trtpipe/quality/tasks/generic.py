@@ -42,12 +42,13 @@ def channel_axis(layout: str | None, rank: int) -> int | None:
     return 1 if rank >= 2 else None
 
 
-# A channel whose FP32 energy is under this share of the median channel's (an RMS under 2^-11 of a typical
-# channel's, finer than FP16 resolves beside it) is silent: its own cosine and SNR measure rounding, not the
-# model, as a channel of zeros does. atspm-pair's embedding holds such channels, 1e-12 of the median's,
-# that INT8 returned as exact zeros: cosine 0 and 0 dB, a FAIL of values no reader of the output could see.
-# The output's own cosine still weighs them.
-SILENT_ENERGY = 2.0 ** -22
+# A channel whose FP32 energy is under this share of the median channel's (an RMS under 2^-16 of a typical
+# channel's: FP32's own rounding residue, nothing a layer reading the whole output could tell from zero) is
+# silent: its own cosine and SNR measure rounding, not the model, as a channel of zeros does. atspm-pair's
+# embedding holds such channels, 1e-12 of the median's, which INT8 returned as exact zeros: cosine 0, a FAIL
+# of values no reader could see. A small channel above it is judged (one at 1e-4 of another's size,
+# inverted, fails). The output's own cosine still weighs them.
+SILENT_ENERGY = 2.0 ** -32
 
 
 class ChannelSums:
