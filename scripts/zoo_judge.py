@@ -1222,6 +1222,68 @@ def hey_jarvis(name: str, code: Path) -> Judge:
     return judge
 
 
+def atspm_pair(name: str, code: Path) -> Judge:
+    """Detectors' phases by atspm-detector 1.1.0's own network pass (funcnet.FuncNet._run: the pair graph 64
+    pairs at a time, a detector's pairs as its kept candidates, logit -1e4 and a zero embedding elsewhere, then
+    the head graph x100_w32full_head.onnx on logit, Z and act), read as FuncNet.both reads one member on one
+    piece: the phase is the argmax of the softmax of `s` over the detector's kept candidates, the function the
+    argmax of the head's 7 classes (funcnet.C7). The validation pairs are grouped by truth/'s intersection and
+    detector; a candidate is one phase of its intersection, known by its raster (green, yellow, red clearance,
+    call and its impulses, channels 2-5, 11, 12), as the package's columns of z["cand"]. Not judged: the other
+    two members (s1, s2) the package averages with this one, its 0.5 blend with the tree ranker and the joint
+    decoder after it, and the stacker that reads the function probabilities. pandas (which funcnet's imports
+    pull in, unused by the pass) is a stub."""
+    sys.modules.setdefault("pandas", types.ModuleType("pandas"))
+    package = sys.modules["atspm_detector"] = types.ModuleType("atspm_detector")  # its __init__ imports the pipeline
+    package.__path__ = [str(code / "atspm_detector")]
+    from atspm_detector import funcnet
+
+    net = funcnet.FuncNet.__new__(funcnet.FuncNet)
+    net.pair_batch = funcnet.PAIR_BATCH
+    head = session(code / "atspm_detector" / "weights" / "funcnet" / "x100_w32full_head.onnx")
+    files = sorted((BUILD / name / "data" / "val").glob("*.npz"))
+    x = np.stack([np.load(f)["x"] for f in files])
+    truth = [np.load(f.parent / "truth" / f.name) for f in files]
+    pieces = []  # per intersection: its pairs' raster in the package's kept-pair order, their flat D x K index, D, K
+    own = []  # per detector: the column of its own phase
+    for intersection in dict.fromkeys(int(t["intersection"]) for t in truth):
+        rows = [i for i, t in enumerate(truth) if int(t["intersection"]) == intersection]
+        candidate = [x[i][[2, 3, 4, 5, 11, 12]].tobytes() for i in rows]
+        detectors, candidates = list(dict.fromkeys(int(truth[i]["detector"]) for i in rows)), list(dict.fromkeys(candidate))
+        flat = np.array([detectors.index(int(truth[i]["detector"])) * len(candidates) + candidates.index(c)
+                         for i, c in zip(rows, candidate)])
+        order = np.argsort(flat)
+        pieces.append((x[np.array(rows)[order]], flat[order], len(detectors), len(candidates)))
+        own += [candidates.index(c) for d in detectors for i, c in zip(rows, candidate)
+                if int(truth[i]["detector"]) == d and bool(truth[i]["own"])]
+
+    def read(path: Path) -> tuple[list[int], list[str]]:
+        member, phases, functions = (session(path), head), [], []
+        for raster, flat, D, K in pieces:
+            act = np.array([raster[flat // K == d, 1].sum() > 0 for d in range(D)], np.float32)  # nact > 0
+            log_probabilities, logit = net._run(member, raster, flat, D, K, act)
+            kept = np.zeros(D * K, bool)
+            kept[flat] = True
+            kept = kept.reshape(D, K)
+            scores = np.where(kept, logit.astype(np.float64), -np.inf)
+            probabilities = np.where(kept, np.exp(scores - scores.max(1, keepdims=True)), 0.0)
+            phases += list((probabilities / probabilities.sum(1, keepdims=True)).argmax(1))
+            functions += [funcnet.C7[c] for c in log_probabilities.argmax(1)]  # softmax keeps the argmax
+        return phases, functions
+
+    want, want_functions = read(fp32(name))
+    right = sum(a == b for a, b in zip(want, own))
+
+    def judge(precision: str) -> Score:
+        got, got_functions = read(typed(name, precision))
+        phases = same_share(want, got, "detectors' phases", LABELS_SAME)
+        functions = same_share(want_functions, got_functions, "functions", LABELS_SAME)
+        return Score(f"{phases.text}; {functions.text}; FP32 names the detector's own phase on {right} of {len(own)}",
+                     phases.passed and functions.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -1233,6 +1295,7 @@ def _cuts(spaced: str) -> list[int]:
 
 JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "age-resnet": age_resnet,
+    "atspm-pair": atspm_pair,
     "basic-pitch": basic_pitch,
     "capspot-sim": capspot_sim,
     "captcha-crnn": captcha_crnn,
@@ -1287,6 +1350,8 @@ CHECKS = {
     "spindle-eeg": f"windows (the package's spindles, each at IoU >= {BOX_IOU} of FP32's, none more) equal on "
                    f">= {STRINGS_SAME:.0%}",
     "dnsmos": f"opinion scores (the package's SIG, BAK, OVRL) each within {MOS_POINTS} of FP32's on >= {LABELS_SAME:.0%}",
+    "atspm-pair": f"detectors' phases (the package's softmax of s over a detector's candidates) and functions (its head "
+                  f"graph on s and z) equal on >= {LABELS_SAME:.0%}",
     "hey-jarvis": f"clips that wake the device (the package's streaming, a chunk at >= {WAKE_AT}) equal on >= {LABELS_SAME:.0%}",
     "gtcrn": f"enhanced speech (the package's waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every utterance",
     "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",
