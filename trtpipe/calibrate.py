@@ -11,7 +11,7 @@ from pathlib import Path
 
 from trtpipe import data
 from trtpipe.calibrators.amax import DEFAULT_PERCENTILE, METHODS, uniform_amax
-from trtpipe.calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, nameable, parse, read_cache, render
+from trtpipe.calibrators.cache import ALGORITHMS, CacheError, CalibrationTable, nameable, parse, render
 from trtpipe.calibrators.graph import quantized_activations
 from trtpipe.calibrators.histogram import DEFAULT_BINS
 from trtpipe.deadline import Deadline
@@ -105,12 +105,12 @@ def cache_sidecar(cache: str | os.PathLike) -> dict | None:
 HEX_STEPS = "0123456789abcdef"  # the sidecar's weight_steps: one digit a channel
 
 
-def sidecar_weight_steps(cache: str | os.PathLike) -> dict[str, tuple[int, ...]]:
+def sidecar_weight_steps(cache: str | os.PathLike, recorded: dict | None = None) -> dict[str, tuple[int, ...]]:
     """Return the FP8 weight grid positions calibrate recorded beside `cache` ({} where it recorded none),
-    or raise naming the sidecar when they cannot be read."""
+    or raise naming the sidecar when they cannot be read. `recorded`: the sidecar, where the caller has read it."""
     from trtpipe.graph.qdq import WEIGHT_STEPS
 
-    written = (cache_sidecar(cache) or {}).get("weight_steps", {})
+    written = (recorded if recorded is not None else cache_sidecar(cache) or {}).get("weight_steps", {})
     if not (isinstance(written, dict) and all(isinstance(v, str) and v and all(c in HEX_STEPS[:WEIGHT_STEPS] for c in v)
                                               for v in written.values())):
         raise TrtpipeError(f"{sidecar_path(cache)}: its weight_steps are not one hex digit per weight channel; {SIDECAR_FIX}")
@@ -187,9 +187,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     made_from = provenance(model_path, data_dir, options, spec, tensors)
     if not force and is_fresh(output, made_from):
         os.utime(output)
-        table = read_cache(output)
-        table.weight_steps = sidecar_weight_steps(output)
-        return table, False
+        return load_table(Path(output), [options.grid]), False
     batches = data.iter_batches(spec, data_dir, options.batch_size, options.limit, options.shuffle, options.seed)
     if deadline is not None:
         batches = deadline.paced(batches, f"{options.grid} calibration")
@@ -357,7 +355,7 @@ def method_summary(path: str | os.PathLike) -> str | None:
         text += (f"; judged at the outputs on {check.get('samples')} samples (the worst check's margin, below 0 "
                  f"failing): {margins}; kept {check.get('chosen')}")
     try:
-        steps = [step for channels in sidecar_weight_steps(path).values() for step in channels]
+        steps = [step for channels in sidecar_weight_steps(path, written).values() for step in channels]
     except TrtpipeError:
         steps = []
     if steps:

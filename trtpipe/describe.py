@@ -61,7 +61,7 @@ def describe_cache(path: Path) -> dict:
                             "data_sha256": recorded.get("data_sha256"), "versions": recorded.get("versions")})
         if isinstance(recorded.get("methods"), dict):  # `auto`: the candidate each tensor's amax came from
             description["methods"] = recorded["methods"]
-        steps = sidecar_weight_steps(path)  # `auto` in FP8: each weight channel's place on the grid
+        steps = sidecar_weight_steps(path, recorded)  # `auto` in FP8: each weight channel's place on the grid
         if steps:
             description["weight_steps"] = weight_steps_text(steps)
     description["amax"] = table.amax

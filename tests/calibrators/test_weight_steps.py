@@ -152,15 +152,14 @@ def test_an_fp8_cache_carries_its_weight_positions_into_the_typed_onnx(tmp_path,
 def test_positions_for_another_count_of_channels_leave_the_weight_at_448():
     """A sidecar's positions for a weight of another shape (a model re-exported under the same names) are not
     this weight's: they are left, not stretched or cut to fit."""
-    from trtpipe.calibrators.cache import CalibrationTable
     from trtpipe.graph.qdq import chosen_steps
     from trtpipe.targets import Precision
 
-    table = CalibrationTable(weight_steps={"W": (3, 5)})
+    recorded = {"W": (3, 5)}
     weight = np.ones((4, 3), np.float32)
-    assert chosen_steps(table, "W", weight, 0, Precision.FP8) is None
-    assert chosen_steps(table, "W", weight[:2], 0, Precision.FP8) == (3, 5)
-    assert chosen_steps(table, "W", weight[:2], 0, Precision.INT8) is None  # INT8's grid is even: no positions
+    assert chosen_steps(recorded, "W", weight, 0, Precision.FP8) is None
+    assert chosen_steps(recorded, "W", weight[:2], 0, Precision.FP8) == (3, 5)
+    assert chosen_steps(recorded, "W", weight[:2], 0, Precision.INT8) is None  # INT8's grid is even: no positions
 
 
 def test_an_int8_cache_places_no_weights(tmp_path, cli):

@@ -35,7 +35,6 @@ from collections.abc import Collection, Iterable, Mapping
 import numpy as np
 
 from trtpipe.calibrators.amax import FP8_E4M3_MAX, compute_amax, percentile_amax
-from trtpipe.calibrators.cache import CalibrationTable
 from trtpipe.calibrators.histogram import StreamingHistogram
 
 # In this order ties go to the first (candidates of equal amax are one candidate).
@@ -133,7 +132,6 @@ def layer_model(model, node, values: Mapping[str, np.ndarray], grid: str,
     from trtpipe.targets import Precision
 
     slot = weight_slot(node, constant_names(model))
-    table = CalibrationTable(weight_steps=dict(weight_steps or {}))
     inputs, initializers = [], []
     for i, name in enumerate(node.input):
         if not name or any(v.name == name for v in inputs) or any(t.name == name for t in initializers):
@@ -143,7 +141,7 @@ def layer_model(model, node, values: Mapping[str, np.ndarray], grid: str,
             continue
         array = values[name]
         if i == slot:  # what the layer computes with: the weight after its own Q/DQ
-            steps = chosen_steps(table, name, array, weight_axis(node, array, slot),
+            steps = chosen_steps(weight_steps or {}, name, array, weight_axis(node, array, slot),
                                  Precision.INT8 if grid == "int8" else Precision.FP8)
             array = dequantized_weight(node, array, slot, grid, steps)
         initializers.append(numpy_helper.from_array(np.asarray(array), name))

@@ -39,7 +39,7 @@ nothing would remain quantized it steps aside with the Conv rule (small_rule).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -129,11 +129,11 @@ def quantize_weight(weight: np.ndarray, axis: int | None, precision: Precision,
     return np.clip(scaled, -448, 448).astype(ml_dtypes.float8_e4m3fn), scale
 
 
-def chosen_steps(table: CalibrationTable, weight: str, array: np.ndarray, axis: int | None,
+def chosen_steps(weight_steps: Mapping[str, tuple[int, ...]], weight: str, array: np.ndarray, axis: int | None,
                  precision: Precision) -> tuple[int, ...] | None:
-    """Return the FP8 grid positions the cache chose for `weight` read along `axis`, None for 448 (INT8, a cache
-    without them, or one whose count of channels does not match: a weight read along another axis)."""
-    steps = table.weight_steps.get(weight) if precision is Precision.FP8 else None
+    """Return the FP8 grid positions `weight_steps` (a cache's) chose for `weight` read along `axis`, None for 448
+    (INT8, none chosen, or a count of channels that does not match: a weight read along another axis)."""
+    steps = weight_steps.get(weight) if precision is Precision.FP8 else None
     channels = 1 if axis is None else array.shape[axis]
     return steps if steps is not None and len(steps) == channels else None
 
@@ -334,7 +334,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
             if key not in weights_done:
                 stem = weight if not any(k[0] == weight for k in weights_done) else f"{weight}__axis{axis}"
                 q, weight_scale = quantize_weight(array, axis, precision, scales_fit_fp16,
-                                                  chosen_steps(table, weight, array, axis, precision))
+                                                  chosen_steps(table.weight_steps, weight, array, axis, precision))
                 quantized = names.new(f"{stem}__quantized")
                 new_initializers.append(numpy_helper.from_array(q, quantized))
                 scale_name = add_scale(f"{stem}__scale", weight_scale)

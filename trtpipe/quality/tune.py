@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -238,8 +238,7 @@ class Search:
                 break
             group = suspects[start:start + chunk]
             # A table holding only these layers' scales makes sensitivity quantize only them.
-            subset = type(table)({t: table.amax[t] for _, tensors in group for t in tensors}, table.algorithm,
-                                 weight_steps=table.weight_steps)
+            subset = replace(table, amax={t: table.amax[t] for _, tensors in group for t in tensors})
             rows += [row for row in layer_sensitivity(self.model, subset, self.precision, batches, spec=self.spec,
                                                       unquantized=self.unquantized)
                      if row.node in {name for name, _ in group}]

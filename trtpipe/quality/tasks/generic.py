@@ -93,8 +93,7 @@ class ChannelSums:
         silent = live & (self.base < SILENT_ENERGY * np.median(self.base[live]))
         live &= ~silent
         cosine = np.where(live, self.dot / np.sqrt(np.maximum(self.cand * self.base, 1e-300)), np.inf)
-        snr = np.array([snr_db(s, n) if b > 0 else np.inf for s, b, n in zip(self.spread(), self.base, self.noise)])
-        snr = np.where(live, snr, np.inf)
+        snr = np.array([snr_db(s, n) if judged else np.inf for s, n, judged in zip(self.spread(), self.noise, live)])
         about_mean = {"channel_snr_about_mean": 1} if self.one_a_sample else {}
         quiet = {"silent_channels": int(silent.sum())} if silent.any() else {}
         return {"channel_cosine_min": float(cosine.min()), "channel_snr_db_min": float(snr.min()),
