@@ -97,6 +97,15 @@ def test_loader_errors_name_the_file(tmp_path, setup, needle):
         list(iter_batches(spec, tmp_path, 4))
 
 
+def test_hidden_files_are_not_samples(tmp_path):
+    """A copy from a macOS disk leaves "._000.png" beside each image: a few bytes of metadata, no image."""
+    Image.fromarray(np.full((8, 8, 3), 200, np.uint8)).save(tmp_path / "000.png")
+    (tmp_path / "._000.png").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ")
+    (tmp_path / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+    batches = list(iter_batches(IMAGES, tmp_path, 4))
+    assert [b.ids for b in batches] == [["000.png"]]
+
+
 def test_npz_missing_input(tmp_path):
     np.savez(tmp_path / "a.npz", ids=np.ones((1, 8), np.int64))
     with pytest.raises(TrtpipeError, match="a.npz: no array for input 'mask'"):

@@ -59,11 +59,12 @@ def feeds(batches: Iterable[Batch], on_batch: Callable[[int], None] | None = Non
 def list_files(directory: str | os.PathLike, flag: str = "--data") -> list[Path]:
     """Return the data files in `directory`, sorted by name, or raise when there are none, or when a name of a
     sample is not a file of samples (a folder, a FIFO, a link to nothing) or a picture of a kind not read: it
-    would be left out without a word."""
+    would be left out without a word. Hidden names (".") are not samples: macOS writes "._photo.png" beside
+    each file a copy takes from its disks, a few bytes of metadata under an image's name."""
     directory = Path(directory)
     if not directory.is_dir():
         raise TrtpipeError(f"{flag} {directory}: no such directory; pass a directory of .npy, .npz or image files")
-    names = sorted(directory.iterdir())
+    names = sorted(p for p in directory.iterdir() if not p.name.startswith("."))
     unread = next((p for p in names if p.suffix.lower() in UNREAD_IMAGES), None)
     if unread is not None:
         raise TrtpipeError(f"{unread}: a {UNREAD_IMAGES[unread.suffix.lower()]} picture, which trtpipe does not read; "
@@ -72,8 +73,34 @@ def list_files(directory: str | os.PathLike, flag: str = "--data") -> list[Path]
     for path in files:
         regular_file(path, str(path), f"a sample is a file of samples: move it out of {flag} {directory}, or fix the link")
     if not files:
-        raise TrtpipeError(f"{flag} {directory}: no .npy, .npz or image files in it; add calibration samples")
+        raise TrtpipeError(f"{flag} {directory}: {_instead_of_samples(names)}")
     return files
+
+
+# Files users keep their samples in that trtpipe does not read, by what to do about them.
+ARCHIVES = (".zip", ".tar", ".tgz", ".gz", ".bz2", ".xz", ".7z", ".rar")
+MEDIA = {".wav": "audio", ".flac": "audio", ".mp3": "audio", ".ogg": "audio", ".m4a": "audio", ".mp4": "video",
+         ".avi": "video", ".mov": "video", ".mkv": "video", ".webm": "video", ".csv": "a table", ".parquet": "a table",
+         ".pt": "a torch file", ".pth": "a torch file",
+         ".pkl": "a pickle", ".h5": "an HDF5 file", ".hdf5": "an HDF5 file", ".tfrecord": "a TFRecord"}
+
+
+def _instead_of_samples(names: list[Path]) -> str:
+    """Return what a directory without samples holds instead, and what to do: samples a level down (a
+    class-per-folder layout, ImageNet's), an archive, or files of a kind to turn into the model's input."""
+    held = [p.name for p in names if p.is_dir() and os.access(p, os.R_OK | os.X_OK)
+            and any(q.suffix.lower() in DATA_SUFFIXES for q in p.iterdir())]
+    if held:
+        return (f"no samples in it, but its folders {', '.join(held[:3])}{' ...' if len(held) > 3 else ''} hold some; "
+                "trtpipe reads the files of the directory itself: move the samples up into it, or pass one folder")
+    archive = next((p for p in names if p.suffix.lower() in ARCHIVES), None)
+    if archive is not None:
+        return f"no samples in it; {archive.name} is an archive: unpack it into the directory"
+    media = next((p for p in names if p.suffix.lower() in MEDIA), None)
+    if media is not None:
+        return (f"no samples in it: {media.name} is {MEDIA[media.suffix.lower()]}, which trtpipe does not read; "
+                "save each sample as the model's input in .npy (one input) or .npz (by input name)")
+    return "no .npy, .npz or image files in it; add calibration samples"
 
 
 # What numpy raises for a file that is not an array it wrote: bad magic or header (ValueError), short

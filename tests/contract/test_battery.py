@@ -201,7 +201,14 @@ def _hostile_workspace(ws: Path) -> None:
         (ws / name).mkdir()
         Image.new("L", (4, 4)).save(ws / name / "000.png")
         write(ws / name)
-    (ws / "latin1.txt").write_bytes(b"000.npy[0] caf\xe9 1\n")
+    # Samples where users keep them but trtpipe does not look: a folder a class, an archive, audio not yet features.
+    for folder in ("cat", "dog"):
+        (ws / "byclass" / folder).mkdir(parents=True)
+        np.save(ws / "byclass" / folder / "000.npy", rng.normal(0, 1, (4, 16)).astype(np.float32))
+    (ws / "archived").mkdir()
+    (ws / "archived" / "samples.tar.gz").write_bytes(b"\x1f\x8b\x08\x00")
+    (ws / "audio").mkdir()
+    (ws / "audio" / "000.wav").write_bytes(b"RIFF\x24\x00\x00\x00WAVEfmt ")
     (ws / "latin1.toml").write_bytes(b'[quantize]\nexclude = ["caf\xe9"]\n')
     (ws / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     (ws / "image-spec.toml").write_text(GOOD_SPEC + '[preprocess]\nsize = [4, 4]\ncolor = "L"\n')
@@ -557,6 +564,16 @@ def _issue_26_cases() -> list[Case]:
             if command == "init" and directory != "heic":
                 continue  # init reads one image's size, not its pixels
             cases.append(Case(f"{command}-pictures-{directory}", (*base, "--data", f"{{ws}}/{directory}"), needles))
+    layouts = {"calibrate": ("calibrate", "{ws}/mlp.onnx", "-o", "{out}/c.cache"), "validate": validate[:4],
+               "init": ("init", "{ws}/mlp.onnx", "-o", "{out}/s.toml"), "smooth": ("smooth", "{ws}/mlp.onnx", "-o", "{out}/s.onnx"),
+               "sensitivity": ("sensitivity", "{ws}/mlp.onnx", "--cache", "{ws}/int8.cache"),
+               "awq": ("awq", "{ws}/mlp.onnx", "--block-size", "32", "-o", "{out}/a.onnx"),
+               "deploy": ("deploy", "{ws}/mlp.onnx", "--target", "sm_89", "-o", "{out}/d")}
+    for command, base in layouts.items():
+        for directory, needles in (("byclass", ("byclass", "folders cat, dog", "move the samples up")),
+                                   ("archived", ("samples.tar.gz", "unpack it")),
+                                   ("audio", ("000.wav is audio", ".npy"))):
+            cases.append(Case(f"{command}-data-layout-{directory}", (*base, "--data", f"{{ws}}/{directory}"), needles))
     cases += [
         Case("calibrate-image-past-the-pixel-limit", ("calibrate", "{ws}/mlp.onnx", "--spec", "{ws}/image-spec.toml", "--data",
                                                       "{ws}/bigimage", "-o", "{out}/c.cache"), ("000.png", "decompression bomb")),
