@@ -92,13 +92,13 @@ def test_margins_compare_the_worst_check_first_then_the_next():
 
 
 def test_estimates_within_one_kernel_launch_are_won_by_accuracy():
-    from trtpipe.quality.tune import LAUNCH_SECONDS, Search, Trial
+    from trtpipe.quality.tune import LAUNCH_SECONDS, Scales, Search, Trial
     from trtpipe.spec import ModelSpec
     from trtpipe.targets import Precision
 
     def search(slack):
         # all-FP16 21.7 us, quantizing all four layers saves 0.5 us: digits on the L4
-        return Search(None, ModelSpec("m", Path(".")), Precision.FP8, {}, [],
+        return Search(None, ModelSpec("m", Path(".")), Precision.FP8, Scales({}), [],
                       lambda quantized: 21.7e-6 - 0.5e-6 * len(quantized) / 4, [], [], {"cosine": 0.99}, slack=slack)
 
     def trial(index, cosine, seconds):
@@ -115,10 +115,13 @@ def test_estimates_within_one_kernel_launch_are_won_by_accuracy():
     assert greedy.best() is fastest
 
 
-def test_config_table_takes_each_tensors_method():
-    amax = {"entropy": {"a": 1.0, "b": 2.0}, "max": {"a": 3.0, "b": 4.0}}
+def test_a_configurations_table_takes_each_tensors_method_and_the_weights_positions():
+    from trtpipe.quality.tune import Scales
+
+    scales = Scales({"entropy": {"a": 1.0, "b": 2.0}, "max": {"a": 3.0, "b": 4.0}}, {"W": (3, 0)})
     config = Config("entropy").with_method("b", "max")
-    assert config.table(amax).amax == {"a": 1.0, "b": 4.0}
+    assert scales.table(config).amax == {"a": 1.0, "b": 4.0}
+    assert scales.table(Config("max")).weight_steps == {"W": (3, 0)}  # whatever the activations' method
     assert config.with_method("b", "entropy") == Config("entropy")  # back to the default: no override
 
 
@@ -229,7 +232,7 @@ def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_hal
     from trtpipe.calibrators.graph import quantized_activations
     from trtpipe.deadline import Deadline
     from trtpipe.quality.sensitivity import layer_sensitivity
-    from trtpipe.quality.tune import Search, amax_by_method
+    from trtpipe.quality.tune import Scales, Search, amax_by_method
     from trtpipe.spec import ModelSpec
     from trtpipe.targets import Precision
 
@@ -239,14 +242,14 @@ def test_ranking_measures_within_its_share_and_places_the_unmeasured_between_hal
     amax = amax_by_method(collect_histograms(model, quantized_activations(model), [b.arrays for b in batches]),
                           Precision.INT8)
     layers = [("conv0", ["input"]), ("conv1", ["r0"]), ("fc", ["flat"])]
-    search = Search(model, ModelSpec("conv", Path("."), task="classification"), Precision.INT8, amax, layers,
+    search = Search(model, ModelSpec("conv", Path("."), task="classification"), Precision.INT8, Scales(amax), layers,
                     lambda q: float(len(q)), batches, [], {"cosine": 0.99}, budget_seconds=600,
                     proxy={"conv0": 3.0, "conv1": 1.0, "fc": 2.0})
     search._deadline = Deadline.after(600)
     search.ranking_share = 0.0  # no time to measure: the proxy decides
     assert search.rank_layers(Config("max")) == ["conv0", "fc", "conv1"]
     search.ranking_share = 1.0
-    expected = [row.node for row in layer_sensitivity(model, Config("max").table(amax), Precision.INT8, batches,
+    expected = [row.node for row in layer_sensitivity(model, Scales(amax).table(Config("max")), Precision.INT8, batches,
                                                           classifier=True, unquantized="fp32")]
     assert search.rank_layers(Config("max"), chunk=1) == expected  # all measured: by their cosine
 
@@ -259,7 +262,7 @@ def test_ranking_judges_the_layers_as_the_spec_judges_the_outputs(tmp_path):
     from trtpipe.calibrators.collect import collect_histograms
     from trtpipe.calibrators.graph import quantized_activations
     from trtpipe.deadline import Deadline
-    from trtpipe.quality.tune import Search, amax_by_method
+    from trtpipe.quality.tune import Scales, Search, amax_by_method
     from trtpipe.spec import ModelSpec, OutputSpec
     from trtpipe.targets import Precision
 
@@ -274,7 +277,7 @@ def test_ranking_judges_the_layers_as_the_spec_judges_the_outputs(tmp_path):
     layers = [("conv0", ["input"]), ("conv1", ["r0"]), ("fc", ["flat"])]
 
     def ranked(outputs):
-        search = Search(model, ModelSpec("conv", tmp_path, task="generic", outputs=outputs), Precision.INT8, amax,
+        search = Search(model, ModelSpec("conv", tmp_path, task="generic", outputs=outputs), Precision.INT8, Scales(amax),
                         layers, lambda q: float(len(q)), batches, [], {"cosine": 0.99}, budget_seconds=600, proxy={})
         search._deadline = Deadline.after(600)
         search.ranking_share = 1.0

@@ -31,12 +31,12 @@ from trtpipe.data import Batch
 from trtpipe.deadline import Deadline
 from trtpipe.errors import NothingToQuantize, TrtpipeError
 from trtpipe.quality.cost import LAUNCH_SECONDS
-from trtpipe.quality.tune_config import Config, Rung, Trial, TuneResult, amax_by_method
+from trtpipe.quality.tune_config import Config, Rung, Scales, Trial, TuneResult, amax_by_method
 from trtpipe.quality.tune_judge import SHARES, lower_bound, margins, supported_confidence, task_metrics
 from trtpipe.spec import ModelSpec, spec_for
 from trtpipe.targets import Precision
 
-__all__ = ["SHARES", "Config", "Rung", "Search", "Trial", "TuneOptions", "TuneResult", "amax_by_method", "confirm",
+__all__ = ["SHARES", "Config", "Rung", "Scales", "Search", "Trial", "TuneOptions", "TuneResult", "amax_by_method", "confirm",
            "confirm_ladder", "fewest_passing", "lower_bound", "margins", "supported_confidence", "task_metrics", "tune"]
 
 
@@ -47,7 +47,7 @@ class Search:
     model: object  # onnx.ModelProto, FP32
     spec: ModelSpec
     precision: Precision
-    amax: dict[str, dict[str, float]]
+    scales: Scales
     layers: list[tuple[str, list[str]]]  # (layer name, its activation tensors), graph order
     price: Callable[[Sequence[str]], float]  # quantized layer names -> estimated seconds
     batches: list[Batch]
@@ -58,7 +58,6 @@ class Search:
     sensitivity_samples: int = 16
     ranking_share: float = 0.4  # of the time left, measured sensitivity may take; the rest of the layers go by `proxy`
     proxy: dict[str, float] = field(default_factory=dict)  # layer -> local quantization noise (higher: worse)
-    weight_steps: dict[str, tuple[int, ...]] = field(default_factory=dict)  # FP8 weight grid positions (choose)
     refine_layers: int = 4
     slack: float = 0.1  # share of quantization's estimated saving that may be given back for accuracy
     # Estimates closer than one kernel launch are ties, and the more accurate configuration wins: the
@@ -93,7 +92,7 @@ class Search:
         if config in self._seen:
             return self._seen[config]
         quantized = self.quantized(config)
-        typed = typed_model(self.model, self.precision, config.table(self.amax, self.weight_steps), exclude=config.exclude,
+        typed = typed_model(self.model, self.precision, self.scales.table(config), exclude=config.exclude,
                             unquantized=self.unquantized, min_weights=self.spec.min_weights)
         metrics, counts = task_metrics(typed, self.spec, self.batches, self.wanted, self.thresholds, self.named)
         trial = Trial(len(self.trials), step, config, metrics, margins(metrics, self.thresholds, counts, self.confidence),
@@ -140,7 +139,7 @@ class Search:
             self.evaluate(default, "default")
         self._phase("one method for every tensor")
         uniform = []
-        for method in self.amax:
+        for method in self.scales.amax:
             if self.trials and self.out_of_time():  # each trial runs the model on every tuning sample
                 break
             uniform.append(self.evaluate(Config(method), f"all {method}"))
@@ -229,7 +228,7 @@ class Search:
                 break
             batches.append(batch)
             seen += batch.size
-        table = config.table(self.amax, self.weight_steps)
+        table = self.scales.table(config)
         suspects = sorted(self.layers, key=lambda layer: -self.proxy.get(layer[0], 0.0))
         stop = self._deadline.within(self.ranking_share * self._deadline.left())
         rows = []
@@ -406,6 +405,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     choice_batches = [b.arrays for b in first_samples(batches, CHOICE_SAMPLES)]
     weight_steps = fp8_weight_steps(model, tensors, choice_batches, spec.min_weights) if precision is Precision.FP8 else {}
     amax["auto"] = choose_amax(model, histograms, choice_batches, str(precision), weight_steps)[0]
+    scales = Scales(amax, weight_steps)
     tuning = first_samples(batches, options.tuning_samples) if options.tuning_samples is not None else batches
     seen = sum(b.size for b in tuning)
     wanted = baseline_outputs(baseline, tuning)
@@ -414,21 +414,20 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     feeds = synthetic_feeds(spec.inputs, opt, options.batch_size)
     costs = cost_model(model, gpu, feeds)
     constants = constant_names(model)
-    nodes = quantizable_layers(model, Config(DEFAULT_METHOD[precision]).table(amax), spec.min_weights, precision)
+    nodes = quantizable_layers(model, scales.table(Config(DEFAULT_METHOD[precision])), spec.min_weights, precision)
     layers = [(label(n), activation_inputs(n, constants)) for n in nodes]
     grid = "fp8" if precision is Precision.FP8 else "int8"
     default_amax = amax[DEFAULT_METHOD[precision]]
     proxy = {label(n): sum(local_noise(histograms[t], default_amax[t], grid) for t in activation_inputs(n, constants))
              + weight_noise(model, n, constants, precision) for n in nodes}
-    search = Search(model, spec, precision, amax, layers, lambda quantized: costs.seconds(precision, quantized),
+    search = Search(model, spec, precision, scales, layers, lambda quantized: costs.seconds(precision, quantized),
                     tuning, wanted, thresholds, options.budget_seconds, slack=options.slack, confidence=options.confidence,
                     unquantized=options.search_unquantized, proxy=proxy, on_trial=on_trial, on_phase=on_phase,
-                    named=named if options.validation_dir is None else {}, deadline=options.deadline,
-                    weight_steps=weight_steps)
+                    named=named if options.validation_dir is None else {}, deadline=options.deadline)
     default = Config(DEFAULT_METHOD[precision],
                      exclude=tuple(sorted(label(n) for n in nodes if node_matches(n, spec.exclude))))
     chosen = search.run(default)
-    result = TuneResult(search.trials, chosen, chosen.config.table(amax, weight_steps), gpu.name,
+    result = TuneResult(search.trials, chosen, scales.table(chosen.config), gpu.name,
                         {k: tuple(v.shape) for k, v in feeds.items()}, thresholds, seen,
                         sum(b.size for b in batches), options.search_unquantized, options.confidence)
     if options.validation_dir is not None:
@@ -436,7 +435,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
             on_phase("confirming on the validation set (never seen by the search)")
 
         def check(config: Config, name: str):
-            return confirm(model, baseline, config, amax, weight_steps, spec, precision, options.validation_dir, options.labels,
+            return confirm(model, baseline, config, scales, spec, precision, options.validation_dir, options.labels,
                            thresholds, options.batch_size, name, named)
 
         if options.deadline is not None and options.deadline.passed():
@@ -491,7 +490,7 @@ def confirm_ladder(result: TuneResult, search: Search, check, on_phase=None, dea
                           + (f" (the fewest found so far, {found} more kept, is written)" if found is not None else ""))
     if found is not None:
         result.confirmed = tried[found]
-        result.table = result.confirmed.config.table(search.amax, search.weight_steps)
+        result.table = search.scales.table(result.confirmed.config)
 
 
 def require_named(spec: ModelSpec, precision: Precision, baseline, name: str) -> dict[str, str]:
@@ -507,7 +506,7 @@ def require_named(spec: ModelSpec, precision: Precision, baseline, name: str) ->
     return named
 
 
-def confirm(model, baseline, config: Config, amax, weight_steps, spec: ModelSpec, precision: Precision, directory, labels,
+def confirm(model, baseline, config: Config, scales: Scales, spec: ModelSpec, precision: Precision, directory, labels,
             thresholds, batch_size: int, name: str, named: dict[str, str] | None = None):
     """Return validation's report of `config`'s typed model against the baseline on `directory`; `named`
     metrics must be judged (validate.compare)."""
@@ -515,7 +514,7 @@ def confirm(model, baseline, config: Config, amax, weight_steps, spec: ModelSpec
     from trtpipe.quality.validate import compare
     from trtpipe.runtime.onnxrt import OnnxRunner
 
-    typed = typed_model(model, precision, config.table(amax, weight_steps), exclude=config.exclude,
+    typed = typed_model(model, precision, scales.table(config), exclude=config.exclude,
                         min_weights=spec.min_weights)
     with OnnxRunner(f"{spec.name}.{precision}.{name}.onnx", model=typed) as candidate, \
             OnnxRunner(f"{spec.name}.onnx", model=baseline) as base:

@@ -1,6 +1,7 @@
 """What `trtpipe tune` tries and gives back: a configuration (a calibration method per tensor and
 the layers kept in FP16), a trial of one on the tuning split, a rung the confirmation tried on the
-validation set, and the result; and the amax of every method from one histogram collection."""
+validation set, and the result; and the scales a configuration's table is made of (every method's amax
+from one histogram collection, and FP8's weight grid positions)."""
 
 from __future__ import annotations
 
@@ -35,13 +36,22 @@ class Config:
     def method_of(self, tensor: str) -> str:
         return dict(self.overrides).get(tensor, self.method)
 
-    def table(self, amax: Mapping[str, Mapping[str, float]],
-              weight_steps: Mapping[str, tuple[int, ...]] | None = None) -> CalibrationTable:
-        """Return the calibration table of this configuration from {method: {tensor: amax}}, its FP8 weights
-        at `weight_steps`' grid positions (calibrate's `auto` chooses them whatever the activations' method)."""
-        tensors = next(iter(amax.values()))
-        return CalibrationTable({t: amax[self.method_of(t)][t] for t in tensors}, algorithm="TunedCalibration",
-                                weight_steps=dict(weight_steps or {}))
+
+
+@dataclass(frozen=True)
+class Scales:
+    """What a configuration's table is made of: every method's amax by tensor ({method: {tensor: amax}}, one
+    histogram collection), and the FP8 weights' grid positions, which calibrate's `auto` chooses whatever
+    the activations' method."""
+
+    amax: Mapping[str, Mapping[str, float]]
+    weight_steps: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def table(self, config: Config) -> CalibrationTable:
+        """Return the calibration table of `config`."""
+        tensors = next(iter(self.amax.values()))
+        return CalibrationTable({t: self.amax[config.method_of(t)][t] for t in tensors}, algorithm="TunedCalibration",
+                                weight_steps=dict(self.weight_steps))
 
 
 @dataclass
