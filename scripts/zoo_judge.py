@@ -1400,11 +1400,17 @@ def main() -> int:
                      "them into build/zoo-judge/packages)")
     rows = []
     for name in args.models or sorted(JUDGES):
-        if not typed(name, "fp16").is_file():
-            return refuse(f"{typed(name, 'fp16')} is missing; run `make zoo ZOO={name}` or pass --build")
+        # A precision whose typed file this build lacks (a run of some precisions, a row that did not build) is
+        # skipped and said; a model with none of them is refused.
+        made = [p for p in PRECISIONS if typed(name, p).is_file()]
+        if not made:
+            return refuse(f"{typed(name, PRECISIONS[0])} is missing, and its other precisions; run `make zoo ZOO={name}` "
+                          "or pass --build")
+        for precision in sorted(set(PRECISIONS) - set(made), key=PRECISIONS.index):
+            print(f"{name} {precision}: not judged, {typed(name, precision)} is missing", flush=True)
         with tempfile.TemporaryDirectory(prefix=f"zoo-judge-{name}-") as tmp:
             judge = JUDGES[name](name, unpacked(name, Path(tmp)))
-            for precision in PRECISIONS:
+            for precision in made:
                 score = judge(precision)
                 verdict, reasons = validate_verdict(name, precision)
                 row = {"model": name, "precision": precision, "validate": verdict, "validate_reasons": reasons,
