@@ -70,9 +70,14 @@ def run_peer(command: list[str], output: Path, log: Path, timeout: float, inputs
         print(f"  reusing {output}", file=sys.stderr)
         return output
     start = time.monotonic()
+    if "/" in command[0]:  # a peers' interpreter named by path: it must still be found from the output's folder
+        command = [str(Path(command[0]).absolute()), *command[1:]]
     with open(log, "w") as stream:
         try:
-            code = subprocess.run(command, check=False, stdout=stream, stderr=subprocess.STDOUT, timeout=timeout).returncode
+            # In the output's folder: the peers leave files where they run (Model Optimizer its external weights
+            # under uuid names, ONNX Runtime sym_shape_infer_temp.onnx), which were the repository's root.
+            code = subprocess.run(command, check=False, stdout=stream, stderr=subprocess.STDOUT, timeout=timeout,
+                                  cwd=output.parent).returncode
         except subprocess.TimeoutExpired:
             code = "timeout"
             stream.write(f"\ntimed out after {timeout:.0f} s\n")  # the log's last line says why there is no output
@@ -84,12 +89,17 @@ def run_peer(command: list[str], output: Path, log: Path, timeout: float, inputs
 def private_copy(model: Path, out: Path) -> Path:
     """Return a copy of `model` beside `out` for a peer to read: Model Optimizer 0.47 rewrites the file
     at its --onnx_path in place (it adds value_info), which would make the FP32 baseline newer than
-    everything built from it. The copy keeps the original's time, so reuse checks still hold."""
+    everything built from it. The copy keeps the original's time, so reuse checks still hold, and has the
+    files the model keeps its weights in beside it, under the names the model gives them."""
     import shutil
 
+    import zoo  # scripts/zoo.py: the files a model's external weights are in
+
     copy = out.parent / f"input.{model.name}"
-    if not copy.is_file() or copy.stat().st_mtime < model.stat().st_mtime:
-        shutil.copy2(model, copy)
+    for name in (model.name, *zoo.external_data(model.read_bytes())):
+        source, target = model.parent / name, copy if name == model.name else out.parent / name
+        if not target.is_file() or target.stat().st_mtime < source.stat().st_mtime:
+            shutil.copy2(source, target)
     return copy
 
 

@@ -163,3 +163,22 @@ def test_ort_peer_reads_an_input_with_a_fixed_first_axis_a_whole_sample_a_step(t
     subprocess.run([sys.executable, str(SCRIPTS / "peer_ort_quantize.py"), "--onnx", str(source), "--calibration",
                     str(calibration), "--output", str(out), "--batch-size", "1"], check=True, capture_output=True)
     assert sum(n.op_type == "QuantizeLinear" for n in onnx.load(out).graph.node) >= 2
+
+
+def test_a_peers_copy_of_a_model_carries_its_external_weights_and_the_peer_runs_in_the_outputs_folder(tmp_path):
+    """malviz-r18 keeps its weights in model.onnx.data: both peers failed on a copy without it, and wrote their
+    temporary files into the directory they were started from (the repository's root)."""
+    from bench_quality import private_copy, run_peer
+
+    source, work = tmp_path / "zoo", tmp_path / "work"
+    source.mkdir()
+    work.mkdir()
+    onnx.save(relu6_net(), str(source / "net.onnx"), save_as_external_data=True, location="net.onnx.data",
+              size_threshold=0)
+    copy = private_copy(source / "net.onnx", work / "net.int8.peer.onnx")
+    assert (work / "net.onnx.data").read_bytes() == (source / "net.onnx.data").read_bytes()
+    onnx.checker.check_model(onnx.load(str(copy)))  # its weights load from beside it
+
+    output = work / "left.txt"
+    command = [sys.executable, "-c", "import pathlib; pathlib.Path('left.txt').write_text('here')"]
+    assert run_peer(command, output, tmp_path / "log", 60, []) == output
