@@ -629,3 +629,24 @@ def test_detector_traces_write_atspm_pairs_15_channels_of_a_controllers_1_s_rast
     for t in truth:
         owns.setdefault(int(t["detector"]), []).append(bool(t["own"]))
     assert all(sum(v) == 1 and len(v) == 3 for v in owns.values())
+
+
+def test_scanned_files_write_byte_images_as_malvizv1s_scanner_makes_them(tmp_path):
+    """Each file [3, 224, 224] as malvizv1's scanner makes it: its bytes b wide (the power of two above the
+    square root of its size: 128 for 4096 bytes, where the root is itself a power of two), grey in all three
+    channels after ImageNet's mean and std; a quarter each console scripts, ELF objects, data and packed PEs,
+    which truth/ keeps for the judge."""
+    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
+    stripes = inputs.byte_image(bytes(255 if i % 128 < 64 else 0 for i in range(4096)))  # 32 rows of 128
+    grey = stripes * std[:, None, None] + mean[:, None, None]
+    np.testing.assert_allclose(grey[0], grey[2], atol=1e-5)
+    assert grey[:, :, :100].min() > 0.99 and grey[:, :, 124:].max() < 0.01  # left white, right black: 128 wide
+    _, _, _, batches = made_by_the_maker("malviz-r18", tmp_path, 8)
+    assert len(batches) == 8
+    x = np.stack([b.arrays["input"][0] for b in batches]).astype(np.float64)
+    assert x.shape == (8, 3, 224, 224) and np.isfinite(x).all()
+    pixels = x * std[None, :, None, None] + mean[None, :, None, None]
+    assert pixels.min() > -1e-5 and pixels.max() < 1 + 1e-5
+    np.testing.assert_allclose(pixels[:, 0], pixels[:, 1], atol=1e-5)
+    kinds = [str(np.load(tmp_path / "truth" / f"{i:04d}.npz")["kind"]) for i in range(8)]
+    assert sorted(kinds) == sorted(["script", "elf", "data", "packed"] * 2)

@@ -6,7 +6,8 @@ watermarked by a wheel's own encoder, speech-like audio in noise as a denoiser's
 monophonic melodies (sung, piano, flute, bowed) as a pitch tracker hears them, and speech clean or
 degraded (noise, reverberation, clipping, a telephone band, lost packets) as a quality rater hears it,
 stage-2 sleep EEG (spindles among K-complexes, slow waves, alpha and muscle bursts) as a spindle detector reads it,
-and a wake phrase and its rhymes said by a formant synthesizer in noise, as a wake-word model's features.
+and a wake phrase and its rhymes said by a formant synthesizer in noise, as a wake-word model's features,
+and real and packed binaries as a malware scanner's byte images.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
 keeps the calibration and validation sets apart. `make(kind, ...)` picks the maker by the
@@ -1714,6 +1715,97 @@ def write_detector_traces(directory: Path, count: int, seed: int, seconds: int =
         intersection += 1
 
 
+MALVIZ_SIDE = 224  # malvizv1's scanner: IMAGE_SIZE
+
+
+def byte_image(data: bytes) -> np.ndarray:
+    """malvizv1's input for a file's bytes, as its scanner makes it: the bytes as a grey image b wide (the power
+    of two above the square root of the size) and size // b high (the rest dropped), made RGB, resized to 224x224
+    by Pillow's default filter, / 255, ImageNet's mean and std, CHW [3, 224, 224]."""
+    import math
+
+    from PIL import Image
+
+    array = np.frombuffer(data, np.uint8)
+    width = 2 ** (int(math.log(int(len(array) ** 0.5), 2)) + 1)  # noqa: FURB163 - math.log(x, 2), as the scanner rounds it
+    image = Image.fromarray(array[:len(array) // width * width].reshape(-1, width)).convert("RGB")
+    pixels = np.asarray(image.resize((MALVIZ_SIDE, MALVIZ_SIDE))).astype(np.float32) / 255.0
+    pixels = (pixels - np.array([0.485, 0.456, 0.406], np.float32)) / np.array([0.229, 0.224, 0.225], np.float32)
+    return np.ascontiguousarray(pixels.transpose(2, 0, 1), np.float32)
+
+
+@cache
+def scanned_files() -> dict[str, list[Path]]:
+    """Real files of the Python installation a scanner may be pointed at, by kind: Windows PE launchers
+    (pip's distlib and setuptools ship them), ELF shared objects, and data (wheels, bytecode, fonts, images,
+    archives); each 4 KB to 32 MB, sorted."""
+    roots = [Path(os.__file__).parent, Path(np.__file__).parent.parent]
+    kinds: dict[str, list[Path]] = {"pe": [], "elf": [], "data": []}
+    suffixes = {".exe": "pe", ".so": "elf", ".whl": "data", ".pyc": "data", ".ttf": "data", ".png": "data",
+                ".gz": "data", ".zip": "data", ".npz": "data", ".jpg": "data"}
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            kind = suffixes.get(path.suffix)
+            if kind and path.is_file() and 4096 <= path.stat().st_size <= 32 << 20:
+                kinds[kind].append(path)
+    return {k: sorted(set(v)) for k, v in kinds.items()}
+
+
+def console_script_exe(rng: np.random.Generator, launchers: list[Path]) -> bytes:
+    """A console script as pip writes it on Windows (Scripts/NAME.exe): a distlib launcher, a shebang, and a
+    zip whose __main__.py is a real module's source of the standard library."""
+    import io
+    import zipfile
+
+    modules = sorted(Path(os.__file__).parent.glob("*.py"))
+    launcher = [p for p in launchers if p.name[:1] in "tw" and p.parent.name == "distlib"] or launchers
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        zipped.writestr("__main__.py", modules[rng.integers(len(modules))].read_bytes())
+    return launcher[rng.integers(len(launcher))].read_bytes() + b"#!python.exe\n" + archive.getvalue()
+
+
+def packed_pe(rng: np.random.Generator, launchers: list[Path], bodies: list[Path]) -> tuple[bytes, str]:
+    """A packed PE as packers and crypters leave one: a real launcher's headers (its first 1 or 4 KB), then the
+    body of a real binary encrypted by a repeating XOR key of 2 to 64 bytes, or compressed (zlib or LZMA, as
+    UPX-like packers store it), maybe after a run of zeros of section alignment."""
+    import lzma
+    import zlib
+
+    header = launchers[rng.integers(len(launchers))].read_bytes()[:int(rng.choice([1024, 4096]))]
+    body = bodies[rng.integers(len(bodies))].read_bytes()[:int(rng.integers(64, 1024)) << 10]
+    how = str(rng.choice(["xor", "xor", "zlib", "lzma"]))
+    if how == "xor":
+        key = rng.integers(0, 256, int(rng.integers(2, 65)), dtype=np.uint8)
+        body = (np.frombuffer(body, np.uint8) ^ np.resize(key, len(body))).tobytes()
+    else:
+        body = zlib.compress(body, 9) if how == "zlib" else lzma.compress(body)
+    gap = bytes(int(rng.integers(0, 8)) * 512)
+    return header + gap + body, how
+
+
+def write_scanned_files(directory: Path, count: int, seed: int) -> None:
+    """What malvizv1's ResNet18 reads (`input` [3, 224, 224], one .npz a file): files as its scanner turns them
+    into byte images, a quarter each: console scripts as pip writes them on Windows (a real distlib launcher
+    and a zipped module), real ELF shared objects, real data files (wheels, bytecode, fonts, images, archives),
+    and packed PEs (packed_pe()). What each file was is kept in truth/ for the judge, read by no step of trtpipe."""
+    rng = np.random.default_rng(seed)
+    files = scanned_files()
+    (directory / "truth").mkdir()
+    for i in range(count):
+        kind = ("script", "elf", "data", "packed")[(i + seed) % 4]
+        if kind == "script":
+            data, source = console_script_exe(rng, files["pe"]), "launcher"
+        elif kind == "packed":
+            data, source = packed_pe(rng, files["pe"], files["elf"] + files["pe"])
+        else:
+            path = files[kind][rng.integers(len(files[kind]))]
+            data, source = path.read_bytes(), path.name
+        np.savez(directory / f"{i:04d}.npz", input=byte_image(data))
+        np.savez(directory / "truth" / f"{i:04d}.npz", kind=np.array(kind), source=np.array(source),
+                 size=np.array(len(data)))
+
+
 # The decoders the packages ship, for the inputs of the taggers that decode a path (make_data writes them).
 DECODERS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "morpheme_words": bies_transitions, "khmer_text": crf_transitions,
@@ -1730,6 +1822,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "table_canvases": write_table_canvases, "paper_photos": write_paper_photos,
     "melodies": write_melodies, "rated_speech": write_rated_speech, "sleep_eeg": write_sleep_eeg,
     "wake_phrases": write_wake_phrases, "detector_traces": write_detector_traces,
+    "scanned_files": write_scanned_files,
 }
 
 
