@@ -721,9 +721,11 @@ def commit() -> str:
     return found or "an unknown commit"
 
 
-def run_record() -> str:
-    """Return at which commit and when this run starts: what the table's line says of the rows it made."""
-    return f"at {commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+def run_record(started: str) -> str:
+    """Return at which commit (HEAD now) and when the run `started`: what the table's line says of the rows it
+    made. Each model takes HEAD as its steps begin (each step is a new process reading the working tree), so a
+    commit during a run shows in the line as a second clause of the same run."""
+    return f"at {commit()}, {started}"
 
 
 def main() -> int:
@@ -764,8 +766,9 @@ def main() -> int:
         write_doc(every, stamp)
         print(f"zoo: table in {DOC.relative_to(ROOT)}")
         return 0
-    started, run = time.perf_counter(), run_record()  # the commit the run starts at: a commit during it is not in it
+    started, when = time.perf_counter(), time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
     for number, entry in enumerate(chosen, 1):
+        run = run_record(when)
         def say(what: str, step: Step | None = None, entry=entry, number=number) -> None:
             status = "" if step is None else f" {'ok' if step.ok else 'FAILED'} {step.seconds:.1f} s" + \
                 ("" if step.ok else f": {step.reason}")
@@ -785,8 +788,9 @@ def main() -> int:
 
 def deploy_all(chosen: list[Entry], every: list[str], args) -> int:
     """`--deploy`: one deploy a model, its row saved as it ends; then the table in docs/zoo.md."""
-    started, run = time.perf_counter(), run_record()  # the commit the run starts at: a commit during it is not in it
+    started, when = time.perf_counter(), time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
     for number, entry in enumerate(chosen, 1):
+        run = run_record(when)
         def say(what: str, step: Step, entry=entry, number=number) -> None:
             print(f"[{number}/{len(chosen)}] {entry.name}: {what} exit {step.returncode} {step.seconds:.0f} s"
                   + (f": {step.reason}" if step.reason else ""), flush=True)
