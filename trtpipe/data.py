@@ -62,6 +62,9 @@ def list_files(directory: str | os.PathLike, flag: str = "--data") -> list[Path]
     would be left out without a word. Hidden names (".") are not samples: macOS writes "._photo.png" beside
     each file a copy takes from its disks, a few bytes of metadata under an image's name."""
     directory = Path(directory)
+    if directory.is_file():
+        raise TrtpipeError(f"{flag} {directory}: a file, not a directory of samples; pass the directory that holds "
+                           f"it ({directory.parent}), or move it into one of its own")
     if not directory.is_dir():
         raise TrtpipeError(f"{flag} {directory}: no such directory; pass a directory of .npy, .npz or image files")
     names = sorted(p for p in directory.iterdir() if not p.name.startswith("."))

@@ -572,8 +572,10 @@ def _issue_26_cases() -> list[Case]:
     for command, base in layouts.items():
         for directory, needles in (("byclass", ("byclass", "folders cat, dog", "move the samples up")),
                                    ("archived", ("samples.tar.gz", "unpack it")),
-                                   ("audio", ("000.wav is audio", ".npy"))):
-            cases.append(Case(f"{command}-data-layout-{directory}", (*base, "--data", f"{{ws}}/{directory}"), needles))
+                                   ("audio", ("000.wav is audio", ".npy")),
+                                   ("data/000.npy", ("000.npy: a file, not a directory", "directory that holds it"))):
+            cases.append(Case(f"{command}-data-layout-{directory.replace('/', '-')}", (*base, "--data", f"{{ws}}/{directory}"),
+                              needles))
     cases += [
         Case("calibrate-image-past-the-pixel-limit", ("calibrate", "{ws}/mlp.onnx", "--spec", "{ws}/image-spec.toml", "--data",
                                                       "{ws}/bigimage", "-o", "{out}/c.cache"), ("000.png", "decompression bomb")),
