@@ -149,6 +149,28 @@ def test_an_fp8_cache_carries_its_weight_positions_into_the_typed_onnx(tmp_path,
     assert weight_scales(tmp_path / "plain.onnx")["fc.w"] == pytest.approx(fp16_scale(amax / 448), rel=1e-6)
 
 
+def test_fp8_tunes_cache_carries_the_positions_it_judged_into_the_graph_quantize_writes(tmp_path, cli):
+    """tune judged its FP8 configurations with the weights placed, then wrote a cache without a sidecar:
+    `quantize`/`build --cache` of it put every channel's largest |w| back on 448, another graph than the
+    one its verdict was of."""
+    model, spec = _photo_net(tmp_path)
+    code, _out, err = cli("calibrate", model, "--spec", spec, "--precision", "fp8", "-o", tmp_path / "fp8.cache")
+    assert code == 0, err
+    code, _out, err = cli("tune", model, "--spec", spec, "--precision", "fp8", "--target", "sm_89", "--budget-min", 0.2,
+                          "-o", tmp_path / "t" / "m.fp8.tuned.cache")
+    assert code in (0, 1), err
+    tuned = json.loads((tmp_path / "t" / "m.fp8.tuned.cache.json").read_text())
+    assert tuned["options"]["grid"] == "fp8"
+    assert tuned["weight_steps"] == json.loads((tmp_path / "fp8.cache.json").read_text())["weight_steps"]
+    for cache, typed in ((tmp_path / "fp8.cache", "calibrated.onnx"), (tmp_path / "t" / "m.fp8.tuned.cache", "tuned.onnx")):
+        code, _out, err = cli("quantize", model, "--spec", spec, "--precision", "fp8", "--cache", cache, "-o", tmp_path / typed)
+        assert code == 0, err
+    assert weight_scales(tmp_path / "tuned.onnx")["fc.w"] == pytest.approx(weight_scales(tmp_path / "calibrated.onnx")["fc.w"])
+    code, _out, err = cli("quantize", model, "--precision", "int8", "--cache", tmp_path / "t" / "m.fp8.tuned.cache",
+                          "-o", tmp_path / "int8.onnx")
+    assert code == 2 and "fp8" in err, err  # its amax are FP8's: the sidecar says so
+
+
 def test_positions_for_another_count_of_channels_leave_the_weight_at_448():
     """A sidecar's positions for a weight of another shape (a model re-exported under the same names) are not
     this weight's: they are left, not stretched or cut to fit."""

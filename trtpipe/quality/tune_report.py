@@ -5,6 +5,7 @@ and the lines the command prints (`trial_line`, `outcome_lines`). `tune_into` ru
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ import numpy as np
 from trtpipe import data
 from trtpipe.calibrators.cache import render
 from trtpipe.errors import TrtpipeError
-from trtpipe.files import Outputs, check_output, ensure_dir, json_text, staged_outputs
+from trtpipe.files import Outputs, check_output, ensure_dir, json_text, sidecar_path, staged_outputs
 from trtpipe.quality.tune import Trial, TuneOptions, TuneResult, tune
 from trtpipe.spec import ModelSpec, toml_string
 from trtpipe.targets import Precision, Target
@@ -51,15 +52,29 @@ def exclusions_toml(result: TuneResult, precision: Precision) -> str:
     return "\n".join(lines) + "\n"
 
 
+def tuned_sidecar(result: TuneResult, precision: Precision, text: str) -> dict:
+    """Return the sidecar of the tuned cache `text`, as calibrate's records what readers of a cache use: the
+    grid its amax are for (a tuned INT8 cache given to an FP8 build is refused), its sha256 (inspect refuses
+    an edited cache), each tensor's method, and FP8's weight grid positions, which TensorRT's cache has no
+    place for: without them `build --cache` would build other weights than the search judged."""
+    from trtpipe.calibrate import weight_steps_text
+
+    config = result.written[0]
+    return {"options": {"grid": str(precision), "method": "tuned"}, "cache_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "tensors": len(result.table.amax), "methods": {t: config.method_of(t) for t in result.table.amax},
+            **({"weight_steps": weight_steps_text(result.table.weight_steps)} if result.table.weight_steps else {})}
+
+
 def write_tuned(result: TuneResult, cache: str | os.PathLike, precision: Precision, outputs: Outputs | None = None) -> list[Path]:
-    """Write the tuned cache and its exclusions file (with `outputs`: staged there); return their paths.
-    The cache is renamed last: it is what make waits for, so it only appears once both are whole."""
+    """Write the tuned cache, its sidecar and its exclusions file (with `outputs`: staged there); return their
+    paths. The cache is renamed last: it is what make waits for, so it only appears once all are whole."""
     cache = Path(cache)
-    toml = exclusions_path(cache)
+    toml, text = exclusions_path(cache), render(result.table)
     with staged_outputs(outputs) as staged:
         staged.write(toml, exclusions_toml(result, precision))
-        staged.write(cache, render(result.table), last=True)
-    return [cache, toml]
+        staged.write(sidecar_path(cache), json_text(tuned_sidecar(result, precision, text)))
+        staged.write(cache, text, last=True)
+    return [cache, sidecar_path(cache), toml]
 
 
 def plot(trials: Sequence[Trial], chosen: Trial, thresholds: dict[str, float], title: str, path,
@@ -205,9 +220,9 @@ def tune_into(output: Path, model: Path, spec: ModelSpec, precision: Precision, 
     validation_dir = validation_dir or spec.validation
     report_dir = report_dir or output.parent / "reports"
     inputs = [model, spec.path, data_dir, validation_dir, baseline, spec.labels]
-    check_output(output, inputs, siblings=[exclusions_path(output)])
+    check_output(output, inputs, siblings=[exclusions_path(output), sidecar_path(output)])
     for path in report_paths(spec, precision, report_dir):
-        check_output(path, [*inputs, output, exclusions_path(output)], "--report")
+        check_output(path, [*inputs, output, exclusions_path(output), sidecar_path(output)], "--report")
     labels = data.labels_path(None, spec.labels if validation_dir == spec.validation else None, validation_dir)
     labels = data.read_labels(labels) if labels else None
     with data.model_runs_on(data_dir):
