@@ -209,6 +209,7 @@ def _hostile_workspace(ws: Path) -> None:
     (ws / "archived" / "samples.tar.gz").write_bytes(b"\x1f\x8b\x08\x00")
     (ws / "audio").mkdir()
     (ws / "audio" / "000.wav").write_bytes(b"RIFF\x24\x00\x00\x00WAVEfmt ")
+    (ws / "latin1.txt").write_bytes(b"000.npy[0] caf\xe9 1\n")
     (ws / "latin1.toml").write_bytes(b'[quantize]\nexclude = ["caf\xe9"]\n')
     (ws / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     (ws / "image-spec.toml").write_text(GOOD_SPEC + '[preprocess]\nsize = [4, 4]\ncolor = "L"\n')
