@@ -93,10 +93,12 @@ def private_copy(model: Path, out: Path) -> Path:
     files the model keeps its weights in beside it, under the names the model gives them."""
     import shutil
 
-    import zoo  # scripts/zoo.py: the files a model's external weights are in
+    import onnx
+
+    from trtpipe.graph.onnxio import external_files
 
     copy = out.parent / f"input.{model.name}"
-    for name in (model.name, *zoo.external_data(model.read_bytes())):
+    for name in (model.name, *external_files(onnx.load(str(model), load_external_data=False))):
         source, target = model.parent / name, copy if name == model.name else out.parent / name
         if not target.is_file() or target.stat().st_mtime < source.stat().st_mtime:
             shutil.copy2(source, target)

@@ -209,14 +209,14 @@ def fetch(entry: Entry, timeout: float) -> Path:
 def external_data(data: bytes) -> list[str]:
     """Return the files, relative to the model, that a serialized model keeps its weights in (sorted)."""
     import onnx
-    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
-    model = onnx.load_from_string(data)
-    names = {ExternalDataInfo(t).location for t in model.graph.initializer if uses_external_data(t)}
-    unsafe = sorted(n for n in names if n.startswith("/") or ".." in Path(n).parts)
+    from trtpipe.graph.onnxio import external_files
+
+    names = external_files(onnx.load_from_string(data))
+    unsafe = [n for n in names if n.startswith("/") or ".." in Path(n).parts]
     if unsafe:
         raise ZooError(f"the model keeps its weights in '{unsafe[0]}', outside its own folder")
-    return sorted(names)
+    return names
 
 
 def with_dims(data: bytes, dims: dict, where: Path) -> bytes:

@@ -159,6 +159,13 @@ def load_float(path: str | os.PathLike, flag: str = "MODEL"):
     return model
 
 
+def external_files(model) -> list[str]:
+    """Return the files, relative to the model's folder, that `model` keeps its external weights in (sorted)."""
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    return sorted({ExternalDataInfo(t).location for t in model.graph.initializer if uses_external_data(t)})
+
+
 def _external_data_problem(model, directory: Path) -> str | None:
     """Return what is wrong with the first external weights file `model` names, or None: missing, or
     outside `directory` (ONNX reads external weights only from beside the model, so that a model file
