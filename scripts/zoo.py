@@ -721,6 +721,11 @@ def commit() -> str:
     return found or "an unknown commit"
 
 
+def utc_minute() -> str:
+    """Return now as the zoo's tables write it: 2026-12-07 06:47 UTC."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
 def run_record(started: str) -> str:
     """Return at which commit (HEAD now) and when the run `started`: what the table's line says of the rows it
     made. Each model takes HEAD as its steps begin (each step is a new process reading the working tree), so a
@@ -756,7 +761,7 @@ def main() -> int:
         return 0
     more = ", ".join(f"{e.name} {e.validation_count(args.samples)}" for e in entries()
                      if e.validation_count(args.samples) > args.samples)
-    stamp = (f"Each model's last run; table written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {versions()}; "
+    stamp = (f"Each model's last run; table written {utc_minute()}, {versions()}; "
              f"target {TARGET}, {args.samples} calibration and {args.samples} validation samples per model"
              + (f" (validation: {more}; [zoo] validation_samples)" if more else "")
              + "; typed ONNX simulated in ONNX Runtime's CPU provider.")
@@ -766,7 +771,7 @@ def main() -> int:
         write_doc(every, stamp)
         print(f"zoo: table in {DOC.relative_to(ROOT)}")
         return 0
-    started, when = time.perf_counter(), time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
+    started, when = time.perf_counter(), utc_minute()
     for number, entry in enumerate(chosen, 1):
         run = run_record(when)
         def say(what: str, step: Step | None = None, entry=entry, number=number) -> None:
@@ -788,7 +793,7 @@ def main() -> int:
 
 def deploy_all(chosen: list[Entry], every: list[str], args) -> int:
     """`--deploy`: one deploy a model, its row saved as it ends; then the table in docs/zoo.md."""
-    started, when = time.perf_counter(), time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
+    started, when = time.perf_counter(), utc_minute()
     for number, entry in enumerate(chosen, 1):
         run = run_record(when)
         def say(what: str, step: Step, entry=entry, number=number) -> None:
@@ -801,7 +806,7 @@ def deploy_all(chosen: list[Entry], every: list[str], args) -> int:
         print(f"[{number}/{len(chosen)}] {entry.name}: {row.chosen or 'nothing'} ({row.why or row.reason}"
               f"{'; untried: ' + row.untried if row.untried else ''})", flush=True)
     stamp = (f"Each model's last `scripts/zoo.py --deploy` (make zoo-deploy); table written "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {versions()}; `trtpipe deploy` on the model's "
+             f"{utc_minute()}, {versions()}; `trtpipe deploy` on the model's "
              f"spec (its calibration and validation data, {args.samples} samples each but where [zoo] says more), "
              f"target {TARGET}, TensorRT-RTX built on a CPU, validation simulated in ONNX Runtime's CPU provider, "
              "2 CPU cores shared with other work: minutes are wall-clock and only comparable within one run.")
