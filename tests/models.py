@@ -212,6 +212,24 @@ def ctc_head(steps=24, features=8, classes=12, seed=4) -> onnx.ModelProto:
     return _model(graph)
 
 
+def ctc_reader(favour: float = 0.0, steps=24, features=8, classes=12, seed=4) -> onnx.ModelProto:
+    """ctc_head reading itself out in the graph, as TrueOCR's recognizer does: the class picked at each step
+    `ids` [batch, steps] (int64, an ArgMax) and its probability `conf` [batch, steps]; `favour` is added to
+    class 3's bias (a candidate whose scores moved a little)."""
+    model = ctc_head(steps, features, classes, seed)
+    bias = next(t for t in model.graph.initializer if t.name == "b")
+    raised = numpy_helper.to_array(bias).copy()
+    raised[3] += favour
+    bias.CopyFrom(_init("b", raised))
+    model.graph.node.extend([helper.make_node("ArgMax", ["probs"], ["ids"], axis=-1, keepdims=0, name="pick"),
+                             helper.make_node("ReduceMax", ["probs"], ["conf"], axes=[-1], keepdims=0, name="confidence")])
+    del model.graph.output[:]
+    model.graph.output.extend([helper.make_tensor_value_info("ids", TensorProto.INT64, ["N", steps]),
+                               helper.make_tensor_value_info("conf", TensorProto.FLOAT, ["N", steps])])
+    onnx.checker.check_model(model)
+    return model
+
+
 def tagger(table: np.ndarray) -> onnx.ModelProto:
     """A per-token tagger as slovorez is one: int32 token ids `ids` [batch, steps] (0 is padding) -> Gather of
     `table` [vocabulary, tags] -> Softmax -> `tags` [batch, steps, tags]; row 0 is what it emits on padding."""

@@ -79,7 +79,9 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
         top1 = [s["top1_agreement"] for t, s in summaries if "top1_agreement" in s]
         distances = [s["distance_max"] for t, s in summaries if t.primary == "within_tolerance"]
         rows.append(LayerSensitivity(name, node.op_type, float(score), f"{score_task.output} {score_task.primary}",
-                                     float(min(s["cosine"] for _, s in summaries)), min(top1) if top1 else None,
+                                     # an exact task's integers have no cosine: 1.0, nothing to break a tie by
+                                     float(min((s["cosine"] for _, s in summaries if "cosine" in s), default=1.0)),
+                                     min(top1) if top1 else None,
                                      float(max(distances)) if distances else None))
         if on_layer is not None:
             on_layer(1)

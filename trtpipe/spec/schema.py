@@ -36,6 +36,8 @@ def is_float(dtype: str) -> bool:
 
 RESAMPLE = ("nearest", "bilinear", "bicubic", "lanczos", "box", "hamming")  # Pillow's Image.Resampling, by name
 TASKS = ("classification", "embedding", "detection", "dense", "sequence", "face", "generic")
+# An output may also be judged by exact agreement (integer and bool outputs); a model's floats may not.
+OUTPUT_TASKS = (*TASKS, "exact")
 PRECISION_KEYS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8", "fp4", "int4")
 
 SCHEMA = {
@@ -54,7 +56,7 @@ SCHEMA = {
     "quantize": table({"exclude": list_of(string), "smooth": number, "block_size": integer,
                           "min_weights": integer}, "quantize"),
     # Per-output tasks: what validation judges each output by (OutputSpec says what each key means).
-    "outputs": array_of_tables(table({"name": string, "task": choice(*TASKS), "layout": string, "conf": number,
+    "outputs": array_of_tables(table({"name": string, "task": choice(*OUTPUT_TASKS), "layout": string, "conf": number,
                                         "iou": number, "classes": integer, "score_output": string,
                                         "class_output": string, "score_outputs": list_of(string),
                                         "box_outputs": list_of(string), "margin": number, "neighbours": integer,
@@ -112,9 +114,10 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
                                     "unquantized: a TensorRT-RTX plan stores ~145 KB of kernel source per quantized "
                                     "layer, more than a small layer's weights save (as --min-weights of quantize, build)")),
     "quantize.block_size": ("128", "rows of a weight sharing one INT4 scale: 32, 64 or 128 (as --block-size of awq, quantize, build)"),
-    "outputs": (None, "outputs to judge and how; without any, every float output is judged by task"),
+    "outputs": (None, "outputs to judge and how; without any, every float output is judged by task, every integer one exactly"),
     "outputs.name": (None, "the output's name in the ONNX graph"),
-    "outputs.task": ("the spec's task, else generic", "classification, embedding, detection, dense, sequence, face or generic"),
+    "outputs.task": ("the spec's task, else generic; exact for an integer or bool output",
+                     "classification, embedding, detection, dense, sequence, face, generic or exact"),
     "outputs.layout": ("inferred", ('detection: "yolov8" [batch, 4+classes, boxes], "yolov5" (also decoded YOLOX) '
                                     '[batch, boxes, 5+classes], "yolox" (YOLOX undecoded: grid offsets at strides 8, 16, 32) '
                                     '"separate" (score_output, class_output), "picodet" (PicoDet/GFL heads: score_outputs, '

@@ -1,6 +1,7 @@
 """Embeddings are judged per sample and by their neighbours: the shipped MiniLM on its real
 sentences. The INT8 typed ONNX passes; one layer's scale 100x off fails. An int64 passthrough
-output (a copy of input_ids, put first) is listed, never judged and never headlined."""
+output (a copy of input_ids, put first) is judged exactly, as every integer output is, agrees by
+construction and never headlines."""
 
 import json
 
@@ -31,7 +32,7 @@ def with_ids_first(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def test_int8_passes_and_an_int64_passthrough_is_never_judged(minilm, cli, tmp_path):
+def test_int8_passes_and_an_int64_passthrough_agrees_and_never_headlines(minilm, cli, tmp_path):
     spec = load_spec(SPEC)
     with OnnxRunner("minilm.onnx", model=with_ids_first(onnx.load(minilm / "minilm.onnx"))) as fp32, \
             OnnxRunner("minilm.int8.onnx", model=with_ids_first(onnx.load(minilm / "minilm.int8.onnx"))) as int8:
@@ -40,10 +41,11 @@ def test_int8_passes_and_an_int64_passthrough_is_never_judged(minilm, cli, tmp_p
     write_report(result, tmp_path / "reports", "minilm.int8.onnx")
     report = json.loads((tmp_path / "reports" / "minilm.int8.onnx.json").read_text())
     assert report["passed"], report["checks"]
-    assert list(report["outputs"]) == ["embedding"] and report["passthrough"] == {"ids_out": 1.0}
+    assert list(report["outputs"]) == ["embedding", "ids_out"] and report["passthrough"] == {}
     embedding = report["outputs"]["embedding"]
     assert embedding["task"] == "embedding" and embedding["cosine"] > 0.99 and embedding["neighbour_agreement"] >= 0.9
-    assert {c["output"] for c in report["checks"]} == {"embedding"}
+    assert report["outputs"]["ids_out"]["task"] == "exact" and report["outputs"]["ids_out"]["exact_match"] == 1.0
+    assert report["decided_by"]["output"] == "embedding"
     assert (tmp_path / "reports" / "minilm.int8.onnx.embedding.png").exists()  # the histogram of cosines
     code, out, _ = cli("summary", tmp_path / "reports" / "minilm.int8.onnx.json")
     assert code == 0 and "ids_out" not in out and "| pass |" in out

@@ -11,7 +11,7 @@ from damage import favour_class
 from models import ctc_head, save, save_batches, tagger, unbatched
 from trtpipe.errors import TrtpipeError
 from trtpipe.quality.tasks import make_task
-from trtpipe.quality.tasks.sequence import ctc_greedy, edit_distance, tags, viterbi
+from trtpipe.quality.tasks.sequence import ctc_greedy, edit_distance, kept, viterbi
 from trtpipe.quality.validate import DEFAULT_THRESHOLDS, judge
 from trtpipe.spec import NO_BLANK, OutputSpec, load_spec
 from trtpipe.spec.load import Transitions
@@ -20,15 +20,15 @@ SPEC = '[[outputs]]\nname = "probs"\ntask = "sequence"\n'
 
 
 def test_ctc_greedy_collapses_repeats_then_drops_the_blank():
-    steps = np.eye(4)[[[1, 1, 0, 1, 2, 2, 0, 0, 3]]]  # one-hot classes per step
+    steps = np.array([[1, 1, 0, 1, 2, 2, 0, 0, 3]])  # the best class per step
     assert ctc_greedy(steps, blank=0) == [(1, 1, 2, 3)]  # the blank between the 1s keeps both
     assert ctc_greedy(steps, blank=2) == [(1, 0, 1, 0, 3)]
     assert edit_distance((1, 2, 3), (1, 3)) == 1 and edit_distance((), (4, 4)) == 2 and edit_distance((5,), (5,)) == 0
 
 
 def test_tags_keep_every_step_and_drop_only_the_padding():
-    steps = np.eye(4)[[[1, 1, 2, 3, 3, 3, 0, 0]]]  # B I I / E E E, then padding
-    assert tags(steps, blank=0) == [(1, 1, 2, 3, 3, 3)]
+    steps = np.array([[1, 1, 2, 3, 3, 3, 0, 0]])  # B I I / E E E, then padding
+    assert kept(steps, blank=0) == [(1, 1, 2, 3, 3, 3)]
     assert ctc_greedy(steps, blank=0) == [(1, 2, 3)]  # CTC would hide where a morpheme ends
 
 
@@ -38,7 +38,7 @@ def test_a_tagger_without_a_padding_class_keeps_every_tag(tmp_path):
     (tmp_path / "model.toml").write_text('[[outputs]]\nname = "emissions"\ntask = "sequence"\nblank = "none"\n'
                                          'decode = "tags"\n')
     spec = load_spec(tmp_path / "model.toml").outputs[0]
-    assert spec.blank == NO_BLANK and tags(steps, spec.blank) == [(0, 1, 1, 0, 1, 0, 0)]
+    assert spec.blank == NO_BLANK and kept(steps.argmax(-1), spec.blank) == [(0, 1, 1, 0, 1, 0, 0)]
     task = make_task(spec)
     moved = np.eye(2)[[[0, 1, 0, 0, 1, 0, 0]]]  # the first word split in two
     task.update({"emissions": moved}, {"emissions": steps}, ["p0"], {})
@@ -226,7 +226,7 @@ def test_a_float_padding_input_is_refused_and_a_mask_needs_no_value(tmp_path):
 def test_a_mask_marks_the_padding_where_it_is_false():
     steps = np.eye(3)[[[1, 2, 1, 2], [2, 2, 1, 1]]]
     mask = np.array([[True, True, False, False], [True, True, True, False]])
-    assert tags(steps, NO_BLANK, mask) == [(1, 2), (2, 2, 1)]
+    assert kept(steps.argmax(-1), NO_BLANK, mask) == [(1, 2), (2, 2, 1)]
 
 
 def test_viterbi_takes_the_best_allowed_path_where_argmax_does_not():
@@ -236,7 +236,7 @@ def test_viterbi_takes_the_best_allowed_path_where_argmax_does_not():
     transitions = Transitions(np.array([[0.0, 0.0], [0.0, no]]), np.zeros(2), np.zeros(2))
     scores = np.array([[[0.0, -1.0], [-0.2, 0.0], [-0.5, 0.0]]])  # argmax: B I I
     # allowed paths: B B B -0.7, B B I -0.2, B I B -0.5, I B B -1.7, I B I -1.2; the best is B B I
-    assert tags(scores, NO_BLANK) == [(0, 1, 1)]
+    assert kept(scores.argmax(-1), NO_BLANK) == [(0, 1, 1)]
     assert viterbi(scores, transitions).tolist() == [[0, 0, 1]]
     ending = transitions._replace(end=np.array([0.0, -1.0]))  # ending on I costs 1: B I B (-0.5) wins
     assert viterbi(scores, ending).tolist() == [[0, 1, 0]]

@@ -149,12 +149,20 @@ def test_spec_outputs_parse_and_reject_unknown_keys(tmp_path):
         load_spec(path)
 
 
-def test_default_tasks_judge_every_float_output_and_skip_integers(tmp_path):
-    outputs = [IOSpec("ids", "int64", (-1, 8)), IOSpec("logits", "float32", (-1, 10)), IOSpec("feat", "float32", (-1, 4, 4))]
+def test_default_tasks_judge_every_float_output_by_its_task_and_integers_exactly(tmp_path):
+    outputs = [IOSpec("ids", "int64", (-1, 8)), IOSpec("logits", "float32", (-1, 10)), IOSpec("feat", "float32", (-1, 4, 4)),
+               IOSpec("mask", "bool", (-1, 8))]
     path = tmp_path / "model.toml"
     path.write_text('name = "m"\ntask = "classification"\n')
     tasks = make_tasks(load_spec(path), outputs)
-    assert [(t.output, t.name) for t in tasks] == [("logits", "classification"), ("feat", "generic")]
+    assert [(t.output, t.name) for t in tasks] == [("logits", "classification"), ("feat", "generic"), ("ids", "exact"),
+                                                  ("mask", "exact")]
+    path.write_text('name = "m"\n[[outputs]]\nname = "logits"\ntask = "exact"\n')
+    with pytest.raises(TrtpipeError, match="task exact judges integer and bool outputs.*float32.*use generic"):
+        make_tasks(load_spec(path), outputs)
+    path.write_text('name = "m"\ntask = "exact"\n')
+    with pytest.raises(TrtpipeError, match="task is 'exact', not one of"):
+        load_spec(path)  # a model's task is its floats'; exact is named per output
     path.write_text('name = "m"\n[[outputs]]\nname = "missing"\n')
     with pytest.raises(TrtpipeError, match="'missing', which the model does not have"):
         make_tasks(load_spec(path), outputs)

@@ -8,7 +8,8 @@ batch by batch and gives back the metrics users judge that kind of output by.
 - dense: IoU and pixel agreement of thresholded maps;
 - sequence: CTC greedy decoding, the share of exactly equal strings and of agreeing characters;
 - face: faces and landmarks decoded from a CenterNet-style head's maps, matched to the baseline's;
-- generic: cosine, SNR, and the worst channel's cosine and SNR.
+- generic: cosine, SNR, and the worst channel's cosine and SNR;
+- exact: integer and bool outputs (an ArgMax, indices, a mask), the share of samples equal to the baseline's.
 
 Every task also keeps the raw-tensor numbers (cosine, SNR, errors) of its output, shown but judged
 only where they are the task's own metric. Degenerate data (a constant baseline, NaN or Inf in the
@@ -31,6 +32,7 @@ from trtpipe.quality.tasks.classification import ClassificationTask
 from trtpipe.quality.tasks.dense import DenseTask
 from trtpipe.quality.tasks.detection import DetectionTask
 from trtpipe.quality.tasks.embedding import EmbeddingTask
+from trtpipe.quality.tasks.exact import ExactTask
 from trtpipe.quality.tasks.face import FaceTask
 from trtpipe.quality.tasks.generic import GenericTask
 from trtpipe.quality.tasks.sequence import SequenceTask
@@ -39,14 +41,15 @@ from trtpipe.spec import ModelSpec, OutputSpec, is_float
 if TYPE_CHECKING:
     from trtpipe.data import Batch
 
-__all__ = ["ClassificationTask", "Degenerate", "DenseTask", "DetectionTask", "EmbeddingTask", "FaceTask", "GenericTask",
+__all__ = ["ClassificationTask", "Degenerate", "DenseTask", "DetectionTask", "EmbeddingTask", "ExactTask", "FaceTask",
+           "GenericTask",
            "SequenceTask", "Task", "judge_model", "judged_by", "make_task", "make_tasks", "task_kinds"]
 
 
 def task_kinds() -> dict[str, type[Task]]:
     """Return every task class by its name (trtpipe.spec.TASKS)."""
     return {kind.name: kind for kind in (ClassificationTask, EmbeddingTask, DetectionTask, DenseTask, SequenceTask,
-                                         FaceTask, GenericTask)}
+                                         FaceTask, GenericTask, ExactTask)}
 
 
 def judged_by(task: str) -> tuple[str, ...]:
@@ -61,11 +64,12 @@ def make_task(spec: OutputSpec) -> Task:
 
 def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
     """Return the tasks that judge a model with `outputs` (IOSpecs): the spec's `[[outputs]]`, else
-    every float output with the spec's task where its shape fits (the rest generic). Without a task
-    in the spec, the task is the one `trtpipe init` guesses from the spec's inputs and these outputs,
-    and each task's `why` says so."""
+    every float output with the spec's task where its shape fits (the rest generic), and every integer or
+    bool output no float task reads by exact agreement. Without a task in the spec, the task is the one
+    `trtpipe init` guesses from the spec's inputs and these outputs, and each task's `why` says so."""
     by_name = {o.name: o for o in outputs}
     floats = [o for o in outputs if is_float(o.dtype)]
+    decided = [o for o in outputs if is_decision(o.dtype)]
     if spec is not None and spec.outputs:
         for entry in spec.outputs:
             for name in [entry.name, entry.score_output, entry.class_output, entry.scale_output, entry.offset_output,
@@ -73,10 +77,14 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
                 if name is not None and name not in by_name:
                     raise TrtpipeError(f"--spec: [[outputs]] names '{name}', which the model does not have "
                                        f"(it has {', '.join(by_name)}); fix the name")
+            if entry.task == "exact" and not is_decision(by_name[entry.name].dtype):
+                raise TrtpipeError(f"--spec: [[outputs]] {entry.name}: task exact judges integer and bool outputs, and "
+                                   f"'{entry.name}' is {by_name[entry.name].dtype}, which every precision rounds; "
+                                   "use generic")
         return [_face_roles(entry, outputs, "named in the spec's [[outputs]]") if entry.task == "face"
                 else _with_why(make_task(entry), "named in the spec's [[outputs]]") for entry in spec.outputs]
-    if not floats:
-        raise TrtpipeError(f"the model has no float output to judge (outputs: {', '.join(by_name)}); "
+    if not floats and not decided:
+        raise TrtpipeError(f"the model has no float, integer or bool output to judge (outputs: {', '.join(by_name)}); "
                            "name the outputs that matter in the spec's [[outputs]]")
     task, why = _model_task(spec, outputs)
     tasks = []
@@ -99,7 +107,16 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
         fit = fits.get(task, True)
         tasks.append(_with_why(make_task(OutputSpec(output.name, task if fit else "generic")),
                                why if fit else f"{why}; its shape {list(output.shape)} does not fit {task}, so generic"))
+    read = {name for judged in tasks for name in judged.reads}
+    tasks += [_with_why(make_task(OutputSpec(output.name, "exact")), f"{output.dtype}: what the model decided itself "
+                        "(an ArgMax, indices, a mask), kept or changed, not rounded")
+              for output in decided if output.name not in read]
     return tasks
+
+
+def is_decision(dtype: str) -> bool:
+    """Return True for an integer or bool dtype: an output the exact task judges."""
+    return dtype == "bool" or dtype.startswith(("int", "uint"))
 
 
 def _model_task(spec: ModelSpec | None, outputs: Sequence) -> tuple[str, str]:

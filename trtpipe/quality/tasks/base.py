@@ -139,9 +139,14 @@ class Task:
         result = self.metrics()
         for key in ("cosine", "cosine_min", "snr_db", "max_abs_error", "mean_abs_error", "values_per_sample"):
             result.setdefault(key, raw[key])
-        result["finite"] = self.finite / max(self.elements, 1)
+        result["finite"] = self.finite_share
         result["samples"] = raw["samples"]
         return result
+
+    @property
+    def finite_share(self) -> float:
+        """Return the share of the float values read that are finite: 1 where none is a float (an ArgMax's ids)."""
+        return self.finite / self.elements if self.elements else 1.0
 
     def described(self) -> dict[str, str]:
         """Return how this output was read, for the report: why this task (and a detector's layout)."""

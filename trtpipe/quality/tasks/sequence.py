@@ -4,7 +4,8 @@ padding, dropped, and with `padding_input` the steps its input marks as padding)
 decoder (`decode = "viterbi"`: the best path through a [[outputs]] transitions file, as a CRF or a tagger
 with allowed tag sequences decodes, the steps kept as with tags), judged by whether the candidate reads
 the string FP32 reads: the share of samples whose strings agree exactly, and the characters that agree
-(1 - character error rate)."""
+(1 - character error rate). A model that picks each step's class in the graph (an ArgMax: an integer
+output [batch, steps]) is decoded the same way from the classes it picked."""
 
 from __future__ import annotations
 
@@ -27,10 +28,9 @@ CHANGES_KEPT = 12
 PROBABILITY_FLOOR = 1e-9
 
 
-def ctc_greedy(steps: np.ndarray, blank: int) -> list[tuple[int, ...]]:
-    """Return each sample's decoded classes from scores [samples, steps, classes]: the best class per step,
-    repeats collapsed, then `blank` dropped (so a blank between two equal classes keeps both)."""
-    best = steps.argmax(-1)
+def ctc_greedy(best: np.ndarray, blank: int) -> list[tuple[int, ...]]:
+    """Return each sample's decoded classes from the best class per step [samples, steps]: repeats
+    collapsed, then `blank` dropped (so a blank between two equal classes keeps both)."""
     decoded = []
     for row in best:
         distinct = np.ones(len(row), bool)
@@ -39,15 +39,9 @@ def ctc_greedy(steps: np.ndarray, blank: int) -> list[tuple[int, ...]]:
     return decoded
 
 
-def tags(steps: np.ndarray, blank: int, judged: np.ndarray | None = None) -> list[tuple[int, ...]]:
-    """Return each sample's class per step from scores [samples, steps, classes], `blank` (padding)
-    dropped, and the steps where `judged` [samples, steps] is false: a tagger's two equal tags in a row
-    are two tokens, not one."""
-    return kept(steps.argmax(-1), blank, judged)
-
-
 def kept(best: np.ndarray, blank: int, judged: np.ndarray | None = None) -> list[tuple[int, ...]]:
-    """Return each sample's classes from `best` [samples, steps], `blank` and the steps `judged` marks false dropped."""
+    """Return each sample's classes from `best` [samples, steps], `blank` and the steps `judged` marks false
+    dropped: a tagger's reading (two equal tags in a row are two tokens, not one)."""
     keep = np.ones(best.shape, bool) if judged is None else judged
     return [tuple(int(c) for c in row[k] if c != blank) for row, k in zip(best, keep)]
 
@@ -123,19 +117,24 @@ class SequenceTask(Task):
         self.changes: list[Change] = []
 
     def _steps(self, values: np.ndarray) -> np.ndarray:
-        """Return `values` (batch axis first, as Task.update leaves it) as [samples, steps, classes]."""
+        """Return `values` (batch axis first, as Task.update leaves it) as [samples, steps, classes], or as
+        [samples, steps] where they are the class picked at each step."""
         batch = self.spec.batch_axis  # None: the output has no batch axis, and update added one in front
         rank = values.ndim if batch is not None else values.ndim - 1  # the output's own rank
         axes = [a for a in range(rank) if a != batch]  # its other axes, in the order update left them
-        if values.ndim != 3 or self.step_axis not in axes:
-            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: a sequence is steps x classes per sample, with the "
-                               f"steps on step_axis (now {self.step_axis}), but the output has {rank} axes with batch_axis "
-                               f"{'none' if batch is None else batch}; fix step_axis or batch_axis, or use another task")
+        if values.ndim not in (2, 3) or self.step_axis not in axes:
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: a sequence is steps x classes per sample (or the "
+                               f"class picked at each step), with the steps on step_axis (now {self.step_axis}), but the "
+                               f"output has {rank} axes with batch_axis {'none' if batch is None else batch}; fix step_axis "
+                               "or batch_axis, or use another task")
+        if values.ndim == 2 and self.decode == "viterbi":
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: viterbi decodes scores, and this output holds the "
+                               "class picked at each step; set decode = \"ctc\" or \"tags\"")
         return np.moveaxis(values, 1 + axes.index(self.step_axis), 1)
 
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
         baseline, candidate = self._steps(baseline), self._steps(candidate)
-        if self.blank != NO_BLANK and not 0 <= self.blank < baseline.shape[-1]:
+        if baseline.ndim == 3 and self.blank != NO_BLANK and not 0 <= self.blank < baseline.shape[-1]:
             raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank {self.blank} is not one of its "
                                f"{baseline.shape[-1]} classes; fix blank")
         judged = None if self.spec.padding_input is None else self._judged(inputs, baseline.shape[:2])
@@ -150,11 +149,11 @@ class SequenceTask(Task):
                 self.changes.append(Change(sample, base, cand, distance))
 
     def _decoded(self, steps: np.ndarray, judged: np.ndarray | None) -> list[tuple[int, ...]]:
-        """Return each sample's classes from `steps` [samples, steps, classes], decoded as the spec says."""
-        if self.decode == "ctc":
-            return ctc_greedy(steps, self.blank)
-        if self.decode == "tags":
-            return tags(steps, self.blank, judged)
+        """Return each sample's classes from `steps` [samples, steps, classes] (or the class picked at each step
+        [samples, steps]), decoded as the spec says."""
+        if self.decode != "viterbi":
+            best = steps.argmax(-1) if steps.ndim == 3 else np.rint(steps).astype(np.int64)
+            return ctc_greedy(best, self.blank) if self.decode == "ctc" else kept(best, self.blank, judged)
         classes = self.transitions.scores.shape[0]
         if steps.shape[-1] != classes:
             raise TrtpipeError(f"--spec: [[outputs]] {self.output}: transitions {self.spec.transitions} is for {classes} "
