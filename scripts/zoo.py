@@ -253,9 +253,10 @@ def load_inputs():
 
 # Makers that read more than their spec's options: the model itself, or other files of its pinned wheel.
 READS_MODEL = ("audio", "noisy_speech")  # the state each chunk or frame sees comes from the model itself
-# A mel front end, vocabularies, dictionaries, an encoder, photos, a scalogram, a mel front end with its embedder.
+# A mel front end, vocabularies, dictionaries, an encoder, photos, a scalogram, a mel front end with its embedder,
+# an OCR's charset and line settings.
 READS_WHEEL = ("wakeword_windows", "morpheme_words", "khmer_text", "name_units", "watermarked_frames",
-               "face_rois", "sleep_eeg", "wake_phrases")
+               "face_rois", "sleep_eeg", "wake_phrases", "vietnamese_lines")
 
 
 def maker_options(entry: Entry) -> dict:

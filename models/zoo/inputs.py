@@ -7,7 +7,8 @@ monophonic melodies (sung, piano, flute, bowed) as a pitch tracker hears them, a
 degraded (noise, reverberation, clipping, a telephone band, lost packets) as a quality rater hears it,
 stage-2 sleep EEG (spindles among K-complexes, slow waves, alpha and muscle bursts) as a spindle detector reads it,
 and a wake phrase and its rhymes said by a formant synthesizer in noise, as a wake-word model's features,
-and real and packed binaries as a malware scanner's byte images.
+and real and packed binaries as a malware scanner's byte images, and printed Vietnamese lines as an OCR's
+recognizer reads a line crop.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
 keeps the calibration and validation sets apart. `make(kind, ...)` picks the maker by the
@@ -1806,6 +1807,188 @@ def write_scanned_files(directory: Path, count: int, seed: int) -> None:
                  size=np.array(len(data)))
 
 
+VIETNAMESE_CATALOGS = Path("/usr/share/locale/vi/LC_MESSAGES")
+TRUEOCR_HEIGHT, TRUEOCR_WINDOW = 32, 3  # trueocr's preprocess: LINE_HEIGHT, WINDOW (the line and one above and below)
+TRUEOCR_MULTIPLE, TRUEOCR_HALO = 8, 8  # its pad_batch: widths to a multiple of 8, then 8 columns of no ink
+
+
+@cache
+def vietnamese_phrases(charset: str, shortest: int = 6, longest: int = 56) -> list[str]:
+    """Return real Vietnamese phrases: the lines of the Vietnamese translations of the system's message
+    catalogs (apt, dpkg, coreutils, ISO country and language names...) of `shortest` to `longest` characters,
+    spaces collapsed, without format specifiers, each with a letter outside ASCII and every character in
+    `charset` (what the recognizer can write)."""
+    import gettext
+    import re
+
+    catalogs = sorted(VIETNAMESE_CATALOGS.glob("*.mo"))
+    if not catalogs:
+        sys.exit(f"zoo: no Vietnamese message catalogs in {VIETNAMESE_CATALOGS}; the trueocr-rec inputs are made from them")
+    known = set(charset)
+    found = set()
+    for path in catalogs:
+        with path.open("rb") as file:
+            messages = gettext.GNUTranslations(file)._catalog.values()
+        for text in (m for m in messages if isinstance(m, str)):
+            for line in text.splitlines():
+                line = re.sub(r"\s+", " ", line).strip()
+                if (shortest <= len(line) <= longest and not re.search(r"[%{}\\<>]", line)
+                        and any(ord(c) > 127 for c in line) and set(line) <= known):
+                    found.add(line)
+    return sorted(found)
+
+
+def cv2_area(gray: np.ndarray, width: int, height: int) -> np.ndarray:
+    """cv2.resize(gray, (width, height), interpolation=INTER_AREA) of a uint8 image, shrinking: each pixel the
+    mean of the source area it covers (cv2's computeResizeAreaTab weights, summed in float32 and rounded; block
+    means when the shrink is a whole number both ways)."""
+    h, w = gray.shape
+    if h % height == 0 and w % width == 0:
+        sy, sx = h // height, w // width
+        total = gray.reshape(height, sy, width, sx).astype(np.int64).sum((1, 3))
+        return ((total + sy * sx // 2) // (sy * sx)).astype(np.uint8)
+
+    def weights(source: int, target: int) -> np.ndarray:
+        scale = source / target
+        table = np.zeros((target, source), np.float32)
+        for d in range(target):
+            start, end = d * scale, d * scale + scale
+            cell = min(scale, source - start)
+            first, last = int(np.ceil(start)), int(np.floor(end))
+            if first - start > 1e-3:
+                table[d, first - 1] = (first - start) / cell
+            table[d, first:min(last, source)] = 1.0 / cell
+            if end - last > 1e-3 and last < source:
+                table[d, last] = min(min(end - last, 1.0), cell) / cell
+        return table
+
+    out = weights(h, height) @ gray.astype(np.float32) @ weights(w, width).T
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+def cv2_linear(gray: np.ndarray, width: int, height: int) -> np.ndarray:
+    """cv2.resize(gray, (width, height), interpolation=INTER_LINEAR) of a uint8 image, as OpenCV computes it:
+    half-pixel centres in float32, 11-bit fixed-point weights, the horizontal taps clamped at the edges and the
+    vertical ones not (the edge row read twice), the vertical sum as its SIMD path rounds it."""
+    def taps(source: int, target: int, clamp: bool):
+        f = ((np.arange(target) + 0.5) * (source / target) - 0.5).astype(np.float32)
+        s = np.floor(f).astype(np.int64)
+        f = (f - s).astype(np.float32)
+        if clamp:
+            f, s = np.where(s < 0, np.float32(0), f), np.maximum(s, 0)
+            f, s = np.where(s >= source - 1, np.float32(0), f), np.minimum(s, source - 1)
+        w0, w1 = (np.rint(c.astype(np.float32) * np.float32(2048)).astype(np.int64) for c in (np.float32(1) - f, f))
+        return np.clip(s, 0, source - 1), np.clip(s + 1, 0, source - 1), w0, w1
+
+    h, w = gray.shape
+    x0, x1, a0, a1 = taps(w, width, True)
+    y0, y1, b0, b1 = taps(h, height, False)
+    source = gray.astype(np.int64)
+    rows = source[:, x0] * a0 + source[:, x1] * a1
+    out = (((rows[y0] >> 4) * b0[:, None]) >> 16) + (((rows[y1] >> 4) * b1[:, None]) >> 16)
+    return np.clip((out + 2) >> 2, 0, 255).astype(np.uint8)
+
+
+def trueocr_line(gray: np.ndarray, max_width: int, pad_y: float, pad_x: float) -> np.ndarray:
+    """trueocr's recognizer input for one uint8 grey line crop, as its `prepare_gray` makes it: trailing black
+    columns cut, the whole crop taken as the line's box, grown by pad_y of its height above and below (and a
+    line's height more each way: the window of three lines) and pad_x at the sides, the outside paper (0 for a
+    light-on-dark line, which is then inverted), resized to 96 high (INTER_AREA shrinking, INTER_LINEAR
+    otherwise), as an ink map (1 = ink) [96, width]."""
+    import math
+
+    used = np.flatnonzero(np.any(gray != 0, axis=0))
+    if len(used) and gray.shape[1] - int(used[-1]) - 1 >= 8:
+        gray = gray[:, :int(used[-1]) + 1]
+    h, w = gray.shape
+    height = TRUEOCR_HEIGHT * TRUEOCR_WINDOW
+    pad_y = (TRUEOCR_WINDOW * (1 + 2 * pad_y) - 1) / 2
+    top, left = math.floor(-pad_y * h), math.floor(-pad_x * h)
+    crop_h, crop_w = max(1, math.ceil(h + pad_y * h) - top), max(1, math.ceil(w + pad_x * h) - left)
+    # is_dark_line: the median nearer the dark end than the text (np.percentile's linear 2nd, 50th, 98th)
+    low, median, high = np.percentile(gray, (2, 50, 98))
+    dark = bool(high - median > 2 * (median - low) + 8)
+    crop = np.full((crop_h, crop_w), 0 if dark else 255, np.uint8)
+    crop[-top:-top + h, -left:-left + w] = gray
+    out_w = max(TRUEOCR_MULTIPLE, min(max_width, round(crop_w * height / crop_h)))
+    resized = cv2_area(crop, out_w, height) if crop_h > height else cv2_linear(crop, out_w, height)
+    ink = resized.astype(np.float32) / 255.0
+    return ink if dark else 1.0 - ink
+
+
+def vietnamese_line(rng: np.random.Generator, phrase: str) -> np.ndarray:
+    """A printed Vietnamese line as a text-line detector's box cuts it from a scan or a screenshot (uint8 grey):
+    one of DejaVu's eight Sans and Serif faces (matplotlib's copies: every letter of the recognizer's charset),
+    12 to 44 px, dark ink on paper of its own shade and shading, or a fifth light on a dark band; the box a
+    little loose or tight, maybe turned by up to 1.5 degrees, blurred as a scan is, maybe scanned at a lower
+    resolution, grainy, a half saved as JPEG."""
+    import io
+
+    import matplotlib
+    from PIL import Image, ImageDraw, ImageFilter, ImageFont
+
+    faces = sorted((Path(matplotlib.get_data_path()) / "fonts" / "ttf").glob("DejaVuS[ae]*.ttf"))
+    faces = [f for f in faces if "Display" not in f.name and "Mono" not in f.name]
+    face = ImageFont.truetype(str(faces[rng.integers(len(faces))]), int(rng.integers(12, 45)))
+    dark = rng.random() < 0.2
+    paper = int(rng.integers(20, 90)) if dark else int(rng.integers(190, 256))
+    ink = int(rng.integers(190, 256)) if dark else int(rng.integers(0, 90))
+    left, top, right, bottom = face.getbbox(phrase)
+    size = face.size
+    margin = size
+    canvas = Image.new("L", (right - left + 2 * margin, bottom - top + 2 * margin), paper)
+    ImageDraw.Draw(canvas).text((margin - left, margin - top), phrase, fill=ink, font=face)
+    shade = np.linspace(0, rng.uniform(-25, 25), canvas.width)[None, :] + np.linspace(0, rng.uniform(-15, 15), canvas.height)[:, None]
+    array = np.asarray(canvas, np.float32) + shade
+    canvas = Image.fromarray(np.clip(array, 0, 255).astype(np.uint8))
+    if rng.random() < 0.4:
+        canvas = canvas.rotate(float(rng.uniform(-1.5, 1.5)), resample=Image.BICUBIC, fillcolor=paper)
+    # The detector's box: the ink's rows and columns, with some paper left or some ink cut at the sides.
+    rows = np.flatnonzero((np.abs(np.asarray(canvas, np.int16) - paper) > 40).any(axis=1))
+    cols = np.flatnonzero((np.abs(np.asarray(canvas, np.int16) - paper) > 40).any(axis=0))
+    y0, y1 = rows[0] - rng.uniform(-0.05, 0.25) * size, rows[-1] + rng.uniform(-0.05, 0.25) * size
+    x0, x1 = cols[0] - rng.uniform(0.0, 0.4) * size, cols[-1] + rng.uniform(0.0, 0.4) * size
+    box = (max(0, int(x0)), max(0, int(y0)), min(canvas.width, int(np.ceil(x1)) + 1), min(canvas.height, int(np.ceil(y1)) + 1))
+    line = canvas.crop(box).filter(ImageFilter.GaussianBlur(float(rng.uniform(0.0, 1.0))))
+    if rng.random() < 0.3:  # scanned or photographed at a lower resolution
+        factor = rng.uniform(0.5, 0.85)
+        small = (max(8, round(line.width * factor)), max(6, round(line.height * factor)))
+        line = line.resize(small, Image.BILINEAR).resize(line.size, Image.BILINEAR)
+    array = np.asarray(line, np.float32) + rng.normal(0, rng.uniform(0, 8), (line.height, line.width))
+    line = Image.fromarray(np.clip(array, 0, 255).astype(np.uint8))
+    if rng.random() < 0.5:
+        saved = io.BytesIO()
+        line.save(saved, "JPEG", quality=int(rng.integers(40, 96)))
+        line = Image.open(saved)
+    return np.asarray(line.convert("L"))
+
+
+def write_vietnamese_lines(directory: Path, count: int, seed: int, wheel: Path, meta: str) -> None:
+    """Printed Vietnamese lines as trueocr's recognizer reads a line crop (mode="line", and each line of a
+    page): real phrases (vietnamese_phrases, in the charset of the wheel's `meta`, meta.json), rendered
+    (vietnamese_line), made its ink map (trueocr_line, with meta.json's max_width, pad_y and pad_x) and padded
+    as its pad_batch pads a batch of one: `x` [1, 1, 96, width rounded up to 8, plus 8 columns of no ink] and
+    `widths` [1] (int64), one .npz a line at its own width. The phrase is kept in truth/, read by no step of
+    trtpipe."""
+    import json
+    import math
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        settings = json.loads(archive.read(meta))
+    phrases = vietnamese_phrases("".join(settings["charset"]))
+    rng = np.random.default_rng(seed)
+    (directory / "truth").mkdir()
+    for i, chosen in enumerate(rng.choice(len(phrases), count, replace=False)):
+        ink = trueocr_line(vietnamese_line(rng, phrases[chosen]), settings.get("max_width", 768),
+                           settings.get("pad_y", 0.2), settings.get("pad_x", 0.3))
+        width = math.ceil(ink.shape[1] / TRUEOCR_MULTIPLE) * TRUEOCR_MULTIPLE + TRUEOCR_HALO
+        x = np.zeros((1, 1, ink.shape[0], width), np.float32)
+        x[0, 0, :, :ink.shape[1]] = ink
+        np.savez(directory / f"{i:04d}.npz", x=x, widths=np.array([ink.shape[1]], np.int64))
+        (directory / "truth" / f"{i:04d}.txt").write_text(phrases[chosen] + "\n", encoding="utf-8")
+
+
 # The decoders the packages ship, for the inputs of the taggers that decode a path (make_data writes them).
 DECODERS: dict[str, Callable[..., dict[str, np.ndarray]]] = {
     "morpheme_words": bies_transitions, "khmer_text": crf_transitions,
@@ -1822,7 +2005,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "table_canvases": write_table_canvases, "paper_photos": write_paper_photos,
     "melodies": write_melodies, "rated_speech": write_rated_speech, "sleep_eeg": write_sleep_eeg,
     "wake_phrases": write_wake_phrases, "detector_traces": write_detector_traces,
-    "scanned_files": write_scanned_files,
+    "scanned_files": write_scanned_files, "vietnamese_lines": write_vietnamese_lines,
 }
 
 
