@@ -67,3 +67,30 @@ def test_exact_refuses_a_float_output(cli, reader):
     code, _, err = cli("validate", reader / "moved.onnx", "--baseline", reader / "reader.onnx", "--data", reader / "val",
                        "--spec", reader / "model.toml")
     assert code == 2 and "task exact judges integer and bool outputs" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("outputs, needle", [
+    ('name = "ids"\ntask = "sequence"\ndecode = "viterbi"\ntransitions = "t.npz"\n', "viterbi decodes scores"),
+    ('name = "ids"\ntask = "sequence"\nstep_axis = 2\n', "fix step_axis or batch_axis"),  # ids have no axis 2
+])
+def test_picked_classes_a_sequence_cannot_read_are_one_line_exit_2(cli, reader, outputs, needle):
+    np.savez(reader / "t.npz", transitions=np.zeros((12, 12)), start=np.zeros(12), end=np.zeros(12))
+    (reader / "model.toml").write_text(INPUTS + "[[outputs]]\n" + outputs)
+    code, _, err = cli("validate", reader / "moved.onnx", "--baseline", reader / "reader.onnx", "--data", reader / "val",
+                       "--spec", reader / "model.toml")
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_ids_an_engine_gives_as_int32_are_compared_by_value(cli, reader):
+    """TensorRT gives an ArgMax's indices as INT32 where the ONNX says int64: the same classes agree."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(reader / "honest.onnx"))
+    for node in model.graph.node:
+        node.output[:] = ["ids64" if o == "ids" else o for o in node.output]
+    model.graph.node.append(helper.make_node("Cast", ["ids64"], ["ids"], to=TensorProto.INT32, name="as_int32"))
+    next(o for o in model.graph.output if o.name == "ids").type.tensor_type.elem_type = TensorProto.INT32
+    save(model, reader / "int32.onnx")
+    code, report = _validate(cli, reader, "int32.onnx", 'task = "generic"\n' + INPUTS)
+    assert code == 0 and report["outputs"]["ids"]["exact_match"] == 1.0
