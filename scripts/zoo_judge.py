@@ -1284,6 +1284,55 @@ def atspm_pair(name: str, code: Path) -> Judge:
     return judge
 
 
+def trueocr_rec(name: str, code: Path) -> Judge:
+    """Lines by TrueOCR 0.1.1's own Recognizer.predict (its meta.json's charset, width_batches and pad_batch, the
+    session run of ids, conf and lengths, then its greedy CTC of each line's ids cut at its `lengths`: blanks (0)
+    and repeats dropped, the rest read as charset[id - 1], NFC and spaces collapsed; the confidence the mean conf
+    of the steps kept), one line a run (batch_size 1) as it reads a line crop, on the validation lines. Its
+    prepare_image (OpenCV's crop and resize, which the zoo's maker does in numpy) is the identity here: each
+    file's ink map, cut at its width, must give the file's x and widths again through the package's pad_batch.
+    The review flag is its OCRConfig's low_confidence. The package's __init__ imports its page pipeline, so its
+    modules are loaded under a stub package."""
+    package = types.ModuleType("trueocr")
+    package.__path__ = [str(code / "trueocr")]
+    sys.modules["trueocr"] = package
+    from trueocr import recognizer as reader
+    from trueocr.ocr import OCRConfig
+    from trueocr.preprocess import pad_batch
+
+    files = sorted((BUILD / name / "data" / "val").glob("*.npz"))
+    lines = []
+    for f in files:
+        saved = np.load(f)
+        lines.append(saved["x"][0, 0, :, :int(saved["widths"][0])])
+        x, widths = pad_batch([lines[-1]])
+        assert np.array_equal(x, saved["x"]) and np.array_equal(widths, saved["widths"]), \
+            f"{f.name}: not the package's padding of its ink map"
+    truth = [(f.parent / "truth" / f"{f.stem}.txt").read_text(encoding="utf-8").strip() for f in files]
+    reader.prepare_image = lambda line, **_: line  # the lines are ink maps already
+    recognizer = reader.Recognizer(code / "trueocr" / "models")
+    review = OCRConfig().low_confidence
+
+    def read(path: Path) -> tuple[list[str], np.ndarray]:
+        recognizer.session = session(path)  # the package's session, graph optimizations off
+        found = recognizer.predict(lines, batch_size=1)
+        return [p.text for p in found], np.array([p.confidence for p in found])
+
+    want, want_confidence = read(fp32(name))
+
+    def judge(precision: str) -> Score:
+        got, got_confidence = read(typed(name, precision))
+        same = same_share(want, got, "lines' text", STRINGS_SAME)
+        moved = np.abs(got_confidence - want_confidence)
+        flips = int(((got_confidence < review) != (want_confidence < review)).sum())
+        return Score(f"{same.text}; line confidence moved {moved.mean():.4f} on average, {moved.max():.4f} at most, "
+                     f"its review flag (< {review}) flips on {flips}; lines read as written: FP32 "
+                     f"{sum(a == b for a, b in zip(want, truth))}, typed {sum(a == b for a, b in zip(got, truth))} "
+                     f"of {len(truth)}", same.passed)
+
+    return judge
+
+
 def _cuts(spaced: str) -> list[int]:
     """Return the character offsets where a segmented phrase's words begin (the first excluded)."""
     offsets, at = [], 0
@@ -1323,6 +1372,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "speech-embedding": embedding("conv2d_19"),
     "spindle-eeg": spindle_eeg,
     "tddfa-mb1": tddfa_mb1,
+    "trueocr-rec": trueocr_rec,
     "u2netp": u2netp,
     "uvdoc": uvdoc,
     "vit-focus": vit_focus,
@@ -1334,6 +1384,8 @@ CHECKS = {
     "basic-pitch": f"note F1 >= {NOTES_F1}",
     "captcha-crnn": f"strings equal on >= {STRINGS_SAME:.0%}",
     "ppocr-rec": f"strings equal on >= {STRINGS_SAME:.0%}",
+    "trueocr-rec": f"lines' text (the package's greedy CTC of ids within lengths, through its charset) equal on "
+                   f">= {STRINGS_SAME:.0%}",
     "slovorez": f"segmentations equal on >= {STRINGS_SAME:.0%}",
     "khmersm": f"segmentations equal on >= {STRINGS_SAME:.0%}",
     "romanizer-enc": f"best spellings (package's beam search, FP32 decoder) equal on >= {STRINGS_SAME:.0%}",
