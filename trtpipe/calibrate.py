@@ -72,14 +72,27 @@ def spec_fingerprint(spec: ModelSpec) -> dict:
             "preprocess": asdict(spec.preprocess) if spec.preprocess is not None else None}
 
 
+def judged_fingerprint(spec: ModelSpec | None) -> dict | None:
+    """Return the parts of a spec that `auto`'s choice is judged by: the layers the typed graph quantizes
+    ([quantize] exclude, min_weights; also which FP8 weights are placed) and what its outputs are judged
+    by (the task, [[outputs]], thresholds). A spec whose [[outputs]] came to name the text an OCR's ArgMax
+    reads (trueocr-rec) judges another choice than the one its cache holds."""
+    if spec is None:
+        return None
+    judged = {"task": spec.task, "outputs": [asdict(o) for o in spec.outputs], "thresholds": spec.thresholds,
+              "exclude": spec.exclude, "min_weights": spec.min_weights}
+    return json.loads(json.dumps(judged, default=str))
+
+
 def provenance(model_path, data_dir, options: CalibrationOptions, spec: ModelSpec | None = None,
                tensors: list[str] | None = None) -> dict:
     """Return everything a cache depends on; a cache whose sidecar records anything else is stale.
 
     `tensors` are the names the scales are keyed by (those of the cleaned graph): a change in how the
     graph is cleaned renames them, and a cache keyed by the old names would quantize nothing.
-    An `auto` cache also records the rule that chose (trtpipe.calibrators.choose.RULE, then OUTPUTS_RULE),
-    so a cache chosen by an earlier rule is remade.
+    An `auto` cache also records the rule that chose (trtpipe.calibrators.choose.RULE, then OUTPUTS_RULE)
+    and what of the spec it was judged by (judged_fingerprint), so a cache chosen by an earlier rule, or
+    judged on other outputs or layers, is remade.
     """
     made_from = {"onnx_sha256": sha256(model_path), "data_sha256": data_fingerprint(data_dir), "options": asdict(options),
                  "spec": json.loads(json.dumps(spec_fingerprint(spec))) if spec is not None else None,
@@ -89,6 +102,7 @@ def provenance(model_path, data_dir, options: CalibrationOptions, spec: ModelSpe
         from trtpipe.calibrators.choose import RULE, WEIGHT_RULE
 
         made_from["auto_rule"] = f"{RULE}; {OUTPUTS_RULE}" + (f"; {WEIGHT_RULE}" if options.grid == "fp8" else "")
+        made_from["auto_judged_by"] = judged_fingerprint(spec)
     return made_from
 
 

@@ -56,6 +56,27 @@ def test_an_auto_cache_chosen_by_an_earlier_rule_is_remade(tmp_path, cli):
     assert code == 0 and "up to date" not in out
 
 
+def test_an_auto_cache_judged_on_other_outputs_or_layers_is_remade(tmp_path, cli):
+    """auto's choice is judged at the outputs the spec names, on the layers it quantizes: a spec that comes to
+    name another output, threshold or exclusion judges another choice (trueocr-rec's [[outputs]] came to name
+    its text, and the first rerun took the cache judged on the probability beside it)."""
+    model = save(mlp(batch="N"), tmp_path / "mlp.onnx")
+    _data(tmp_path / "data")
+    spec = tmp_path / "model.toml"
+    base = 'name = "mlp"\n[[inputs]]\nname = "x"\nshape = [-1, 16]\n'
+    args = ("calibrate", model, "--data", tmp_path / "data", "--spec", spec, "-o", tmp_path / "c.cache")
+    for text, made in ((base, "wrote"), (base, "up to date"), (base + '[[outputs]]\nname = "probs"\ntask = "generic"\n', "wrote"),
+                       (base + '[thresholds.int8]\ncosine = 0.999\n', "wrote"), (base + '[quantize]\nexclude = ["fc1"]\n', "wrote"),
+                       (base + '[quantize]\nexclude = ["fc1"]\n', "up to date")):
+        spec.write_text(text)
+        code, out, err = cli(*args)
+        assert code == 0 and out.startswith(made), (text, out, err)
+    code, out, _ = cli("calibrate", model, "--data", tmp_path / "data", "--spec", spec, "--method", "max", "-o", tmp_path / "m.cache")
+    spec.write_text(base)  # a method alone is not judged at the outputs: the spec's outputs do not make it stale
+    assert code == 0 and cli("calibrate", model, "--data", tmp_path / "data", "--spec", spec, "--method", "max",
+                             "-o", tmp_path / "m.cache")[1].startswith("up to date")
+
+
 def test_a_fresh_cache_is_reused_and_a_stale_one_recalibrated(tmp_path, cli):
     model = save(mlp(batch="N"), tmp_path / "mlp.onnx")
     _data(tmp_path / "data")
