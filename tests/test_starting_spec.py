@@ -313,6 +313,24 @@ def test_init_marks_a_taggers_padding_and_says_why(cli, tmp_path):
     assert (output.decode, output.padding_input, output.padding_value) == ("tags", "ids", 0)
 
 
+def test_init_lists_an_integer_output_beside_the_ones_it_keys_so_it_is_still_judged(cli, tmp_path):
+    """Listed outputs are the only ones judged: a tagger that also picks its tags in the graph (an ArgMax) keeps
+    them judged exactly, as validate judges an integer output of a spec that lists none."""
+    import onnx
+
+    model = models.tagger(np.random.default_rng(0).normal(0, 1, (9, 4)))
+    model.graph.node.append(helper.make_node("ArgMax", ["tags"], ["best"], axis=-1, keepdims=0, name="pick"))
+    model.graph.output.append(helper.make_tensor_value_info("best", TensorProto.INT64, ["N", "T"]))
+    onnx.checker.check_model(model)
+    models.save(model, tmp_path / "m.onnx")
+    ids = np.where(np.arange(12) < 6, np.arange(1, 13) % 8 + 1, 0).astype(np.int32)
+    models.save_batches(tmp_path / "calib", np.tile(ids, (4, 1)))
+    code, _out, err = cli("init", tmp_path / "m.onnx", "--data", tmp_path / "calib", "-o", tmp_path / "m.toml")
+    assert code == 0, err
+    outputs = load_spec(tmp_path / "m.toml").outputs
+    assert [(o.name, o.task) for o in outputs] == [("tags", "sequence"), ("best", "exact")]
+
+
 def test_init_refuses_to_replace_a_spec(cli, tmp_path):
     model = tmp_path / "m.onnx"
     models.save(models.mlp(), model)

@@ -26,7 +26,7 @@ from trtpipe.data import (
 )
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
-from trtpipe.spec import DTYPES, is_float, shared_dims, toml_string
+from trtpipe.spec import DTYPES, is_decision, is_float, shared_dims, toml_string
 
 # Batch sizes of the guessed build profile: MIN/OPT/MAX as trtexec writes them.
 PROFILE_BATCHES = (1, 8, 32)
@@ -685,6 +685,10 @@ def _output_lines(outputs: list[TensorFacts], states: list[tuple[TensorFacts, in
         elif axis_of(output):
             lines.append(f"batch_axis = {axis_of(output)}  # CHECK: shaped like an input whose samples stack there")
         lines.append("")
+    # Listed outputs are the only ones judged: an integer output is listed as validate would judge it unlisted.
+    for output in (o for o in outputs if is_decision(o.dtype) and o.name not in read):
+        lines += ["[[outputs]]", f"name = {toml_string(output.name)}",
+                  'task = "exact"  # what the model decided itself (an ArgMax, indices, a mask): kept or not', ""]
     return lines
 
 

@@ -20,11 +20,11 @@ from trtpipe.spec.load import (
            spec_from_onnx,
 )
 from trtpipe.spec.model import NO_BLANK, InputSpec, ModelSpec, OutputSpec, Preprocess, Shape, ShapeRange
-from trtpipe.spec.schema import DTYPES, TASKS, is_float
+from trtpipe.spec.schema import DTYPES, TASKS, is_decision, is_float
 from trtpipe.spec.shapes import parse_shapes
 from trtpipe.spec.toml_text import toml_string, tomllib
 
 __all__ = ["DTYPES", "NO_BLANK", "TASKS", "InputSpec", "ModelSpec", "OutputSpec", "Preprocess", "Shape", "ShapeRange",
            "check_thresholds",
-           "decided_inputs", "is_float", "load_exclusions", "load_spec", "parse_shapes", "resolve_inputs", "shared_dims", "spec_for", "spec_from_onnx",
+           "decided_inputs", "is_decision", "is_float", "load_exclusions", "load_spec", "parse_shapes", "resolve_inputs", "shared_dims", "spec_for", "spec_from_onnx",
            "toml_string", "tomllib"]

@@ -34,6 +34,11 @@ def is_float(dtype: str) -> bool:
     return dtype.startswith(("float", "bfloat"))
 
 
+def is_decision(dtype: str) -> bool:
+    """Return True for an integer or bool dtype: an output that holds what the model decided (the exact task)."""
+    return dtype == "bool" or dtype.startswith(("int", "uint"))
+
+
 RESAMPLE = ("nearest", "bilinear", "bicubic", "lanczos", "box", "hamming")  # Pillow's Image.Resampling, by name
 TASKS = ("classification", "embedding", "detection", "dense", "sequence", "face", "generic")
 # An output may also be judged by exact agreement (integer and bool outputs); a model's floats may not.

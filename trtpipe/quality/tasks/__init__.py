@@ -36,7 +36,7 @@ from trtpipe.quality.tasks.exact import ExactTask
 from trtpipe.quality.tasks.face import FaceTask
 from trtpipe.quality.tasks.generic import GenericTask
 from trtpipe.quality.tasks.sequence import SequenceTask
-from trtpipe.spec import ModelSpec, OutputSpec, is_float
+from trtpipe.spec import ModelSpec, OutputSpec, is_decision, is_float
 
 if TYPE_CHECKING:
     from trtpipe.data import Batch
@@ -112,11 +112,6 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
                         "(an ArgMax, indices, a mask), kept or changed, not rounded")
               for output in decided if output.name not in read]
     return tasks
-
-
-def is_decision(dtype: str) -> bool:
-    """Return True for an integer or bool dtype: an output the exact task judges."""
-    return dtype == "bool" or dtype.startswith(("int", "uint"))
 
 
 def _model_task(spec: ModelSpec | None, outputs: Sequence) -> tuple[str, str]:
