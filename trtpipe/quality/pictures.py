@@ -86,11 +86,13 @@ class Flips:
 
 @dataclass
 class SequenceChanges:
-    """Sequences: the samples whose decoded sequence changed (tasks.sequence.Change), FP32's above the candidate's."""
+    """Sequences: the samples whose decoded sequence changed (tasks.sequence.Change), FP32's above the candidate's;
+    an integer output's samples that changed (tasks.exact), their first values."""
 
     changes: list
     changed: int
     samples: int
+    what: str = "decoded sequence"
 
     def draw(self, plt, title: str):
         if not self.changes:
@@ -100,7 +102,7 @@ class SequenceChanges:
         rows = [f"{c.sample[:24]:24}  FP32      {' '.join(map(str, c.baseline))}\n{'':24}  candidate {' '.join(map(str, c.candidate))}"
                 f"   ({c.distance} edit{'s' if c.distance > 1 else ''})" for c in self.changes]
         ax.text(0, 1, "\n".join(rows), family="monospace", fontsize=7, va="top", transform=ax.transAxes)
-        _title(fig, f"{title}: decoded sequence changed on {self.changed} of {self.samples} samples "
+        _title(fig, f"{title}: {self.what} changed on {self.changed} of {self.samples} samples "
                     f"(first {len(self.changes)}, class indices)")
         return fig
 

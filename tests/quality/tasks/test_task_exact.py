@@ -94,3 +94,16 @@ def test_ids_an_engine_gives_as_int32_are_compared_by_value(cli, reader):
     save(model, reader / "int32.onnx")
     code, report = _validate(cli, reader, "int32.onnx", 'task = "generic"\n' + INPUTS)
     assert code == 0 and report["outputs"]["ids"]["exact_match"] == 1.0
+
+
+def test_an_output_of_another_length_is_a_change_and_the_report_draws_the_changed_samples(tmp_path):
+    """NonZero's indices: an empty FP32 list and a candidate's list of one are not the same decision."""
+    from trtpipe.quality.tasks import make_task
+    from trtpipe.spec import OutputSpec
+
+    task = make_task(OutputSpec("found", "exact", batch_axis=None))
+    task.update({"found": np.array([1, 2])}, {"found": np.array([1, 2])}, ["b"], {})
+    task.update({"found": np.array([3])}, {"found": np.zeros(0, np.int64)}, ["a"], {})
+    assert task.summary()["exact_match"] == 0.5 and task.summary()["changed_samples"] == 1
+    picture = task.picture()
+    assert [(c.sample, c.baseline, c.candidate) for c in picture.changes] == [("a", (), (3,))]

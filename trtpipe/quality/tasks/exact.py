@@ -9,7 +9,16 @@ agrees by construction and passes."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from trtpipe.quality.tasks.base import Task
+from trtpipe.quality.tasks.sequence import CHANGES_KEPT, Change
+
+SHOWN = 24  # the values of a changed sample the picture shows
+
+
+def _shown(values: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(v) for v in values.ravel()[:SHOWN])
 
 
 class ExactTask(Task):
@@ -23,6 +32,7 @@ class ExactTask(Task):
     def __init__(self, spec):
         super().__init__(spec)
         self.count = self.exact = self.agreeing = self.elements_compared = 0
+        self.changes: list[Change] = []
 
     @property
     def compares_elements(self) -> bool:
@@ -31,14 +41,18 @@ class ExactTask(Task):
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
         rows = len(ids) if (self.spec.batch_axis is not None and baseline.shape[:1] == (len(ids),)
                             and candidate.shape[:1] == (len(ids),)) else 0
-        pairs = zip(candidate, baseline) if rows else [(candidate, baseline)]
-        for got_one, want_one in pairs:
+        pairs = zip(ids, candidate, baseline) if rows else [(ids[0] if len(ids) == 1 else f"{ids[0]}..{ids[-1]}",
+                                                             candidate, baseline)]
+        for sample, got_one, want_one in pairs:
             self.count += 1
-            if got_one.shape == want_one.shape:
-                equal = got_one == want_one
-                self.exact += bool(equal.all())
-                self.agreeing += int(equal.sum())
+            same_shape = got_one.shape == want_one.shape
+            equal = got_one == want_one if same_shape else np.zeros(want_one.shape, bool)
+            kept = same_shape and bool(equal.all())
+            self.exact += kept
+            self.agreeing += int(equal.sum())
             self.elements_compared += want_one.size
+            if not kept and len(self.changes) < CHANGES_KEPT:
+                self.changes.append(Change(sample, _shown(want_one), _shown(got_one), max(1, int(equal.size - equal.sum()))))
 
     def finish(self) -> None:
         """An integer output constant over the data still has an answer to keep: nothing is degenerate."""
@@ -47,6 +61,11 @@ class ExactTask(Task):
         return {"exact_match": self.exact / max(self.count, 1),
                 "element_agreement": self.agreeing / max(self.elements_compared, 1),
                 "changed_samples": self.count - self.exact}
+
+    def picture(self):
+        from trtpipe.quality.pictures import SequenceChanges
+
+        return SequenceChanges(self.changes, self.count - self.exact, self.count, "output")
 
     def summary(self) -> dict[str, float]:
         # No raw metrics: a cosine or SNR of indices is not a measure of them.
