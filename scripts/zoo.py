@@ -207,7 +207,7 @@ def fetch(entry: Entry, timeout: float) -> Path:
 
 
 def external_data(data: bytes) -> list[str]:
-    """Return the files, relative to the model, that a serialized model keeps its weights in (sorted)."""
+    """Return the files, relative to the model, that a serialized model keeps its weights in."""
     import onnx
 
     from trtpipe.graph.onnxio import external_files

@@ -160,27 +160,24 @@ def load_float(path: str | os.PathLike, flag: str = "MODEL"):
 
 
 def external_files(model) -> list[str]:
-    """Return the files, relative to the model's folder, that `model` keeps its external weights in (sorted)."""
+    """Return the files, relative to the model's folder, that `model` keeps its external weights in, in the
+    order its initializers first name them."""
     from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
-    return sorted({ExternalDataInfo(t).location for t in model.graph.initializer if uses_external_data(t)})
+    return list(dict.fromkeys(ExternalDataInfo(t).location for t in model.graph.initializer if uses_external_data(t)))
 
 
 def _external_data_problem(model, directory: Path) -> str | None:
     """Return what is wrong with the first external weights file `model` names, or None: missing, or
     outside `directory` (ONNX reads external weights only from beside the model, so that a model file
     cannot make trtpipe read any file on the machine as weights)."""
-    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
-
-    for tensor in model.graph.initializer:
-        if uses_external_data(tensor):
-            location = ExternalDataInfo(tensor).location
-            if Path(location).is_absolute() or ".." in Path(location).parts:
-                return (f"its weights are stored at '{location}', outside the model's folder, where ONNX does not "
-                        "read them; move the file next to the model and re-export with that file's name")
-            if not (directory / location).is_file():
-                return (f"its weights are stored in '{location}' beside it, and that file is missing; copy it next "
-                        "to the model (or re-export with the weights inside)")
+    for location in external_files(model):
+        if Path(location).is_absolute() or ".." in Path(location).parts:
+            return (f"its weights are stored at '{location}', outside the model's folder, where ONNX does not "
+                    "read them; move the file next to the model and re-export with that file's name")
+        if not (directory / location).is_file():
+            return (f"its weights are stored in '{location}' beside it, and that file is missing; copy it next "
+                    "to the model (or re-export with the weights inside)")
     return None
 
 
