@@ -72,6 +72,8 @@ def test_an_fp32_onnx_is_the_baseline_and_a_typed_one_is_labelled_simulated(onnx
     (["--warmup-ms", "-1"], "'--warmup-ms': -1.0 is not in the range x>=0"),
     (["--shapes", "x:0x16"], "--shapes x:0x16: every dim must be at least 1"),
     (["--shapes", "x=8x16"], "--shapes x=8x16: write NAME:DIMS"),
+    (["--shapes", "x:8x16,"], "--shapes x:8x16,: write NAME:DIMS"),  # trtexec's commas, with nothing after the last
+    (["--shapes", "x:8x16,y:2"], "--shapes y: no such input"),
     (["--shapes", "y:8x16"], "--shapes y: no such input"),
     (["--shapes", "x:8x15"], "does not fit the input's shape"),
     ([], "input 'x' has dynamic shape"),

@@ -13,3 +13,12 @@ def test_shapes_are_parsed_at_load_and_the_batch_is_read_on_each_inputs_axis(tmp
     assert spec.shapes["state"] == ShapeRange((2, 1, 128), (2, 16, 128), (2, 32, 128))
     assert spec.shapes["input"].opt == (16, 576) and str(spec.shapes["state"]) == "2x1x128/2x16x128/2x32x128"
     assert spec.max_batch() == 32
+
+
+def test_shapes_joined_by_commas_are_read_as_trtexec_writes_them_and_a_name_may_hold_a_comma_or_a_colon():
+    from trtpipe.spec import parse_shapes
+    from trtpipe.spec.shapes import shape_entries
+
+    assert set(parse_shapes(["x:1x96x16/1x96x392/1x96x776,widths:1/1/1"])) == {"x", "widths"}
+    assert shape_entries(["input_1:0:1x3", "a,b:1x2", "x:1x2,y:3"]) == ["input_1:0:1x3", "a,b:1x2", "x:1x2", "y:3"]
+    assert shape_entries(["x:1x2,widths"]) == ["x:1x2,widths"]  # not every piece a shape: one value, whose error names it

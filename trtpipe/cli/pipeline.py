@@ -194,7 +194,7 @@ def calibrate(model, data_dir, precision, method, percentile, batch_size, limit,
 @click.option("--cache", type=click.Path(path_type=Path),
               help="calibration cache for int8/fp8 (fp4 takes the fp8 one); default: calibrated from --data or the "
                    "spec's calibration directory into DIR/<model>.<int8|fp8>.cache")
-@click.option("--shapes", multiple=True, help="NAME:MIN/OPT/MAX, dims joined by x (repeatable)")
+@click.option("--shapes", multiple=True, help="NAME:MIN/OPT/MAX, dims joined by x (repeatable, or joined by commas as trtexec writes them)")
 @spec_option("shapes come from it too")
 @click.option("--timing-cache", type=click.Path(path_type=Path),
               help="TensorRT's tactic timing cache: read if it exists, written after the build (not on TensorRT-RTX)")

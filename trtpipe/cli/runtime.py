@@ -12,7 +12,7 @@ from trtpipe.cli.options import AT_LEAST_ONE, AT_LEAST_ZERO_FLOAT, json_option
 
 @click.command()
 @click.argument("candidate", type=click.Path(path_type=Path))
-@click.option("--shapes", multiple=True, help="input shape NAME:DIMS, dims joined by x (repeatable); default: the "
+@click.option("--shapes", multiple=True, help="input shape NAME:DIMS, dims joined by x (repeatable, or joined by commas as trtexec writes them); default: the "
               "engine's OPT profile shape, or the model's static shape")
 @click.option("--batch", type=AT_LEAST_ONE, help="first dimension of every input whose first dimension is dynamic")
 @click.option("--warmup-ms", type=AT_LEAST_ZERO_FLOAT, default=200.0, show_default=True, help="run this long before timing (trtexec's --warmUp)")

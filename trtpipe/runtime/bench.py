@@ -268,11 +268,14 @@ def bench_onnx(runner, feeds: Mapping[str, np.ndarray], settings: BenchSettings)
 # --- inputs -------------------------------------------------------------------------------------
 
 def parse_bench_shapes(values: Sequence[str], flag: str = "--shapes") -> dict[str, tuple[int, ...]]:
-    """Return {input: shape} from `name:8x3x224x224` values."""
+    """Return {input: shape} from `name:8x3x224x224` values, several to a value where commas join them
+    (trtexec's form)."""
     import re
 
+    from trtpipe.spec.shapes import shape_entries
+
     shapes = {}
-    for value in values:
+    for value in shape_entries(values):
         name, sep, dims = value.rpartition(":")
         if not sep or not name or not re.fullmatch(r"\d+(x\d+)*", dims):
             raise TrtpipeError(f"{flag} {value}: write NAME:DIMS with dims joined by x, e.g. x:8x3x224x224")
