@@ -84,7 +84,11 @@ def ort_onnx(entry: zoo.Entry, python: str, timeout: float) -> Path | None:
     from trtpipe.spec import load_spec
 
     work = OUT / entry.name
-    calibration = bench_quality.stack_calibration(load_spec(entry.spec_path), work / "calibration.npz")
+    spec = load_spec(entry.spec_path)
+    try:
+        calibration = bench_quality.stack_calibration(spec, work / "calibration.npz")
+    except bench_quality.RaggedSamples:  # ONNX Runtime takes them one run each
+        calibration = bench_quality.sample_calibration(spec, work / "samples.npz")
     out = work / f"{entry.name}.int8.{ONNXRUNTIME}.onnx"
     return bench_quality.onnxruntime_peer(python, bench_quality.private_copy(entry.onnx, out), calibration, out, timeout,
                                           entry.batch_size)  # 1 where the model fixes its batch

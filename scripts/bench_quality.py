@@ -39,14 +39,32 @@ def stack_calibration(spec, out: Path) -> Path:
             arrays.setdefault(name, []).append(value)
     for name, values in arrays.items():
         if any(np.ndim(v) == 0 for v in values):  # silero-vad's sample rate: one number, no batch axis to stack on
-            raise RaggedSamples(f"the calibration samples' '{name}' is a scalar (no batch axis); the peers read one "
-                                "stacked array per input, so they do not run here")
+            raise RaggedSamples(f"the calibration samples' '{name}' is a scalar (no batch axis); Model Optimizer reads "
+                                "one stacked array per input, so it does not run here")
         shapes = sorted({tuple(v.shape[1:]) for v in values})
         if len(shapes) > 1:  # khmersm's phrases: each its own length
             raise RaggedSamples(f"the calibration samples' '{name}' differ in shape ({list(shapes[0])} to "
-                                f"{list(shapes[-1])}); the peers read one stacked array per input, so they do not run here")
+                                f"{list(shapes[-1])}); Model Optimizer reads one stacked array per input, so it does not "
+                                "run here")
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez(out, **{name: np.concatenate(values) for name, values in arrays.items()})
+    return out
+
+
+def sample_calibration(spec, out: Path) -> Path:
+    """Write every calibration sample as the model takes it in one run, keyed SAMPLE/INPUT, once: what ONNX
+    Runtime's peer reads where no stacked array holds the samples (RaggedSamples: their own lengths, a
+    scalar input). Model Optimizer reads only stacked arrays."""
+    import numpy as np
+
+    if out.is_file() and out.stat().st_mtime >= Path(spec.calibration).stat().st_mtime:
+        return out
+    from trtpipe import data
+
+    arrays = {f"{i:05d}/{name}": value for i, batch in enumerate(data.iter_batches(spec, spec.calibration, 1))
+              for name, value in batch.arrays.items()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, **arrays)
     return out
 
 

@@ -53,7 +53,8 @@ def step_rows(model: str, arrays: dict[str, np.ndarray], batch_size: int) -> tup
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--onnx", required=True)
-    parser.add_argument("--calibration", required=True, help=".npz of stacked inputs keyed by input name")
+    parser.add_argument("--calibration", required=True,
+                        help=".npz of stacked inputs keyed by input name, or of samples keyed SAMPLE/INPUT (one run each)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
@@ -62,18 +63,22 @@ def main() -> None:
 
     with np.load(args.calibration) as archive:
         arrays = {name: archive[name] for name in archive.files}
-    rows, steps = step_rows(args.onnx, arrays, args.batch_size)
+    if any("/" in name for name in arrays):  # samples of their own shapes, or a scalar input: one run each
+        runs: dict[str, dict[str, np.ndarray]] = {}
+        for key, value in arrays.items():
+            sample, name = key.split("/", 1)
+            runs.setdefault(sample, {})[name] = value
+        feeds = [runs[sample] for sample in sorted(runs)]
+    else:
+        rows, steps = step_rows(args.onnx, arrays, args.batch_size)
+        feeds = [{k: v[step * rows[k]:(step + 1) * rows[k]] for k, v in arrays.items()} for step in range(steps)]
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.step = 0
+            self.feeds = iter(feeds)
 
         def get_next(self):
-            if self.step >= steps:
-                return None
-            batch = {k: v[self.step * rows[k]:(self.step + 1) * rows[k]] for k, v in arrays.items()}
-            self.step += 1
-            return batch
+            return next(self.feeds, None)
 
     quantize_static(args.onnx, args.output, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,

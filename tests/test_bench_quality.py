@@ -182,3 +182,33 @@ def test_a_peers_copy_of_a_model_carries_its_external_weights_and_the_peer_runs_
     output = work / "left.txt"
     command = [sys.executable, "-c", "import pathlib; pathlib.Path('left.txt').write_text('here')"]
     assert run_peer(command, output, tmp_path / "log", 60, []) == output
+
+
+def test_ort_peer_calibrates_on_samples_of_their_own_lengths_one_run_each(tmp_path):
+    """TrueOCR's lines, khmersm's phrases, a scalar sample rate: no stacked array holds them, and Model Optimizer
+    reads only stacked arrays. ONNX Runtime's reader takes one sample a run, each at its own shape: its scale
+    is the largest |x| over every length (MinMax), not over the lengths one stack could hold."""
+    import bench_quality
+
+    from trtpipe.spec import load_spec
+
+    source, out = tmp_path / "fp32.onnx", tmp_path / "ort.int8.onnx"
+    weight = numpy_helper.from_array(np.random.default_rng(0).normal(0, 1, (4, 4)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "ragged",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "t", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "t", 4])], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), source)
+    (tmp_path / "calib").mkdir()
+    for i, steps in enumerate((3, 7, 5)):
+        np.save(tmp_path / "calib" / f"{i}.npy", np.full((steps, 4), i + 1.0, np.float32))  # the largest |x|: 3
+    (tmp_path / "model.toml").write_text('[[inputs]]\nname = "x"\nshape = [-1, -1, 4]\n[data]\ncalibration = "calib"\n')
+    spec = load_spec(tmp_path / "model.toml")
+    with pytest.raises(bench_quality.RaggedSamples, match="Model Optimizer reads one stacked array"):
+        bench_quality.stack_calibration(spec, tmp_path / "calibration.npz")
+    samples = bench_quality.sample_calibration(spec, tmp_path / "samples.npz")
+    with np.load(samples) as archive:
+        assert sorted(archive.files) == ["00000/x", "00001/x", "00002/x"] and archive["00001/x"].shape == (1, 7, 4)
+    subprocess.run([sys.executable, str(SCRIPTS / "peer_ort_quantize.py"), "--onnx", str(source), "--calibration",
+                    str(samples), "--output", str(out)], check=True, capture_output=True)
+    scales = [numpy_helper.to_array(t) for t in onnx.load(out).graph.initializer if t.name == "x_scale"]
+    assert len(scales) == 1 and float(scales[0]) == pytest.approx(3.0 / 127, rel=1e-3)
