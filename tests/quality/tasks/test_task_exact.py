@@ -72,6 +72,7 @@ def test_exact_refuses_a_float_output(cli, reader):
 @pytest.mark.parametrize("outputs, needle", [
     ('name = "ids"\ntask = "sequence"\ndecode = "viterbi"\ntransitions = "t.npz"\n', "viterbi decodes scores"),
     ('name = "ids"\ntask = "sequence"\nstep_axis = 2\n', "fix step_axis or batch_axis"),  # ids have no axis 2
+    ('name = "conf"\ntask = "sequence"\n', "must hold the class picked at each step"),  # a probability a step
 ])
 def test_picked_classes_a_sequence_cannot_read_are_one_line_exit_2(cli, reader, outputs, needle):
     np.savez(reader / "t.npz", transitions=np.zeros((12, 12)), start=np.zeros(12), end=np.zeros(12))

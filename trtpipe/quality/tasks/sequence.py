@@ -134,6 +134,10 @@ class SequenceTask(Task):
 
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
         baseline, candidate = self._steps(baseline), self._steps(candidate)
+        if baseline.ndim == 2 and not np.array_equal(baseline, np.rint(baseline)):
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: a sequence of one value a step must hold the class "
+                               "picked at each step (integers), and FP32 gives fractions; name its per-step scores "
+                               "[batch, steps, classes] instead, or use generic")
         if baseline.ndim == 3 and self.blank != NO_BLANK and not 0 <= self.blank < baseline.shape[-1]:
             raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank {self.blank} is not one of its "
                                f"{baseline.shape[-1]} classes; fix blank")
