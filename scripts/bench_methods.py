@@ -116,6 +116,10 @@ def run_method(entry: zoo.Entry, precision: str, method: str, samples: int, time
             row["reason"] = f"{PEERS[method]} failed: {bench_quality.peer_error(log)}"
             row["log"] = str(log.relative_to(ROOT))
             return row
+        import onnx
+
+        # A peer that quantizes nothing (silero-vad's layers inside its Ifs, rivagan-dec's small Convs) judges FP32's graph.
+        row["quantized_layers"] = len(bench_quality.quantized_layers(onnx.load(str(typed), load_external_data=False)))
         return validated(row, entry, typed, samples, timeout)
     if method == "auto":
         reuse_zoo_cache(entry, precision, cache)
@@ -203,9 +207,10 @@ def decided(row: dict | None, like: dict | None = None) -> str:
     verdict = "pass" if row["passed"] else "**FAIL**"
     same = [c for c in row.get("checks", []) if like and (c["metric"], c["output"]) == (like["metric"], like["output"])]
     by = same[0] if same else row.get("decided_by")
+    nothing = " (no layer quantized)" if row.get("quantized_layers") == 0 else ""
     if not by:
-        return f"cosine {row['cosine']:.4f} {verdict}"
-    return f"{by['metric']} {by['value']:.4g} {verdict}"
+        return f"cosine {row['cosine']:.4f} {verdict}{nothing}"
+    return f"{by['metric']} {by['value']:.4g} {verdict}{nothing}"
 
 
 def render_peers(rows: list[dict]) -> str:

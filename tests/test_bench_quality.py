@@ -125,6 +125,7 @@ def test_peer_cell_shows_trtpipes_deciding_check_when_the_peer_measured_it():
                        {"metric": "iou", "output": "y", "value": 0.8282, "minimum": 0.95, "passed": False}]}
     assert bench_methods.decided(peer, ours) == "iou 0.8282 **FAIL**"
     assert bench_methods.decided(peer) == "cosine 0.9967 **FAIL**"  # no check to match: its own
+    assert bench_methods.decided({**peer, "quantized_layers": 0}, ours) == "iou 0.8282 **FAIL** (no layer quantized)"
     failed = {"reason": "validate: build/x/m.int8.onnxruntime.onnx: ONNX Runtime cannot load the model "
                         "([ONNXRuntimeError] : 1 : FAIL : This is an invalid model. Error: Duplicate name); check it with 'trtpipe inspect'"}
     assert bench_methods.decided(failed) == "validate: ONNX Runtime cannot load the model (Error: Duplicate name)"
