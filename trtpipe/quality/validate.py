@@ -177,7 +177,7 @@ class Report:
     candidate_runner: str = ""  # e.g. "ONNX Runtime CPUExecutionProvider"
     baseline_runner: str = ""
     outputs: dict[str, dict] = field(default_factory=dict)  # name -> {"task": ..., metrics...}
-    passthrough: dict[str, float] = field(default_factory=dict)  # non-float outputs: share equal to the baseline
+    passthrough: dict[str, float] = field(default_factory=dict)  # integer outputs [[outputs]] leaves out: share equal
     checks: list[Check] = field(default_factory=list)
     thresholds: dict[str, float] = field(default_factory=dict)
     pictures: dict[str, object] = field(default_factory=dict)
@@ -259,7 +259,8 @@ class Report:
             if pictures and name in pictures:
                 lines += [f"![{name}]({pictures[name]})", ""]
         for name, equal in self.passthrough.items():
-            lines.append(f"- {name}: not a float output, not judged; equal to the baseline in {equal:.2%} of elements")
+            lines.append(f"- {name}: an integer output the spec's [[outputs]] does not list, not judged; equal to the "
+                         f"baseline in {equal:.2%} of elements")
         return "\n".join(lines).rstrip() + "\n"
 
 
