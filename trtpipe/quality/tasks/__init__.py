@@ -42,8 +42,7 @@ if TYPE_CHECKING:
     from trtpipe.data import Batch
 
 __all__ = ["ClassificationTask", "Degenerate", "DenseTask", "DetectionTask", "EmbeddingTask", "ExactTask", "FaceTask",
-           "GenericTask",
-           "SequenceTask", "Task", "judge_model", "judged_by", "make_task", "make_tasks", "task_kinds"]
+           "GenericTask", "SequenceTask", "Task", "judge_model", "judged_by", "make_task", "make_tasks", "task_kinds"]
 
 
 def task_kinds() -> dict[str, type[Task]]:
