@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -267,13 +268,22 @@ def bench_onnx(runner, feeds: Mapping[str, np.ndarray], settings: BenchSettings)
 
 # --- inputs -------------------------------------------------------------------------------------
 
+def shape_entries(values: Iterable[str]) -> list[str]:
+    """Return one `NAME:DIMS` entry a shape: a value may hold several joined by commas, as trtexec's
+    --shapes=a:1x3,b:1x5 does. A value is split only where every piece is a name and dims, so a name that
+    holds a comma (or a colon: TensorFlow's input_1:0) stays whole."""
+    entries = []
+    for value in values:
+        pieces = value.split(",")
+        whole = len(pieces) == 1 or not all(
+            name and sep and re.fullmatch(r"[0-9x/]+", dims) for name, sep, dims in (p.rpartition(":") for p in pieces))
+        entries += [value] if whole else pieces
+    return entries
+
+
 def parse_bench_shapes(values: Sequence[str], flag: str = "--shapes") -> dict[str, tuple[int, ...]]:
     """Return {input: shape} from `name:8x3x224x224` values, several to a value where commas join them
     (trtexec's form)."""
-    import re
-
-    from trtpipe.spec.shapes import shape_entries
-
     shapes = {}
     for value in shape_entries(values):
         name, sep, dims = value.rpartition(":")

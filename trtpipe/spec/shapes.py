@@ -14,22 +14,11 @@ from trtpipe.errors import TrtpipeError
 from trtpipe.spec.model import ShapeRange
 
 
-def shape_entries(values: Iterable[str]) -> list[str]:
-    """Return one `NAME:DIMS` entry a shape: a value may hold several joined by commas, as trtexec's
-    --shapes=a:1x3,b:1x5 does. A value is split only where every piece is a name and dims, so a name that
-    holds a comma (or a colon: TensorFlow's input_1:0) stays whole."""
-    entries = []
-    for value in values:
-        pieces = value.split(",")
-        whole = len(pieces) == 1 or not all(
-            name and sep and re.fullmatch(r"[0-9x/]+", dims) for name, sep, dims in (p.rpartition(":") for p in pieces))
-        entries += [value] if whole else pieces
-    return entries
-
-
 def parse_shapes(values: Iterable[str], flag: str = "--shapes") -> dict[str, ShapeRange]:
     """Return {input: ShapeRange(min, opt, max)} from trtexec-style `name:1x64/32x64/256x64` values, several
-    to a value where commas join them (shape_entries)."""
+    to a value where commas join them (trtpipe.runtime.bench.shape_entries: bench reads the same form)."""
+    from trtpipe.runtime.bench import shape_entries
+
     shapes = {}
     for value in shape_entries(values):
         shown = value if value.isprintable() else repr(value)  # the error stays one line
