@@ -16,8 +16,8 @@ def test_shapes_are_parsed_at_load_and_the_batch_is_read_on_each_inputs_axis(tmp
 
 
 def test_shapes_joined_by_commas_are_read_as_trtexec_writes_them_and_a_name_may_hold_a_comma_or_a_colon():
-    from trtpipe.spec import parse_shapes
     from trtpipe.runtime.bench import shape_entries
+    from trtpipe.spec import parse_shapes
 
     assert set(parse_shapes(["x:1x96x16/1x96x392/1x96x776,widths:1/1/1"])) == {"x", "widths"}
     assert shape_entries(["input_1:0:1x3", "a,b:1x2", "x:1x2,y:3"]) == ["input_1:0:1x3", "a,b:1x2", "x:1x2", "y:3"]
