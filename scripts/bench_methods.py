@@ -54,25 +54,41 @@ def modelopt_onnx(entry: zoo.Entry, precision: str, python: str, timeout: float)
     """Return Model Optimizer's Q/DQ ONNX of the model from the zoo's calibration samples, or None (its log says why).
 
     Calibrated at the samples' own shapes, a batch of up to 16 (1 where the spec fixes the batch),
-    on the CPU, as bench_quality runs it on the shipped models."""
+    on the CPU, as bench_quality runs it on the shipped models; samples no stacked array holds (their own
+    lengths, a scalar input) one run each through its Python API (scripts/peer_modelopt_quantize.py),
+    its shapes (which only its rule on small MatMuls reads) the first sample's at the same batch."""
     import numpy as np
 
     from trtpipe.spec import load_spec
 
     spec = load_spec(entry.spec_path)
     work = OUT / entry.name
-    calibration = bench_quality.stack_calibration(spec, work / "calibration.npz")
-    arrays = np.load(calibration)
-    shapes = []
-    for spec_input in spec.inputs:
-        shape = list(arrays[spec_input.name].shape)
-        if spec_input.shape and spec_input.shape[0] > 0:
-            shape[0] = spec_input.shape[0]
-        elif shape:
-            shape[0] = min(16, shape[0])
-        shapes.append(f"{spec_input.name}:" + "x".join(map(str, shape)))
     out = work / f"{entry.name}.{precision}.{MODELOPT}.onnx"
     model = bench_quality.private_copy(entry.onnx, out)
+    stacked = True
+    try:
+        calibration = bench_quality.stack_calibration(spec, work / "calibration.npz")
+        with np.load(calibration) as archive:
+            shape_of = {name: archive[name].shape for name in archive.files}  # the first axis: the samples
+    except bench_quality.RaggedSamples:
+        stacked, calibration = False, bench_quality.sample_calibration(spec, work / "samples.npz")
+        with np.load(calibration) as archive:
+            runs = sorted({key.split("/", 1)[0] for key in archive.files})
+            shape_of = {key.split("/", 1)[1]: (len(runs), *archive[key].shape[1:]) if archive[key].ndim else ()
+                        for key in archive.files if key.startswith(runs[0] + "/")}
+    shapes = []
+    for spec_input in spec.inputs:
+        shape = list(shape_of[spec_input.name])
+        if not shape:  # a scalar: Model Optimizer's shapes name none
+            continue
+        shape[0] = spec_input.shape[0] if spec_input.shape and spec_input.shape[0] > 0 else min(16, shape[0])
+        shapes.append(f"{spec_input.name}:" + "x".join(map(str, shape)))
+    if not stacked:
+        script = ROOT / "scripts" / "peer_modelopt_quantize.py"
+        command = [python, str(script), "--onnx", str(model), "--calibration", str(calibration),
+                   "--calibration-shapes", ",".join(shapes), "--quantize-mode", precision, "--output", str(out)]
+        return bench_quality.run_peer(command, out, out.with_suffix(".log"), timeout,
+                                      [entry.onnx, calibration, script, ROOT / "scripts" / "peer_ort_quantize.py"])
     command = [python, "-m", "modelopt.onnx.quantization", "--onnx_path", str(model), "--quantize_mode", precision,
                "--calibration_data_path", str(calibration), "--calibration_shapes", ",".join(shapes),
                "--calibration_eps", "cpu", "--output_path", str(out)]
@@ -105,12 +121,8 @@ def run_method(entry: zoo.Entry, precision: str, method: str, samples: int, time
         if method == ONNXRUNTIME and precision != "int8":
             row["reason"] = "quantize_static writes no FP8 activations TensorRT reads"
             return row
-        try:
-            typed = modelopt_onnx(entry, precision, peers_python, timeout) if method == MODELOPT else \
-                ort_onnx(entry, peers_python, timeout)
-        except bench_quality.RaggedSamples as exc:
-            row["reason"] = str(exc)
-            return row
+        typed = modelopt_onnx(entry, precision, peers_python, timeout) if method == MODELOPT else \
+            ort_onnx(entry, peers_python, timeout)
         if typed is None:  # the cell says why (the log's error line), not where the log is
             log = work / f"{entry.name}.{precision}.{method}.log"
             row["reason"] = f"{PEERS[method]} failed: {bench_quality.peer_error(log)}"

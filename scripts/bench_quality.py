@@ -39,22 +39,21 @@ def stack_calibration(spec, out: Path) -> Path:
             arrays.setdefault(name, []).append(value)
     for name, values in arrays.items():
         if any(np.ndim(v) == 0 for v in values):  # silero-vad's sample rate: one number, no batch axis to stack on
-            raise RaggedSamples(f"the calibration samples' '{name}' is a scalar (no batch axis); Model Optimizer reads "
-                                "one stacked array per input, so it does not run here")
+            raise RaggedSamples(f"the calibration samples' '{name}' is a scalar (no batch axis): no stacked array "
+                                "holds them")
         shapes = sorted({tuple(v.shape[1:]) for v in values})
         if len(shapes) > 1:  # khmersm's phrases: each its own length
             raise RaggedSamples(f"the calibration samples' '{name}' differ in shape ({list(shapes[0])} to "
-                                f"{list(shapes[-1])}); Model Optimizer reads one stacked array per input, so it does not "
-                                "run here")
+                                f"{list(shapes[-1])}): no stacked array holds them")
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez(out, **{name: np.concatenate(values) for name, values in arrays.items()})
     return out
 
 
 def sample_calibration(spec, out: Path) -> Path:
-    """Write every calibration sample as the model takes it in one run, keyed SAMPLE/INPUT, once: what ONNX
-    Runtime's peer reads where no stacked array holds the samples (RaggedSamples: their own lengths, a
-    scalar input). Model Optimizer reads only stacked arrays."""
+    """Write every calibration sample as the model takes it in one run, keyed SAMPLE/INPUT, once: what the
+    peers read where no stacked array holds the samples (RaggedSamples: their own lengths, a scalar input),
+    ONNX Runtime's and Model Optimizer's through a data reader (scripts/peer_*_quantize.py)."""
     import numpy as np
 
     if out.is_file() and out.stat().st_mtime >= Path(spec.calibration).stat().st_mtime:

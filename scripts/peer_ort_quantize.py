@@ -50,6 +50,16 @@ def step_rows(model: str, arrays: dict[str, np.ndarray], batch_size: int) -> tup
     return rows, steps
 
 
+def sample_feeds(arrays: dict[str, np.ndarray]) -> list[dict[str, np.ndarray]]:
+    """Return the runs of an archive keyed SAMPLE/INPUT (bench_quality.sample_calibration), one a sample, in
+    the samples' order."""
+    runs: dict[str, dict[str, np.ndarray]] = {}
+    for key, value in arrays.items():
+        sample, name = key.split("/", 1)
+        runs.setdefault(sample, {})[name] = value
+    return [runs[sample] for sample in sorted(runs)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--onnx", required=True)
@@ -64,11 +74,7 @@ def main() -> None:
     with np.load(args.calibration) as archive:
         arrays = {name: archive[name] for name in archive.files}
     if any("/" in name for name in arrays):  # samples of their own shapes, or a scalar input: one run each
-        runs: dict[str, dict[str, np.ndarray]] = {}
-        for key, value in arrays.items():
-            sample, name = key.split("/", 1)
-            runs.setdefault(sample, {})[name] = value
-        feeds = [runs[sample] for sample in sorted(runs)]
+        feeds = sample_feeds(arrays)
     else:
         rows, steps = step_rows(args.onnx, arrays, args.batch_size)
         feeds = [{k: v[step * rows[k]:(step + 1) * rows[k]] for k, v in arrays.items()} for step in range(steps)]

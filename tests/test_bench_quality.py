@@ -185,31 +185,46 @@ def test_a_peers_copy_of_a_model_carries_its_external_weights_and_the_peer_runs_
     assert run_peer(command, output, tmp_path / "log", 60, []) == output
 
 
-def test_ort_peer_calibrates_on_samples_of_their_own_lengths_one_run_each(tmp_path):
-    """TrueOCR's lines, khmersm's phrases, a scalar sample rate: no stacked array holds them, and Model Optimizer
-    reads only stacked arrays. ONNX Runtime's reader takes one sample a run, each at its own shape: its scale
-    is the largest |x| over every length (MinMax), not over the lengths one stack could hold."""
+PEERS_PYTHON = SCRIPTS.parent / "build" / "peers-venv" / "bin" / "python"
+
+
+@pytest.mark.parametrize("peer", ["onnxruntime", "modelopt"])
+def test_peers_calibrate_on_samples_of_their_own_lengths_one_run_each(tmp_path, peer):
+    """TrueOCR's lines, khmersm's phrases, a scalar sample rate: no stacked array holds them. Each peer's reader
+    takes one sample a run, each at its own shape: the scale is the largest |x| over every length (3, the last
+    sample's; ONNX Runtime's MinMax, Model Optimizer's entropy, whose histogram here is three spikes), not the
+    first run's alone (1)."""
     import bench_quality
 
     from trtpipe.spec import load_spec
 
-    source, out = tmp_path / "fp32.onnx", tmp_path / "ort.int8.onnx"
-    weight = numpy_helper.from_array(np.random.default_rng(0).normal(0, 1, (4, 4)).astype(np.float32), "w")
+    if peer == "modelopt" and not PEERS_PYTHON.is_file():
+        pytest.skip("Model Optimizer runs in build/peers-venv (make build/peers-venv/.created), not made here")
+    source, out = tmp_path / "fp32.onnx", tmp_path / f"{peer}.int8.onnx"
+    # 16 wide: Model Optimizer leaves a MatMul of K or N under 16 unquantized
+    weight = numpy_helper.from_array(np.random.default_rng(0).normal(0, 1, (16, 16)).astype(np.float32), "w")
     graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "ragged",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "t", 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "t", 4])], [weight])
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "t", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "t", 16])], [weight])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), source)
     (tmp_path / "calib").mkdir()
     for i, steps in enumerate((3, 7, 5)):
-        np.save(tmp_path / "calib" / f"{i}.npy", np.full((steps, 4), i + 1.0, np.float32))  # the largest |x|: 3
-    (tmp_path / "model.toml").write_text('[[inputs]]\nname = "x"\nshape = [-1, -1, 4]\n[data]\ncalibration = "calib"\n')
+        np.save(tmp_path / "calib" / f"{i}.npy", np.full((steps, 16), i + 1.0, np.float32))
+    (tmp_path / "model.toml").write_text('[[inputs]]\nname = "x"\nshape = [-1, -1, 16]\n[data]\ncalibration = "calib"\n')
     spec = load_spec(tmp_path / "model.toml")
-    with pytest.raises(bench_quality.RaggedSamples, match="Model Optimizer reads one stacked array"):
+    with pytest.raises(bench_quality.RaggedSamples, match="no stacked array holds them"):
         bench_quality.stack_calibration(spec, tmp_path / "calibration.npz")
     samples = bench_quality.sample_calibration(spec, tmp_path / "samples.npz")
     with np.load(samples) as archive:
-        assert sorted(archive.files) == ["00000/x", "00001/x", "00002/x"] and archive["00001/x"].shape == (1, 7, 4)
-    subprocess.run([sys.executable, str(SCRIPTS / "peer_ort_quantize.py"), "--onnx", str(source), "--calibration",
-                    str(samples), "--output", str(out)], check=True, capture_output=True)
-    scales = [numpy_helper.to_array(t) for t in onnx.load(out).graph.initializer if t.name == "x_scale"]
-    assert len(scales) == 1 and float(scales[0]) == pytest.approx(3.0 / 127, rel=1e-3)
+        assert sorted(archive.files) == ["00000/x", "00001/x", "00002/x"] and archive["00001/x"].shape == (1, 7, 16)
+    if peer == "onnxruntime":
+        command = [sys.executable, str(SCRIPTS / "peer_ort_quantize.py")]
+    else:
+        command = [str(PEERS_PYTHON), str(SCRIPTS / "peer_modelopt_quantize.py"), "--quantize-mode", "int8"]
+    subprocess.run([*command, "--onnx", str(source), "--calibration", str(samples), "--output", str(out)],
+                   check=True, capture_output=True, cwd=tmp_path)
+    quantized = onnx.load(out).graph
+    x = {"x", *(o for n in quantized.node if n.op_type == "Cast" and n.input[0] == "x" for o in n.output)}  # MO: FP16
+    reads_x = {n.input[1] for n in quantized.node if n.op_type == "QuantizeLinear" and n.input[0] in x}
+    scales = {float(numpy_helper.to_array(t)) for t in quantized.initializer if t.name in reads_x}
+    assert scales and all(s == pytest.approx(3.0 / 127, rel=1e-3) for s in scales), scales
