@@ -178,9 +178,18 @@ def check_decoders(spec: ModelSpec, where: str) -> None:
 
 def check_padding(spec: ModelSpec, where: str) -> None:
     """Raise unless each [[outputs]] padding_input is a tags sequence's and names an integer or bool input
-    [batch, steps] of the spec (checked again once the model's inputs fill a spec that lists none)."""
+    [batch, steps] of the spec, and each lengths a sequence's, an integer input where it names an input
+    (checked again once the model's inputs fill a spec that lists none; an output, when validate runs)."""
     inputs = {i.name: i for i in spec.inputs}
     for output in spec.outputs:
+        if output.lengths is not None:
+            counts = inputs.get(output.lengths)
+            if output.task != "sequence":
+                raise TrtpipeError(f"{where}: [[outputs]] {output.name}: lengths is for a sequence (the steps each "
+                                   "sample's reading is cut at); remove it or set task = \"sequence\"")
+            if counts is not None and not counts.dtype.startswith(("int", "uint")):
+                raise TrtpipeError(f"{where}: [[outputs]] {output.name}: lengths '{output.lengths}' is {counts.dtype}; "
+                                   "it counts each sample's steps: name an integer input or output [batch]")
         name, fix = output.padding_input, f"[[outputs]] {output.name}: padding_input"
         if name is None:
             if output.padding_value is not None:

@@ -320,3 +320,77 @@ def test_viterbi_needs_its_transitions_and_they_need_viterbi(tmp_path):
     (tmp_path / "model.toml").write_text(TAGGER_SPEC + 'transitions = "tags.npz"\n')
     with pytest.raises(TrtpipeError, match='transitions is for decode = "viterbi"'):
         load_spec(tmp_path / "model.toml")
+
+
+def _padded_lines(rng, samples=32, steps=20, classes=6):
+    """Return [samples, steps, classes] one-hot scores of lines padded to the widest, their lengths, and a copy
+    whose steps after each line hold other classes (what a recognizer reads in the padding means nothing).
+    No class follows itself, so every step is a character, CTC's or a tagger's."""
+    lengths = rng.integers(5, steps, samples)
+    moves = rng.integers(1, classes - 1, (samples, steps))  # to another of the classes 1..classes-1
+    scores = np.eye(classes)[1 + np.cumsum(moves, axis=1) % (classes - 1)]
+    noise = scores.copy()
+    noise[np.arange(steps)[None, :] >= lengths[:, None]] = np.eye(classes)[rng.integers(1, classes)]
+    return scores, lengths, noise
+
+
+@pytest.mark.parametrize("decode", ["ctc", "tags"])
+def test_each_line_is_read_up_to_its_own_length(decode):
+    """A batch of lines padded to the widest, as TrueOCR's recognizer reads them with their `lengths`: a candidate
+    that differs only past each line's length passes with lengths and fails without; one whose own count cuts a
+    real character fails either way (each run is cut at its own lengths)."""
+    rng = np.random.default_rng(7)
+    baseline, lengths, noise = _padded_lines(rng)
+    ids = [f"l{i}" for i in range(len(lengths))]
+
+    def changed(candidate, counts, spec):
+        task = make_task(spec)
+        task.update({"probs": candidate, "lengths": counts}, {"probs": baseline, "lengths": lengths}, ids, {})
+        outputs, _checks = judge([task], "int8", DEFAULT_THRESHOLDS["int8"])
+        return outputs["probs"]["changed_sequences"], outputs["probs"]
+
+    cut = OutputSpec("probs", "sequence", decode=decode, lengths="lengths")
+    assert changed(noise, lengths, OutputSpec("probs", "sequence", decode=decode))[0] > len(lengths) // 2
+    count, out = changed(noise, lengths, cut)
+    assert count == 0 and out["baseline_characters"] <= lengths.sum() and out["lengths"] == "lengths"
+    shorter = lengths.copy()
+    shorter[:3] -= 1
+    assert changed(baseline, shorter, cut)[0] == 3
+
+
+def test_lengths_may_be_an_input_the_whole_batch_is_cut_by():
+    rng = np.random.default_rng(8)
+    baseline, lengths, noise = _padded_lines(rng)
+    task = make_task(OutputSpec("probs", "sequence", lengths="widths"))
+    task.update({"probs": noise}, {"probs": baseline}, [f"l{i}" for i in range(len(lengths))], {"widths": lengths})
+    outputs, _checks = judge([task], "int8", DEFAULT_THRESHOLDS["int8"])
+    assert outputs["probs"]["exact_match"] == 1.0
+
+
+@pytest.mark.parametrize("counts, message", [
+    ({"widths": np.arange(4)}, "'lengths' is neither an output nor an input"),
+    ({"lengths": np.full(4, 3.0)}, "holds float64 of shape"),
+    ({"lengths": np.full((4, 2), 3)}, r"shape \[4, 2\], and it must count the steps of each of the 4 samples"),
+])
+def test_lengths_that_cannot_count_the_steps_are_named(counts, message):
+    task = make_task(OutputSpec("probs", "sequence", lengths="lengths"))
+    scores = np.eye(3)[np.ones((4, 6), int)]
+    with pytest.raises(TrtpipeError, match=message):
+        task.update({"probs": scores, **counts}, {"probs": scores, **counts}, ["a", "b", "c", "d"], {})
+
+
+@pytest.mark.parametrize("extra, message", [
+    ('[[outputs]]\nname = "boxes"\nlengths = "ids"\n', "lengths is for a sequence"),
+    ('[[outputs]]\nname = "tags"\ntask = "sequence"\nlengths = "ids"\n', "lengths 'ids' is float32"),
+])
+def test_lengths_on_another_task_or_a_float_input_is_refused_at_load(tmp_path, extra, message):
+    (tmp_path / "model.toml").write_text('[[inputs]]\nname = "ids"\nshape = [-1]\ndtype = "float32"\n' + extra)
+    with pytest.raises(TrtpipeError, match=message):
+        load_spec(tmp_path / "model.toml")
+
+
+def test_lengths_the_model_does_not_have_is_one_line_exit_2(cli, recognizer, tmp_path):
+    (tmp_path / "model.toml").write_text(SPEC + 'lengths = "widths"\n')
+    code, _, err = cli("validate", recognizer / "ctc.fp16.onnx", "--baseline", recognizer / "ctc.onnx", "--data",
+                       recognizer / "val", "--spec", tmp_path / "model.toml")
+    assert code == 2 and "lengths 'widths' is neither an output nor an input" in err and "Traceback" not in err

@@ -67,8 +67,6 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
     bool output no float task reads by exact agreement. Without a task in the spec, the task is the one
     `trtpipe init` guesses from the spec's inputs and these outputs, and each task's `why` says so."""
     by_name = {o.name: o for o in outputs}
-    floats = [o for o in outputs if is_float(o.dtype)]
-    decided = [o for o in outputs if is_decision(o.dtype)]
     if spec is not None and spec.outputs:
         for entry in spec.outputs:
             for name in [entry.name, entry.score_output, entry.class_output, entry.scale_output, entry.offset_output,
@@ -82,6 +80,8 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
                                    "use generic")
         return [_face_roles(entry, outputs, "named in the spec's [[outputs]]") if entry.task == "face"
                 else _with_why(make_task(entry), "named in the spec's [[outputs]]") for entry in spec.outputs]
+    floats = [o for o in outputs if is_float(o.dtype)]
+    decided = [o for o in outputs if is_decision(o.dtype)]
     if not floats and not decided:
         raise TrtpipeError(f"the model has no float, integer or bool output to judge (outputs: {', '.join(by_name)}); "
                            "name the outputs that matter in the spec's [[outputs]]")

@@ -5,7 +5,8 @@ decoder (`decode = "viterbi"`: the best path through a [[outputs]] transitions f
 with allowed tag sequences decodes, the steps kept as with tags), judged by whether the candidate reads
 the string FP32 reads: the share of samples whose strings agree exactly, and the characters that agree
 (1 - character error rate). A model that picks each step's class in the graph (an ArgMax: an integer
-output [batch, steps]) is decoded the same way from the classes it picked."""
+output [batch, steps]) is decoded the same way from the classes it picked. With `lengths` (an integer input
+or output [batch]: a batch of lines padded to the widest), each sample is read only up to its count of steps."""
 
 from __future__ import annotations
 
@@ -28,11 +29,13 @@ CHANGES_KEPT = 12
 PROBABILITY_FLOOR = 1e-9
 
 
-def ctc_greedy(best: np.ndarray, blank: int) -> list[tuple[int, ...]]:
-    """Return each sample's decoded classes from the best class per step [samples, steps]: repeats
-    collapsed, then `blank` dropped (so a blank between two equal classes keeps both)."""
+def ctc_greedy(best: np.ndarray, blank: int, judged: np.ndarray | None = None) -> list[tuple[int, ...]]:
+    """Return each sample's decoded classes from the best class per step [samples, steps], over the steps
+    `judged` marks true (each sample's first `lengths`): repeats collapsed, then `blank` dropped (so a blank
+    between two equal classes keeps both)."""
     decoded = []
-    for row in best:
+    for row, keep in zip(best, np.ones(best.shape, bool) if judged is None else judged):
+        row = row[keep]
         distinct = np.ones(len(row), bool)
         distinct[1:] = row[1:] != row[:-1]
         decoded.append(tuple(int(c) for c in row[distinct] if c != blank))
@@ -142,7 +145,9 @@ class SequenceTask(Task):
             raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank {self.blank} is not one of its "
                                f"{baseline.shape[-1]} classes; fix blank")
         judged = None if self.spec.padding_input is None else self._judged(inputs, baseline.shape[:2])
-        wanted, gotten = self._decoded(baseline, judged), self._decoded(candidate, judged)
+        # Each run is cut at its own lengths, as the model's reader cuts it: a count that changed is a change.
+        wanted = self._decoded(baseline, self._within(judged, want, inputs, baseline.shape[:2]))
+        gotten = self._decoded(candidate, self._within(judged, got, inputs, candidate.shape[:2]))
         for sample, base, cand in zip(ids, wanted, gotten):
             distance = edit_distance(base, cand)
             self.count += 1
@@ -157,7 +162,7 @@ class SequenceTask(Task):
         [samples, steps]), decoded as the spec says."""
         if self.decode != "viterbi":
             best = steps.argmax(-1) if steps.ndim == 3 else np.rint(steps).astype(np.int64)
-            return ctc_greedy(best, self.blank) if self.decode == "ctc" else kept(best, self.blank, judged)
+            return ctc_greedy(best, self.blank, judged) if self.decode == "ctc" else kept(best, self.blank, judged)
         classes = self.transitions.scores.shape[0]
         if steps.shape[-1] != classes:
             raise TrtpipeError(f"--spec: [[outputs]] {self.output}: transitions {self.spec.transitions} is for {classes} "
@@ -182,6 +187,24 @@ class SequenceTask(Task):
             return values
         return values != (self.spec.padding_value if self.spec.padding_value is not None else PADDING_VALUE)
 
+    def _within(self, judged: np.ndarray | None, outputs, inputs, shape: tuple[int, int]) -> np.ndarray | None:
+        """Return `judged` with each sample's steps from its `lengths` on marked false (the lengths of this
+        run's `outputs`, or of the inputs)."""
+        name = self.spec.lengths
+        if name is None:
+            return judged
+        source = outputs if name in outputs else inputs if name in inputs else None
+        if source is None:
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: lengths '{name}' is neither an output nor an input "
+                               f"of the model (outputs: {', '.join(outputs)}); name the one that counts each sample's steps")
+        counts = np.asarray(source[name])
+        if counts.dtype.kind not in "iu" or counts.size != shape[0]:
+            raise TrtpipeError(f"--spec: [[outputs]] {self.output}: lengths '{name}' holds {counts.dtype} of shape "
+                               f"{list(counts.shape)}, and it must count the steps of each of the {shape[0]} samples: "
+                               "name an integer input or output [batch]")
+        within = np.arange(shape[1])[None, :] < counts.reshape(-1)[:, None]
+        return within if judged is None else judged & within
+
     def finish(self) -> None:
         super().finish()
         if self.count and not self.characters:
@@ -198,6 +221,7 @@ class SequenceTask(Task):
 
     def described(self) -> dict[str, str]:
         padding = {} if self.spec.padding_input is None else {"padding_input": self.spec.padding_input}
+        padding |= {} if self.spec.lengths is None else {"lengths": self.spec.lengths}
         path = {} if self.spec.transitions is None else {"transitions": str(self.spec.transitions),
                                                          "emissions": self.spec.emissions or EMISSIONS}
         return {**super().described(), "decode": self.decode, **padding, **path}
