@@ -93,6 +93,8 @@ class SequenceChanges:
     changed: int
     samples: int
     what: str = "decoded sequence"
+    counted: str = "edit"  # what a Change's distance counts: an integer output's changed values are no edits
+    values: str = "class indices"
 
     def draw(self, plt, title: str):
         if not self.changes:
@@ -100,10 +102,10 @@ class SequenceChanges:
         fig, (ax,) = _figure(plt, 1, 9.0, columns=1)
         ax.axis("off")
         rows = [f"{c.sample[:24]:24}  FP32      {' '.join(map(str, c.baseline))}\n{'':24}  candidate {' '.join(map(str, c.candidate))}"
-                f"   ({c.distance} edit{'s' if c.distance > 1 else ''})" for c in self.changes]
+                f"   ({c.distance} {self.counted}{'s' if c.distance > 1 else ''})" for c in self.changes]
         ax.text(0, 1, "\n".join(rows), family="monospace", fontsize=7, va="top", transform=ax.transAxes)
         _title(fig, f"{title}: {self.what} changed on {self.changed} of {self.samples} samples "
-                    f"(first {len(self.changes)}, class indices)")
+                    f"(first {len(self.changes)}, {self.values})")
         return fig
 
 

@@ -108,3 +108,11 @@ def test_an_output_of_another_length_is_a_change_and_the_report_draws_the_change
     assert task.summary()["exact_match"] == 0.5 and task.summary()["changed_samples"] == 1
     picture = task.picture()
     assert [(c.sample, c.baseline, c.candidate) for c in picture.changes] == [("a", (), (3,))]
+    matplotlib = pytest.importorskip("matplotlib", reason="the report's pictures need matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    drawn = picture.draw(plt, "found")
+    text = " ".join(t.get_text() for t in [*drawn.texts, *(t for ax in drawn.axes for t in ax.texts)])
+    assert "(1 changed value)" in text and "edit" not in text and "first 1, values" in text
+    plt.close(drawn)

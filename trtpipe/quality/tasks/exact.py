@@ -65,7 +65,7 @@ class ExactTask(Task):
     def picture(self):
         from trtpipe.quality.pictures import SequenceChanges
 
-        return SequenceChanges(self.changes, self.count - self.exact, self.count, "output")
+        return SequenceChanges(self.changes, self.count - self.exact, self.count, "output", "changed value", "values")
 
     def summary(self) -> dict[str, float]:
         # No raw metrics: a cosine or SNR of indices is not a measure of them.
