@@ -61,6 +61,11 @@ def test_a_value_per_frame_of_a_signal_is_no_classifier():
     # a classifier of an exporter's '?' classes, and of a fixed count, are still classifiers
     assert guess_task(facts(("image", [-1, 3, 224, 224], "float32")), facts(("p", [-1, -1], "float32"))).task == "classification"
     assert guess_task(inputs, facts(("p", [1, 10], "float32"))).task == "classification"
+    # NSNet2: a log-power spectrum [batch, frames, 513] in (its last axis symbolic out), a gain per frame and bin
+    # out: the frames are steps, not channels (calibrate refused a spec whose axis 1 was 355 long, then 488)
+    spectrum = facts(("input", [-1, -1, 513], "float32"))
+    gains = guess_task(spectrum, facts(("output", [-1, -1, -1], "float32")))
+    assert gains.task == "generic" and gains.keys == {"layout": "NTC"} and "a vector of values per step" in gains.why
 
 
 def test_init_on_swift_f0_reads_both_of_its_per_frame_outputs_as_values_per_step(cli, tmp_path):

@@ -182,14 +182,18 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
         how = "L2-normalized (unit vectors)" if first.made_by == "l2" else "named as an embedding is"
         return TaskGuess("embedding", f"output '{first.name}' [batch, {_dim(first.shape[1])}] is {how}: "
                                       "one vector a sample, compared by cosine and nearest neighbours")
-    # A signal of its own length in (audio [batch, samples]) and [batch, ?] out: a value per step of it (a pitch
-    # tracker's frames), not a score per class; SwiftF0's pitch [1, frames] was guessed a classifier of ? classes.
+    # A signal of its own length in (audio [batch, samples], a spectrum [batch, frames, bins]) and [batch, ?] or
+    # [batch, ?, C] out: a value or a vector per step of it (a pitch tracker's frames, a denoiser's gain per bin),
+    # not a score per class or channels on axis 1. SwiftF0's pitch [1, frames] was guessed a classifier of ?
+    # classes; NSNet2's gains [batch, frames, 513] were read with their frames as channels, which calibrate's
+    # check refused once two batches held recordings of other lengths.
     signal = next((i for i in inputs if i.dtype.startswith("float") and len(i.shape) >= 2 and -1 in i.shape[1:]
                    and i.name not in states), None)
-    if len(first.shape) == 2 and first.shape[1] == -1 and signal is not None and image is None:
-        return TaskGuess("generic", f"output '{first.name}' is [batch, ?] beside input '{signal.name}' "
-                                    f"[{'x'.join(map(_dim, signal.shape))}] of its own length: a value per step, "
-                                    "not a score per class", {"layout": "NT"})
+    if len(first.shape) in (2, 3) and first.shape[1] == -1 and signal is not None and image is None:
+        what = "a value per step" if len(first.shape) == 2 else "a vector of values per step"
+        return TaskGuess("generic", f"output '{first.name}' is [{'x'.join(map(_dim, first.shape))}] beside input "
+                                    f"'{signal.name}' [{'x'.join(map(_dim, signal.shape))}] of its own length: {what}, "
+                                    "not a score per class", {"layout": "NTC"[:len(first.shape)]})
     if len(first.shape) == 2 and (first.shape[1] == -1 or first.shape[1] >= 2):
         return TaskGuess("classification", f"output '{first.name}' is [batch, {_dim(first.shape[1])}]: one score per class")
     if len(first.shape) == 3 and image is not None:
