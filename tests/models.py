@@ -336,6 +336,32 @@ def conv_det(batch="N", size=8) -> onnx.ModelProto:
     return _model(graph)
 
 
+def attention(tokens=128, width=32, seed=9, moved=False) -> onnx.ModelProto:
+    """One head of self-attention over `tokens` [batch, tokens, width]: q, k and v by MatMul, q k^T scaled,
+    Softmax, its probabilities times v (`av`), an output projection. The scores are mild, so a row's weights
+    spread over many tokens, as a ViT's do (about 1/tokens each). `moved`: the probabilities go through a
+    Reshape there and back before `av`, as exporters split heads."""
+    rng = np.random.default_rng(seed)
+    inits = [_init(name, rng.normal(0, 1 / np.sqrt(width), (width, width))) for name in ("wq", "wk", "wv", "wo")]
+    inits += [_init("scale", 1 / np.sqrt(width)), numpy_helper.from_array(np.array([-1, tokens * tokens], np.int64), "flat"),
+              numpy_helper.from_array(np.array([-1, tokens, tokens], np.int64), "square")]
+    nodes = [helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"),
+             helper.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+             helper.make_node("MatMul", ["x", "wv"], ["v"], name="v"),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1], name="kt"),
+             helper.make_node("MatMul", ["q", "kt"], ["qk"], name="qk"),
+             helper.make_node("Mul", ["qk", "scale"], ["scores"], name="scaled"),
+             helper.make_node("Softmax", ["scores"], ["probs"], axis=-1, name="softmax")]
+    if moved:
+        nodes += [helper.make_node("Reshape", ["probs", "flat"], ["probs_flat"], name="heads_out"),
+                  helper.make_node("Reshape", ["probs_flat", "square"], ["weights"], name="heads_in")]
+    nodes += [helper.make_node("MatMul", ["weights" if moved else "probs", "v"], ["attended"], name="av"),
+              helper.make_node("MatMul", ["attended", "wo"], ["y"], name="out")]
+    graph = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", tokens, width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", tokens, width])], inits)
+    return _model(graph)
+
+
 def _model(graph) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = onnxio.IR_VERSION

@@ -166,6 +166,43 @@ def test_a_gemm_under_16_a_side_stays_unquantized_unless_nothing_else_would_be(p
     assert insert_qdq(narrow, table_for(narrow, feeds), precision)[1] == ["fc0", "fc1"]
 
 
+@pytest.mark.parametrize("moved", [False, True])
+def test_int8_leaves_a_softmaxs_probabilities_unquantized_and_fp8_does_not(moved):
+    """An attention's weights times V: INT8's uniform grid rounds a weight of a row spread over 128 tokens
+    to 0 or a step of 1/127; E4M3 holds it. Through the Reshapes an exporter splits heads with, too."""
+    import models
+
+    model = models.attention(moved=moved)
+    table = table_for(model, {"x": rng.normal(0, 1, (8, 128, 32)).astype(np.float32)})
+    typed, quantized = insert_qdq(model, table, Precision.INT8)
+    read = "weights" if moved else "probs"
+    assert quantized == ["q", "k", "v", "qk", "out"]
+    assert [(layer["node"], layer["reason"]) for layer in unquantized_layers(typed)] == [
+        ("av", f"int8: reads '{read}', a Softmax's probabilities, whose small values INT8's uniform grid rounds to 0")]
+    assert [n.name for n in quantizable_layers(model, table, precision=Precision.INT8)] == quantized
+    assert insert_qdq(model, table, Precision.FP8)[1] == ["q", "k", "v", "qk", "av", "out"]
+
+
+def test_the_probabilities_left_unquantized_keep_int8_closer_to_fp32(tmp_path, monkeypatch):
+    """The rule's reason, measured: the same scales with the probabilities quantized lose about 6 dB."""
+    import models
+    from trtpipe.graph import qdq
+
+    model = models.attention()
+    feeds = {"x": rng.normal(0, 1, (8, 128, 32)).astype(np.float32)}
+    table = table_for(model, feeds)
+    reference, = run(model, feeds, tmp_path / "fp32.onnx")
+
+    def snr(typed, name) -> float:
+        out, = run(typed, feeds, tmp_path / name)
+        return float(10 * np.log10(np.sum(reference ** 2) / np.sum((out - reference) ** 2)))
+
+    kept = snr(insert_qdq(model, table, Precision.INT8)[0], "kept.onnx")
+    monkeypatch.setattr(qdq, "probabilities", lambda graph: set())
+    rounded = snr(insert_qdq(model, table, Precision.INT8)[0], "rounded.onnx")
+    assert kept > rounded + 3, (kept, rounded)
+
+
 def test_leaving_the_depthwise_conv_out_keeps_the_typed_graph_close(tmp_path):
     model, feeds = mobile_block()
     table = table_for(model, feeds)

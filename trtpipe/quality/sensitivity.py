@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from trtpipe.calibrators.cache import CalibrationTable
 from trtpipe.calibrators.graph import constant_names
 from trtpipe.data import Batch
-from trtpipe.graph.qdq import float_constants, quantizable, small_rule
+from trtpipe.graph.qdq import float_constants, probabilities, quantizable, small_rule
 from trtpipe.graph.toolkit import label
 from trtpipe.spec import ModelSpec, is_float
 from trtpipe.targets import Precision
@@ -39,10 +39,12 @@ def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0, pre
     """Return the nodes Q/DQ insertion for `precision` would quantize: Conv, MatMul, Gemm with scales
     in `table`, not depthwise, with at least `min_weights` weight elements (the spec's), not too small
     for `precision` (graph.qdq.small_layer)."""
-    constants, values = constant_names(model), float_constants(model)
-    small = small_rule(model.graph.node, constants, table, values, min_weights=min_weights, precision=precision)
+    constants, values, softmaxed = constant_names(model), float_constants(model), probabilities(model.graph)
+    small = small_rule(model.graph.node, constants, table, values, min_weights=min_weights, precision=precision,
+                       softmaxed=softmaxed)
     return [node for node in model.graph.node
-            if quantizable(node, constants, table, values, min_weights=min_weights, precision=precision, small=small)]
+            if quantizable(node, constants, table, values, min_weights=min_weights, precision=precision, small=small,
+                           softmaxed=softmaxed)]
 
 
 def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Batch],
