@@ -37,8 +37,8 @@ class LayerSensitivity:
 
 def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0, precision: Precision | None = None) -> list:
     """Return the nodes Q/DQ insertion for `precision` would quantize: Conv, MatMul, Gemm with scales
-    in `table`, not depthwise, with at least `min_weights` weight elements (the spec's), not too small
-    for `precision` (graph.qdq.small_layer)."""
+    in `table`, not depthwise, with at least `min_weights` weight elements (the spec's), not reading a
+    Softmax's probabilities in INT8, not too small for `precision` (graph.qdq.why_left_out)."""
     constants, values, softmaxed = constant_names(model), float_constants(model), probabilities(model.graph)
     small = small_rule(model.graph.node, constants, table, values, min_weights=min_weights, precision=precision,
                        softmaxed=softmaxed)
