@@ -175,6 +175,20 @@ def nan_in_one_sample(output: str):
     return _changed(output, change)
 
 
+def one_sample_turned(output: str, sample: int = 3, cosine: float = 0.9):
+    """One sample of the first batch turned to `cosine` with its own output, its norm kept (one user's input
+    ruined, NSNet2's INT8 suppressing a passage of speech): the other samples as they were."""
+    def change(values, call):
+        if call == 0:
+            v = values[sample].astype(np.float64).ravel()
+            noise = np.random.default_rng(0).normal(size=v.size)
+            noise -= noise @ v / (v @ v) * v  # orthogonal to v
+            turned = cosine * v + np.sqrt(1 - cosine ** 2) * np.linalg.norm(v) * noise / np.linalg.norm(noise)
+            values[sample] = turned.reshape(values[sample].shape)
+        return values
+    return _changed(output, change)
+
+
 def rolled(output: str):
     """Each sample gets the next sample's `output`: the batch's outputs rolled by one."""
     return _changed(output, lambda values, call: np.roll(values, 1, axis=0))

@@ -3,6 +3,7 @@ and an accumulator that streams them over batches."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,6 +51,7 @@ class OutputMetrics:
     noise: float = 0.0
     cosine_sum: float = 0.0  # running sum and minimum: memory stays flat however many samples
     cosine_min: float = 1.0
+    worst_sample: str | None = None  # the id of the sample of cosine_min, where rows are samples
     dot: float = 0.0  # candidate . baseline and the candidate's energy, over every sample: the cosine across them
     energy: float = 0.0
     top1: int = 0
@@ -59,7 +61,8 @@ class OutputMetrics:
     labelled: int = 0
     error_sample: list = field(default_factory=list)  # |error| values kept for the plot
 
-    def update(self, candidate: np.ndarray, baseline: np.ndarray, labels: np.ndarray | None = None) -> None:
+    def update(self, candidate: np.ndarray, baseline: np.ndarray, labels: np.ndarray | None = None,
+               ids: Sequence[str] | None = None) -> None:
         candidate = np.asarray(candidate, np.float64)
         baseline = np.asarray(baseline, np.float64)
         if candidate.shape != baseline.shape:
@@ -76,6 +79,9 @@ class OutputMetrics:
         self.energy += float((candidate ** 2).sum())
         cosines = cosine_per_sample(candidate, baseline)
         self.cosine_sum += float(cosines.sum())
+        if ids is not None and len(ids) == len(cosines) and len(cosines) and (
+                self.worst_sample is None or cosines.min() < self.cosine_min):
+            self.worst_sample = str(ids[int(cosines.argmin())])
         self.cosine_min = min(self.cosine_min, float(cosines.min(initial=1.0)))
         if len(self.error_sample) < 200_000:
             self.error_sample.extend(error.ravel()[:: max(1, error.size // 20_000)].tolist())
@@ -96,6 +102,7 @@ class OutputMetrics:
             "max_rel_error": self.max_rel,
             "cosine": self.cosine_sum / self.count if self.count else 0.0,
             "cosine_min": self.cosine_min if self.count else 0.0,
+            **({"worst_sample": self.worst_sample} if self.worst_sample is not None else {}),
             "snr_db": snr_db(self.signal, self.noise),
             # 1: each sample is one number (a same-or-not probability), whose cosine is only its sign
             "values_per_sample": self.elements / self.count if self.count else 0.0,
@@ -107,6 +114,7 @@ class OutputMetrics:
             across = (self.dot / np.sqrt(self.energy * self.signal) if self.energy * self.signal > 0
                       else float(self.noise == 0))
             result["cosine"] = result["cosine_min"] = float(across)
+            result.pop("worst_sample", None)
         if self.classifier and self.count:
             result["top1_agreement"] = self.top1 / self.count
             result["top5_agreement"] = self.top5 / self.count

@@ -54,7 +54,10 @@ def snr_for_cosine(cosine: float) -> float:
 
 
 def _generic(cosine: float, channel_cosine: float) -> dict[str, float]:
-    return {"cosine": cosine, "channel_cosine_min": channel_cosine, "channel_snr_db_min": snr_for_cosine(channel_cosine)}
+    # Each sample is one user's input, held as the worst channel is: a mean over 32 recordings of 0.997 passed an
+    # NSNet2 INT8 that cut 0.9 s of one recording's speech (its cosine 0.928, 3.3 dB of FP32's waveform).
+    return {"cosine": cosine, "cosine_min": channel_cosine, "channel_cosine_min": channel_cosine,
+            "channel_snr_db_min": snr_for_cosine(channel_cosine)}
 
 
 DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
@@ -231,9 +234,11 @@ class Report:
         how = (f"measured: the engine ran on its GPU ({self.candidate_runner})" if self.measured else
                f"simulated: the ONNX ran in {self.candidate_runner}; no engine ran")
         decided = deciding(self.checks)
+        worst = self.outputs[decided.output].get("worst_sample") if decided and decided.metric == "cosine_min" else None
         lines = [f"# {Path(self.candidate).name} vs {Path(self.baseline).name}", "",
                  f"{self.precision}, {self.samples} samples; {how}. Baseline: the FP32 ONNX in {self.baseline_runner}.", "",
-                 f"**{'PASS' if self.passed else 'FAIL'}**" + (f": decided by {_describe(decided)}" if decided else ""), ""]
+                 f"**{'PASS' if self.passed else 'FAIL'}**" + (f": decided by {_describe(decided)}" if decided else "")
+                 + (f", on sample {worst}" if worst else ""), ""]
         for coarse in self.coarse_checks():
             unit = coarse["unit"]
             lines += [(f"Too few {unit}s for {coarse['metric']} on {coarse['output']}: one {unit} of {coarse['samples']} "

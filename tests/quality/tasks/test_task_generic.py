@@ -303,7 +303,7 @@ def test_a_score_a_sample_is_judged_against_its_spread_not_its_size(cli, tmp_pat
     save_batches(tmp_path / "data", x)
     int8 = DEFAULT_THRESHOLDS["int8"]  # the candidate is an FP32 graph: judged by INT8's minimums, as spec'd
     (tmp_path / "m.toml").write_text('task = "generic"\n[thresholds.fp32]\n' + "".join(
-        f"{m} = {int8[m]}\n" for m in ("cosine", "channel_cosine_min", "channel_snr_db_min")))
+        f"{m} = {int8[m]}\n" for m in ("cosine", "cosine_min", "channel_cosine_min", "channel_snr_db_min")))
 
     def judged(noise):
         moved = weights + noise * rng.normal(0, 0.25, weights.shape)
@@ -354,7 +354,7 @@ def test_a_channel_of_fp32_rounding_residue_is_silent(cli, tmp_path, quiet, pass
     save_batches(tmp_path / "data", rng.normal(0, 1, (64, 16)).astype(np.float32))
     int8 = DEFAULT_THRESHOLDS["int8"]
     (tmp_path / "m.toml").write_text('task = "generic"\n[thresholds.fp32]\n' + "".join(
-        f"{m} = {int8[m]}\n" for m in ("cosine", "channel_cosine_min", "channel_snr_db_min")))
+        f"{m} = {int8[m]}\n" for m in ("cosine", "cosine_min", "channel_cosine_min", "channel_snr_db_min")))
     code, out, err = cli("validate", tmp_path / "zeroed.onnx", "--baseline", tmp_path / "m.onnx", "--data",
                          tmp_path / "data", "--spec", tmp_path / "m.toml", "--json")
     assert code == (0 if passes else 1), err

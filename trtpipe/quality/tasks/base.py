@@ -102,7 +102,7 @@ class Task:
                 baseline, self.first[None], rtol=1e-5, atol=1e-6 * max(1.0, abs(self.baseline_max)))
         if self.compares_elements:
             finite = np.isfinite(candidate)
-            self.raw.update(np.where(finite, candidate, 0.0), baseline, labels)  # labels count for classifiers only
+            self.raw.update(np.where(finite, candidate, 0.0), baseline, labels, ids)  # labels count for classifiers only
         self.add(candidate, baseline, got, want, ids, inputs)
 
     @property
@@ -137,6 +137,8 @@ class Task:
     def summary(self) -> dict[str, float]:
         raw = self.raw.summary()
         result = self.metrics()
+        if "cosine_min" not in result and "worst_sample" in raw:  # named with the cosine_min it is the sample of
+            result["worst_sample"] = raw["worst_sample"]
         for key in ("cosine", "cosine_min", "snr_db", "max_abs_error", "mean_abs_error", "values_per_sample"):
             result.setdefault(key, raw[key])
         result["finite"] = self.finite_share

@@ -67,6 +67,7 @@ class EmbeddingTask(Task):
         self.got: list[np.ndarray] = []
         self.want: list[np.ndarray] = []
         self.cosines: list[np.ndarray] = []
+        self.ids: list[str] = []
 
     def add(self, candidate, baseline, got, want, ids, inputs) -> None:
         candidate = np.nan_to_num(candidate)
@@ -78,11 +79,14 @@ class EmbeddingTask(Task):
         self.got.append(candidate.reshape(len(candidate), -1).astype(np.float32))
         self.want.append(baseline.reshape(len(baseline), -1).astype(np.float32))
         self.cosines.append(cosine_per_sample(candidate, baseline))
+        self.ids.extend(ids)
 
     def metrics(self) -> dict[str, float]:
         cosines = np.concatenate(self.cosines) if self.cosines else np.zeros(0)
-        result = {"cosine": float(cosines.mean()) if cosines.size else 0.0,
+        result: dict = {"cosine": float(cosines.mean()) if cosines.size else 0.0,
                   "cosine_min": float(cosines.min()) if cosines.size else 0.0}
+        if cosines.size and len(self.ids) == cosines.size:
+            result["worst_sample"] = self.ids[int(cosines.argmin())]
         if len(cosines) > 1:
             got, want = np.concatenate(self.got), np.concatenate(self.want)
             result["neighbour_agreement"] = neighbour_agreement(got, want, self.k)

@@ -199,7 +199,7 @@ class GenericTask(Task):
                 raise TrtpipeError(f"--spec: [[outputs]] {self.output}: transform {self.spec.transform} returned "
                                    f"{list(candidate.shape)} for the candidate and {list(baseline.shape)} for FP32; "
                                    "return the same shape for both")
-            self.answers.update(np.nan_to_num(candidate), baseline, None)
+            self.answers.update(np.nan_to_num(candidate), baseline, None, ids)
             if self.spec.tolerance is not None:
                 gap = np.nan_to_num(candidate - baseline, nan=np.inf)
                 points = gap.reshape(len(gap), -1, gap.shape[-1] if gap.ndim > 1 else 1)
@@ -239,5 +239,6 @@ class GenericTask(Task):
                      "decisions": self.values} if self.decided else {}
         within = {"within_tolerance": self.within / self.measured, "tolerance": self.spec.tolerance,
                   "distance_max": self.distance_max} if self.measured else {}
-        return {"cosine": raw["cosine"], "cosine_min": raw["cosine_min"], "snr_db": raw["snr_db"], **self.channels.worst(),
+        worst = {"worst_sample": raw["worst_sample"]} if "worst_sample" in raw else {}
+        return {"cosine": raw["cosine"], "cosine_min": raw["cosine_min"], **worst, "snr_db": raw["snr_db"], **self.channels.worst(),
                 **decisions, **within}
