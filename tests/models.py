@@ -69,6 +69,20 @@ def mlp(batch=4, seed=1, hidden=32, classes=8) -> onnx.ModelProto:
     return _model(graph)
 
 
+def integrator(drift: float = 0.0, seed: int = 3) -> onnx.ModelProto:
+    """A streaming model: `state` [N, 8] in, `stateN` = state + x @ W + `drift` (the state the next step reads)
+    and `y` = stateN @ V out; a candidate with a `drift` errs a little each step, and a stream piles it up."""
+    rng = np.random.default_rng(seed)
+    inits = [_init("w", rng.normal(0, 0.5, (8, 8))), _init("v", rng.normal(0, 0.5, (8, 4))), _init("drift", np.full(8, drift))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["step"]), helper.make_node("Add", ["state", "step"], ["moved"]),
+             helper.make_node("Add", ["moved", "drift"], ["stateN"]), helper.make_node("MatMul", ["stateN", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "integrator", [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 8])
+                                                    for n in ("x", "state")],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4]),
+                               helper.make_tensor_value_info("stateN", TensorProto.FLOAT, ["N", 8])], inits)
+    return _model(graph)
+
+
 def mlp_classifier(weights, biases, sample_shape) -> onnx.ModelProto:
     """Flatten, then MatMul-Add-Relu layers and a last MatMul-Add giving logits, from trained weights
     (scikit-learn's MLPClassifier coefs_ and intercepts_); the input is `image`, batch dynamic."""

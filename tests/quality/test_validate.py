@@ -224,3 +224,59 @@ def test_data_that_contradicts_a_fixed_input_value_is_exit_2(workdir, cli):
                        "--spec", spec)
     assert code == 2 and "Traceback" not in err
     assert "000.npy: input 'x' holds" in err and "[[inputs]] x value = 0.5 fixes it" in err
+
+
+def _stream(tmp_path, drift, steps=32):
+    """An integrator and a candidate drifting by `drift` a step; one data file of `steps` steps with the states FP32
+    carries, and a spec that carries `stateN` to `state` (INT8's minimums for the FP32-typed candidate)."""
+    from onnx import numpy_helper
+
+    from models import integrator
+
+    save(integrator(), tmp_path / "fp32.onnx")
+    save(integrator(drift), tmp_path / "drifting.onnx")
+    x = np.random.default_rng(0).normal(0, 1, (steps, 8)).astype(np.float32)
+    w = numpy_helper.to_array(integrator().graph.initializer[0])
+    states = np.concatenate([np.zeros((1, 8)), np.cumsum(x @ w, axis=0)[:-1]]).astype(np.float32)
+    (tmp_path / "data").mkdir()
+    np.savez(tmp_path / "data" / "stream.npz", x=x, state=states)
+    int8 = DEFAULT_THRESHOLDS["int8"]
+    limits = "".join(f"{m} = {int8[m]}\n" for m in ("cosine", "cosine_min", "channel_cosine_min", "channel_snr_db_min"))
+    spec = ('[[inputs]]\nname = "x"\nshape = [-1, 8]\n[[inputs]]\nname = "state"\nshape = [-1, 8]\ncarry = "stateN"\n'
+            f'[[outputs]]\nname = "y"\ntask = "generic"\n[[outputs]]\nname = "stateN"\ntask = "generic"\n[thresholds.fp32]\n{limits}')
+    (tmp_path / "carried.toml").write_text(spec)
+    (tmp_path / "stepwise.toml").write_text(spec.replace('carry = "stateN"\n', ""))
+    return tmp_path
+
+
+def test_a_carried_state_runs_the_stream_and_the_candidate_error_builds_up(cli, tmp_path):
+    """Fed FP32's state each step, a state drifting by 0.05 a step passes; run as the model runs, each step
+    reading the candidate's own state, the drift piles up over 32 steps and fails. FP32 against itself passes both."""
+    where = _stream(tmp_path, drift=0.05)
+
+    def judged(candidate, spec):
+        code, out, err = cli("validate", where / candidate, "--baseline", where / "fp32.onnx", "--data", where / "data",
+                             "--spec", where / spec, "--json")
+        assert code in (0, 1), err
+        return json.loads(out)
+
+    stepwise, carried = judged("drifting.onnx", "stepwise.toml"), judged("drifting.onnx", "carried.toml")
+    assert stepwise["passed"] and stepwise["carried"] == {}
+    assert not carried["passed"] and carried["carried"] == {"state": "stateN"}
+    assert carried["outputs"]["stateN"]["cosine"] < 0.99 < stepwise["outputs"]["stateN"]["cosine"]
+    assert carried["outputs"]["y"]["channel_snr_db_min"] < 9.6 < stepwise["outputs"]["y"]["channel_snr_db_min"]
+    late = int(carried["outputs"]["stateN"]["worst_sample"].removeprefix("stream.npz[").rstrip("]"))
+    assert late >= 16  # the most piled up, where stepwise the first step, from a zero state, is the worst
+    assert judged("fp32.onnx", "carried.toml")["passed"]
+
+
+def test_a_carry_that_cannot_run_is_refused_in_one_line(cli, tmp_path):
+    where = _stream(tmp_path, drift=0.0)
+    spec = (where / "carried.toml").read_text()
+    for broken, says in ((spec.replace('carry = "stateN"', 'carry = "stateM"'), "carry 'stateM' is not an output"),
+                         (spec.replace('carry = "stateN"', 'carry = "y"'), "output 'y' is [1, 4] and input 'state'"),
+                         (spec.replace('carry = "stateN"', 'carry = "stateN"\nbatched = false'), "carry is for an input")):
+        (where / "broken.toml").write_text(broken)
+        code, _, err = cli("validate", where / "fp32.onnx", "--baseline", where / "fp32.onnx", "--data", where / "data",
+                           "--spec", where / "broken.toml")
+        assert code == 2 and says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

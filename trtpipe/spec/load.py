@@ -36,9 +36,14 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
     shapes = parse_shapes([f"{k}:{v}" for k, v in raw.get("shapes", {}).items()], f"--spec {path}: [shapes]")
     root = path.parent
     inputs = [InputSpec(i["name"], list(i["shape"]), i.get("dtype", "float32"),
-                        batch_axis=i.get("batch_axis", 0) if i.get("batched", True) else None, value=i.get("value"))
+                        batch_axis=i.get("batch_axis", 0) if i.get("batched", True) else None, value=i.get("value"),
+                        carry=i.get("carry"))
               for i in raw.get("inputs", [])]
     for spec in inputs:
+        if spec.carry is not None and (spec.batch_axis is None or spec.value is not None):
+            raise TrtpipeError(f"--spec {path}: [[inputs]] {spec.name}: carry is for an input each step feeds the next "
+                               "(a state), not one the batch shares or one of a fixed value; remove carry, or batched "
+                               "and value")
         if spec.batch_axis is not None and not 0 <= spec.batch_axis < max(len(spec.shape), 1):
             raise TrtpipeError(f"--spec {path}: [[inputs]] {spec.name}: batch_axis {spec.batch_axis} is not an axis "
                                f"of shape {spec.shape}")

@@ -39,6 +39,10 @@ class InputSpec:
     # The value this input always has (a sample rate): control flow that only it and the shapes
     # decide is folded into the branch taken (graph.control). None: any value.
     value: float | None = None
+    # The output this input is fed from on the next step (an RNN's state, a streaming model's caches):
+    # validate runs each data file's samples in order as one stream, so that error builds up as it does
+    # where the model runs. None: every sample's value is the data's.
+    carry: str | None = None
 
 
 @dataclass

@@ -49,7 +49,8 @@ SCHEMA = {
     "name": string,
     "task": choice(*TASKS),
     "inputs": array_of_tables(table({"name": string, "shape": list_of(integer), "dtype": choice(*DTYPES),
-                                       "batch_axis": integer, "batched": boolean, "value": number},
+                                       "batch_axis": integer, "batched": boolean, "value": number,
+                                       "carry": string},
                                       "inputs", required=("name", "shape")), "inputs"),
     "preprocess": table({"size": list_of(integer, 2), "resize": integer, "color": choice("RGB", "BGR", "L"),
                           "scale": number, "mean": list_of(number), "std": list_of(number),
@@ -94,6 +95,11 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
     "inputs.batched": ("true", "false for an input the whole batch shares (a sample rate): fed once, not stacked"),
     "inputs.value": ("none", ("the value the input always has (a sample rate): If nodes that only it and the [shapes] "
                               "decide are folded into the branch taken, so TensorRT sees no control flow there")),
+    "inputs.carry": ("none", ("the output this input is fed from on the next step (an RNN's state, a streaming "
+                              "model's caches): validate runs each data file's samples in order as one stream, the "
+                              "first with the file's value, each later one with the output of the step before, the "
+                              "candidate's own and FP32's own, so that the candidate's error builds up as it does "
+                              "where the model runs; calibration reads the file's values")),
     "preprocess": (None, "how an image file becomes the input (images need it; .npy/.npz do not)"),
     "preprocess.size": ("[224, 224]", "height, width after resizing (or cropping, with resize)"),
     "preprocess.resize": ("none", "the shorter side before a centre crop to size; without it images are resized to size"),
