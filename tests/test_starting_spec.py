@@ -394,6 +394,7 @@ def test_init_reads_a_state_batch_axis_and_a_shared_scalar_from_npz(cli, tmp_pat
     assert cli("init", model, "--data", tmp_path / "data", "-o", tmp_path / "rnn.toml")[0] == 0
     spec = load_spec(tmp_path / "rnn.toml")
     assert [(i.name, i.batch_axis, i.value) for i in spec.inputs] == [("x", 0, None), ("state", 1, None), ("sr", None, 16000)]
+    assert [i.carry for i in spec.inputs] == [None, "stateN", None]  # stateN comes back in state's shape
     assert {name: str(shapes) for name, shapes in spec.shapes.items()} == {"x": "1x4/8x4/32x4", "state": "2x1x8/2x8x8/2x32x8"}
     assert [(o.name, o.batch_axis) for o in spec.outputs] == [("y", 0), ("stateN", 1)]
 
@@ -420,10 +421,27 @@ def test_init_finds_the_batch_of_fixed_caches_on_a_later_axis(cli, tmp_path):
     assert spec.task == "generic"
     assert [(i.name, i.batch_axis) for i in spec.inputs] == [("mix", 0), ("cache", 1), ("tra", 2)]
     assert [(o.name, o.batch_axis) for o in spec.outputs] == [("enh", 0), ("cache_out", 1), ("tra_out", 2)]
+    # the cache is carried from the output of its shape and nearest name; `tra`, not named as a state is, is not
+    assert [i.carry for i in spec.inputs] == [None, "cache_out", None]
     from trtpipe.data import iter_batches
 
     batches = list(iter_batches(spec, tmp_path / "data", batch_size=2))  # refused before: 1 sample and 2
     assert [b.arrays["cache"].shape for b in batches] == [(2, 1, 16)] * 3  # the fixed batch caps it at one
+
+
+def test_init_carries_no_cache_that_grows_a_step(cli, tmp_path):
+    """A decoder's past keys [N, T, 4] come back one step longer as its present ones: fed back they would not
+    fit, so init writes no carry there (validate would stop on a shape it cannot feed)."""
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 4]),
+              helper.make_tensor_value_info("past", TensorProto.FLOAT, ["N", "T", 4])]
+    outputs = [helper.make_tensor_value_info("present", TensorProto.FLOAT, ["N", "U", 4])]
+    model = tmp_path / "decoder.onnx"
+    models.save(models._model(helper.make_graph([helper.make_node("Concat", ["past", "x"], ["present"], axis=1)], "g",
+                                                inputs, outputs)), model)
+    (tmp_path / "data").mkdir()
+    np.savez(tmp_path / "data" / "steps.npz", x=np.ones((3, 1, 4), np.float32), past=np.ones((3, 5, 4), np.float32))
+    assert cli("init", model, "--data", tmp_path / "data", "-o", tmp_path / "decoder.toml")[0] == 0
+    assert [i.carry for i in load_spec(tmp_path / "decoder.toml").inputs] == [None, None]
 
 
 def test_a_spec_init_cannot_load_replaces_nothing(cli, tmp_path, monkeypatch):

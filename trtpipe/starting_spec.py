@@ -427,6 +427,43 @@ def _batch_axis(tensor: TensorFacts, array, count: int | None, fixed: bool = Fal
     return next((i for i, d in enumerate(tensor.shape) if d < 0 and array.shape[i] == count), 0)
 
 
+def _first_sample(inputs: list[TensorFacts], arrays: dict, axes: dict[str, int | None], count: int = 1) -> dict:
+    """Return the feeds of the data's first sample, `count` times over on each input's batch axis."""
+    out = {}
+    for tensor in inputs:
+        array, axis = np.asarray(arrays[tensor.name]), axes[tensor.name]
+        if axis is not None:
+            one = np.take(array, [0], axis) if array.ndim == len(tensor.shape) else np.expand_dims(array, axis)
+            array = np.concatenate([one] * count, axis)
+        out[tensor.name] = array.astype(tensor.dtype)
+    return out
+
+
+def _carried(model, inputs: list[TensorFacts], arrays: dict, axes: dict[str, int | None]) -> dict[str, str]:
+    """Return {input: output} of the states a step hands the next: an input named as a state is, and the float
+    output that ONNX Runtime returns in its shape on the data's first sample, the one whose name shares the
+    longest start with it (silero-vad's `state` and `stateN`). A cache that grows a step (a decoder's past and
+    present keys) comes back larger and is not carried. {} when the model does not run the sample."""
+    from trtpipe.graph.sessions import session
+
+    states = [t for t in inputs if STATE_NAME.search(t.name) and axes[t.name] is not None and t.name in arrays]
+    if not states or any(t.name not in arrays for t in inputs):
+        return {}
+    try:
+        feeds, runs = _first_sample(inputs, arrays, axes), session(model, optimization="none")
+        returned = dict(zip([o.name for o in runs.get_outputs()], runs.run(None, feeds)))
+    except Exception:  # noqa: BLE001 - a sample the model does not run says nothing of its states
+        return {}
+    carried = {}
+    for state in states:
+        alike = [name for name, value in returned.items() if np.shape(value) == feeds[state.name].shape
+                 and np.asarray(value).dtype.kind == "f" and name not in carried.values()]
+        nearest = max(alike, key=lambda name: len(os.path.commonprefix([name, state.name])), default=None)
+        if nearest is not None and os.path.commonprefix([nearest, state.name]):
+            carried[state.name] = nearest
+    return carried
+
+
 def _fixed_at_one(model, inputs: list[TensorFacts], arrays: dict, axes: dict[str, int | None]) -> bool:
     """Return True when ONNX Runtime runs the data's first sample alone and refuses two of it: the ONNX
     names a dynamic batch that a Reshape inside fixes at 1 (khmersm). False when it cannot tell."""
@@ -437,14 +474,7 @@ def _fixed_at_one(model, inputs: list[TensorFacts], arrays: dict, axes: dict[str
         return False
 
     def feeds(count: int) -> dict:
-        out = {}
-        for tensor in inputs:
-            array, axis = np.asarray(arrays[tensor.name]), axes[tensor.name]
-            if axis is not None:
-                one = np.take(array, [0], axis) if array.ndim == len(tensor.shape) else np.expand_dims(array, axis)
-                array = np.concatenate([one] * count, axis)
-            out[tensor.name] = array.astype(tensor.dtype)
-        return out
+        return _first_sample(inputs, arrays, axes, count)
 
     try:
         # As written: ONNX Runtime's reshape fusion turns a Reshape to [1, length] into [1, -1], which takes
@@ -564,6 +594,7 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     one_batch = arrays and _fixed_at_one(model, inputs, arrays, batch_axes)
     if one_batch:  # images never get here: only .npy/.npz samples are run
         inputs = [replace(t, shape=[1 if i == batch_axes[t.name] else d for i, d in enumerate(t.shape)]) for t in inputs]
+    carried = _carried(model, inputs, arrays, batch_axes) if arrays else {}
     shapes, axes = {}, []
     for tensor in inputs:
         array = arrays.get(tensor.name)
@@ -586,6 +617,10 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
                              "(control flow on it is then folded)")
         elif axis:
             lines.append(f"batch_axis = {axis}  # CHECK: the axis whose size in the data is the sample count")
+        if tensor.name in carried:
+            lines.append(f"carry = {toml_string(carried[tensor.name])}  # CHECK: the output this state comes back as; "
+                         "validate runs each data file's samples in order as one stream, each step fed the step "
+                         "before's")
         lines.append("")
         if not tensor.shape or all(d > 0 for d in tensor.shape):
             continue
