@@ -494,11 +494,18 @@ def captcha_crnn(name: str, code: Path) -> Judge:
 
 
 def silero_vad(name: str, code: Path) -> Judge:
-    """Silero's speech decision per 36 ms window: probability >= 0.5, get_speech_timestamps' threshold."""
-    batches = samples(name)
+    """Silero's speech decision per 36 ms window: probability >= 0.5, get_speech_timestamps' threshold; each
+    file's chunks streamed as its wrapper runs them, the model carrying its own state from the file's first."""
+    streams = [np.load(path) for path in sorted((BUILD / name / "data" / "val").glob("*.npz"))]
 
     def speech(path: Path) -> list[bool]:
-        return list(joined(outputs(path, batches), "output").ravel() >= 0.5)
+        model, decided = session(path), []
+        for chunks in streams:
+            state = chunks["state"][:, :1]
+            for window in chunks["input"]:
+                probability, state = model.run(None, {"input": window[None], "state": state, "sr": chunks["sr"]})
+                decided.append(bool(probability.ravel()[0] >= 0.5))
+        return decided
 
     want = speech(fp32(name))
     return lambda precision: same_share(want, speech(typed(name, precision)), "speech decisions", LABELS_SAME)

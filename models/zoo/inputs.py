@@ -211,25 +211,30 @@ def speech_like(rng: np.random.Generator, seconds: float, rate: int = 16000) -> 
     return out + rng.normal(0, 0.003, len(out)).astype(np.float32)
 
 
-def write_audio(directory: Path, count: int, seed: int, model: Path, chunk: int = 512, context: int = 64) -> None:
+def write_audio(directory: Path, count: int, seed: int, model: Path, chunk: int = 512, context: int = 64,
+                stream: int = 32) -> None:
     """16 kHz speech-like audio in chunks as silero-vad's wrapper feeds them (64 samples of context
-    before each 512), with the state the FP32 model itself carries from chunk to chunk."""
+    before each 512), with the state the FP32 model itself carries from chunk to chunk: one file a stream of
+    up to `stream` consecutive chunks (about a second), each from its own audio."""
     import onnxruntime as ort
 
     rng = np.random.default_rng(seed)
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    audio = speech_like(rng, (count + 8) * chunk / 16000 + 0.1)
-    state = np.zeros((2, 1, 128), np.float32)
-    previous = np.zeros(context, np.float32)
-    inputs, states = [], []
-    for i in range(count + 8):  # the first chunks only warm the state up
-        window = np.concatenate([previous, audio[i * chunk:(i + 1) * chunk]])
-        if i >= 8:
-            inputs.append(window)
-            states.append(state[:, 0])
-        _, state = session.run(None, {"input": window[None], "state": state, "sr": np.array(16000, np.int64)})
-        previous = window[-context:]
-    np.savez(directory / "chunks.npz", input=np.stack(inputs), state=np.stack(states, axis=1), sr=np.array(16000, np.int64))
+    for first in range(0, count, stream):
+        chunks = min(stream, count - first)
+        audio = speech_like(rng, (chunks + 8) * chunk / 16000 + 0.1)
+        state = np.zeros((2, 1, 128), np.float32)
+        previous = np.zeros(context, np.float32)
+        inputs, states = [], []
+        for i in range(chunks + 8):  # the first chunks only warm the state up
+            window = np.concatenate([previous, audio[i * chunk:(i + 1) * chunk]])
+            if i >= 8:
+                inputs.append(window)
+                states.append(state[:, 0])
+            _, state = session.run(None, {"input": window[None], "state": state, "sr": np.array(16000, np.int64)})
+            previous = window[-context:]
+        name = "chunks.npz" if first == 0 else f"chunks-{first // stream}.npz"
+        np.savez(directory / name, input=np.stack(inputs), state=np.stack(states, axis=1), sr=np.array(16000, np.int64))
 
 
 def file_features(data: bytes, size: int = 1024, padding: int = 256) -> np.ndarray:
