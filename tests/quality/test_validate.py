@@ -275,7 +275,10 @@ def test_a_carry_that_cannot_run_is_refused_in_one_line(cli, tmp_path):
     spec = (where / "carried.toml").read_text()
     for broken, says in ((spec.replace('carry = "stateN"', 'carry = "stateM"'), "carry 'stateM' is not an output"),
                          (spec.replace('carry = "stateN"', 'carry = "y"'), "output 'y' is [1, 4] and input 'state'"),
-                         (spec.replace('carry = "stateN"', 'carry = "stateN"\nbatched = false'), "carry is for an input")):
+                         (spec.replace('carry = "stateN"', 'carry = "stateN"\nbatched = false'), "carry is for an input"),
+                         (spec.replace('carry = "stateN"', 'carry = ""'), "carry is empty"),
+                         (spec.replace('carry = "stateN"', 'carry = "state"'), "carry 'state' is not an output"),
+                         (spec.replace("[-1, 8]", "[4, 8]"), "the model's batch is fixed at 4")):
         (where / "broken.toml").write_text(broken)
         code, _, err = cli("validate", where / "fp32.onnx", "--baseline", where / "fp32.onnx", "--data", where / "data",
                            "--spec", where / "broken.toml")

@@ -40,6 +40,9 @@ def load_spec(path: str | os.PathLike) -> ModelSpec:
                         carry=i.get("carry"))
               for i in raw.get("inputs", [])]
     for spec in inputs:
+        if spec.carry == "":
+            raise TrtpipeError(f"--spec {path}: [[inputs]] {spec.name}: carry is empty; name the output this input is "
+                               "fed from on the next step, or remove carry")
         if spec.carry is not None and (spec.batch_axis is None or spec.value is not None):
             raise TrtpipeError(f"--spec {path}: [[inputs]] {spec.name}: carry is for an input each step feeds the next "
                                "(a state), not one the batch shares or one of a fixed value; remove carry, or batched "
