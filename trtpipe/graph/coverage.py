@@ -19,8 +19,9 @@ import numpy as np
 from trtpipe.calibrators.graph import QUANTIZED_OPS  # the layers Q/DQ quantizes, and where their weight may sit
 from trtpipe.graph import toolkit
 
-# Ops a constant passes through on its way into a layer without becoming an activation.
-PASS_THROUGH = ("Transpose", "Reshape", "Cast", "Identity", "Unsqueeze", "Squeeze", "Flatten")
+# Ops a constant passes through on its way into a layer without becoming an activation: a Cast changes its
+# type, not which weight it is.
+PASS_THROUGH = (*toolkit.MOVES_VALUES, "Cast")
 
 # Layers that hold weights Q/DQ leaves in float: the input slots of W and R (the input and recurrence weights).
 RECURRENT_WEIGHT_SLOTS = {"GRU": (1, 2), "LSTM": (1, 2), "RNN": (1, 2)}

@@ -199,15 +199,12 @@ def small_layer(node, constants: set[str], values: dict[str, np.ndarray], precis
     return None
 
 
-# Ops between a Softmax and the layer reading its probabilities that only move them (an attention's heads split).
-MOVES_VALUES = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity")
-
-
 def probabilities(graph) -> set[str]:
-    """Return the tensors that hold a Softmax's output, as it is or only moved (MOVES_VALUES)."""
+    """Return the tensors that hold a Softmax's output, as it is or only moved (toolkit.MOVES_VALUES: an
+    attention's heads split)."""
     held = {node.output[0] for node in graph.node if node.op_type == "Softmax"}
     for node in graph.node:  # nodes are in topological order
-        if node.op_type in MOVES_VALUES and node.input and node.input[0] in held:
+        if node.op_type in toolkit.MOVES_VALUES and node.input and node.input[0] in held:
             held.add(node.output[0])
     return held
 

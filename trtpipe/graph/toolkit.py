@@ -26,6 +26,10 @@ import numpy as np
 
 Message = TypeVar("Message")
 
+# Ops that only move a tensor's values (its layout, its rank), never change one: a weight stays that weight
+# through them (coverage), a Softmax's probabilities stay probabilities (qdq).
+MOVES_VALUES = ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+
 
 def copy(message: Message) -> Message:
     """Return a deep copy of a ModelProto, GraphProto or NodeProto: a pass never edits its caller's model."""
