@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -216,55 +217,63 @@ def weight_elements(node, constants: set[str], values: dict[str, np.ndarray]) ->
     return 0 if weight is None else int(weight.size)
 
 
-def why_left_out(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
-                 quantize_depthwise: bool = False, min_weights: int = 0,
-                 precision: Precision | None = None, small: str = "all", softmaxed: Collection[str] = ()) -> str | None:
-    """Return why Q/DQ insertion leaves the Conv/MatMul/Gemm `node` unquantized, None if it quantizes it:
-    an activation without a scale, a depthwise Conv unless `quantize_depthwise`, fewer than
-    `min_weights` weight elements, in INT8 an input among `softmaxed` (probabilities(), a Softmax's), a
-    layer too small for `precision` as far as `small` (small_rule's answer) says (see the module's doc)."""
-    activations = activation_inputs(node, constants)
-    missing = [name for name in activations if name not in table.amax]
-    if missing:
-        return f"no scale for '{missing[0]}' in the cache"
-    if not quantize_depthwise and depthwise(node, values):
-        return f"depthwise convolution: TensorRT-RTX pads a quantized one's groups to {MIN_GROUP_CHANNELS} channels"
-    if min_weights and (count := weight_elements(node, constants, values)) < min_weights:
-        return f"{count} weight elements, under min_weights {min_weights}"
-    read = next((name for name in activations if name in softmaxed), None)
-    if precision is Precision.INT8 and read is not None:
-        return f"int8: reads '{read}', a Softmax's probabilities, whose small values INT8's uniform grid rounds to 0"
-    return small_layer(node, constants, values, precision, small)
+@dataclass(frozen=True)
+class Placement:
+    """What Q/DQ placement reads of one graph, found once: its constants and float weights, the cache's
+    scales, the precision and the user's limits (see insert_qdq), and the tensors that hold a Softmax's
+    probabilities (probabilities())."""
 
+    constants: set[str]
+    values: dict[str, np.ndarray]
+    table: CalibrationTable
+    precision: Precision | None = None
+    quantize_depthwise: bool = False
+    min_weights: int = 0
+    softmaxed: Collection[str] = ()
 
-def small_rule(nodes, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
-               quantize_depthwise: bool = False, min_weights: int = 0, precision: Precision | None = None,
-               exclude=(), softmaxed: Collection[str] = ()) -> str:
-    """Return how much of the small-layer rules (small_layer) hold: the most that leaves some layer quantized.
+    @classmethod
+    def of(cls, model, table: CalibrationTable, precision: Precision | None = None, quantize_depthwise: bool = False,
+           min_weights: int = 0) -> Placement:
+        return cls(constant_names(model), float_constants(model), table, precision, quantize_depthwise, min_weights,
+                   probabilities(model.graph))
 
-    "all" where it can. A model whose layers are all small would have nothing quantized and its build
-    nothing to build: "channels" then quantizes FP8's wide Convs of large kernels and keeps the narrow
-    ones out, the stem reading the input among them (RivaGAN's decoder: four 11x11 Convs, two of them
-    reading the image, whose watermark is a grey level or two that E4M3 rounds to steps of up to 9).
-    "off" where even that leaves nothing: Basic Pitch, every Conv at most 16 channels on a side,
-    quantized whole as in INT8; an MLP of narrow layers."""
-    for rule in ("all", "channels"):
-        if any(activation_inputs(node, constants) and not node_matches(node, exclude)
-               and why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision, rule,
-                                softmaxed) is None
-               for node in nodes):
-            return rule
-    return "off"
+    def why_left_out(self, node, small: str = "all") -> str | None:
+        """Return why Q/DQ insertion leaves the Conv/MatMul/Gemm `node` unquantized, None if it quantizes it:
+        an activation without a scale, a depthwise Conv unless `quantize_depthwise`, fewer than `min_weights`
+        weight elements, in INT8 an input among the Softmax's probabilities, a layer too small for the
+        precision as far as `small` (small_rule's answer) says (see the module's doc)."""
+        activations = activation_inputs(node, self.constants)
+        missing = [name for name in activations if name not in self.table.amax]
+        if missing:
+            return f"no scale for '{missing[0]}' in the cache"
+        if not self.quantize_depthwise and depthwise(node, self.values):
+            return f"depthwise convolution: TensorRT-RTX pads a quantized one's groups to {MIN_GROUP_CHANNELS} channels"
+        if self.min_weights and (count := weight_elements(node, self.constants, self.values)) < self.min_weights:
+            return f"{count} weight elements, under min_weights {self.min_weights}"
+        read = next((name for name in activations if name in self.softmaxed), None)
+        if self.precision is Precision.INT8 and read is not None:
+            return f"int8: reads '{read}', a Softmax's probabilities, whose small values INT8's uniform grid rounds to 0"
+        return small_layer(node, self.constants, self.values, self.precision, small)
 
+    def small_rule(self, nodes, exclude=()) -> str:
+        """Return how much of the small-layer rules (small_layer) hold: the most that leaves some layer quantized.
 
-def quantizable(node, constants: set[str], table: CalibrationTable, values: dict[str, np.ndarray],
-                quantize_depthwise: bool = False, min_weights: int = 0, precision: Precision | None = None,
-                small: str = "all", softmaxed: Collection[str] = ()) -> bool:
-    """Return True if Q/DQ insertion for `precision` quantizes `node`: a Conv/MatMul/Gemm with an
-    activation input that nothing leaves out (why_left_out)."""
-    return (bool(activation_inputs(node, constants))
-            and why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision, small,
-                             softmaxed) is None)
+        "all" where it can. A model whose layers are all small would have nothing quantized and its build
+        nothing to build: "channels" then quantizes FP8's wide Convs of large kernels and keeps the narrow
+        ones out, the stem reading the input among them (RivaGAN's decoder: four 11x11 Convs, two of them
+        reading the image, whose watermark is a grey level or two that E4M3 rounds to steps of up to 9).
+        "off" where even that leaves nothing: Basic Pitch, every Conv at most 16 channels on a side,
+        quantized whole as in INT8; an MLP of narrow layers."""
+        for rule in ("all", "channels"):
+            if any(activation_inputs(node, self.constants) and not node_matches(node, exclude)
+                   and self.why_left_out(node, rule) is None for node in nodes):
+                return rule
+        return "off"
+
+    def quantizable(self, node, small: str = "all") -> bool:
+        """Return True if Q/DQ insertion quantizes `node`: a Conv/MatMul/Gemm with an activation input that
+        nothing leaves out (why_left_out)."""
+        return bool(activation_inputs(node, self.constants)) and self.why_left_out(node, small) is None
 
 
 def _zero_point(precision: Precision, size: int):
@@ -294,8 +303,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     only = set(only) if only is not None else None
     model = onnxio.with_opset(toolkit.copy(model), MIN_OPSET[precision])
     graph = model.graph
-    constants = constant_names(model)
-    values = float_constants(model)
+    placement = Placement.of(model, table, precision, quantize_depthwise, min_weights)
+    constants, values = placement.constants, placement.values
     qmax = QMAX[precision]
     inputs_needed = {n for node in graph.node for n in activation_inputs(node, constants)}
     missing = sorted(n for n in inputs_needed if n not in table.amax)
@@ -325,9 +334,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
         new_initializers.append(numpy_helper.from_array(zp.reshape(()) if scalar else zp, name))
         return name
 
-    softmaxed = probabilities(graph)
-    small = small_rule(graph.node, constants, table, values, quantize_depthwise, min_weights, precision, exclude,
-                       softmaxed)
+    small = placement.small_rule(graph.node, exclude)
     for node in graph.node:
         activations = activation_inputs(node, constants)
         slot = weight_slot(node, constants)
@@ -336,8 +343,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
             new_nodes.append(node)
             continue
         reason = ("excluded (--exclude or the spec's [quantize] exclude)" if node_matches(node, exclude) else
-                  why_left_out(node, constants, table, values, quantize_depthwise, min_weights, precision, small,
-                               softmaxed))
+                  placement.why_left_out(node, small))
         if reason is not None:
             left_out.append(KeptNode(toolkit.label(node), node.op_type, reason))
             new_nodes.append(node)

@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from trtpipe.calibrators.cache import CalibrationTable
-from trtpipe.calibrators.graph import constant_names
 from trtpipe.data import Batch
-from trtpipe.graph.qdq import float_constants, probabilities, quantizable, small_rule
+from trtpipe.graph.qdq import Placement
 from trtpipe.graph.toolkit import label
 from trtpipe.spec import ModelSpec, is_float
 from trtpipe.targets import Precision
@@ -38,13 +37,10 @@ class LayerSensitivity:
 def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0, precision: Precision | None = None) -> list:
     """Return the nodes Q/DQ insertion for `precision` would quantize: Conv, MatMul, Gemm with scales
     in `table`, not depthwise, with at least `min_weights` weight elements (the spec's), not reading a
-    Softmax's probabilities in INT8, not too small for `precision` (graph.qdq.why_left_out)."""
-    constants, values, softmaxed = constant_names(model), float_constants(model), probabilities(model.graph)
-    small = small_rule(model.graph.node, constants, table, values, min_weights=min_weights, precision=precision,
-                       softmaxed=softmaxed)
-    return [node for node in model.graph.node
-            if quantizable(node, constants, table, values, min_weights=min_weights, precision=precision, small=small,
-                           softmaxed=softmaxed)]
+    Softmax's probabilities in INT8, not too small for `precision` (graph.qdq.Placement.why_left_out)."""
+    placement = Placement.of(model, table, precision, min_weights=min_weights)
+    small = placement.small_rule(model.graph.node)
+    return [node for node in model.graph.node if placement.quantizable(node, small)]
 
 
 def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Batch],
