@@ -318,7 +318,7 @@ def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: Ca
     limit = min(options.limit or OUTPUTS_CHECK_SAMPLES, OUTPUTS_CHECK_SAMPLES)
     with data.model_runs_on(data_dir):
         batches = list(data.iter_batches(spec, data_dir, options.batch_size, limit, options.shuffle, options.seed))
-        wanted = baseline_outputs(model, batches)
+        wanted = baseline_outputs(model, batches, spec)
     thresholds = thresholds_for(str(precision), spec)
     candidates = {"auto": (amax, chosen)}
     scores: dict[str, tuple[float, ...]] = {}

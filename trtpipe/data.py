@@ -381,7 +381,8 @@ def iter_batches(spec: ModelSpec, directory: str | os.PathLike, batch_size: int 
     if batch_size < 1:
         raise TrtpipeError(f"--batch-size {batch_size}: must be at least 1")
     fixed = fixed_batch(spec)
-    batch_size = fixed or batch_size
+    # A spec that carries a state runs one step at a time (trtpipe.quality.stream); batches of one for it alone.
+    batch_size = fixed or (1 if any(i.carry for i in spec.inputs) else batch_size)
     left_out = yielded = 0
     files = list_files(directory, flag)
     if shuffle:

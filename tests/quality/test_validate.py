@@ -283,3 +283,22 @@ def test_a_carry_that_cannot_run_is_refused_in_one_line(cli, tmp_path):
         code, _, err = cli("validate", where / "fp32.onnx", "--baseline", where / "fp32.onnx", "--data", where / "data",
                            "--spec", where / "broken.toml")
         assert code == 2 and says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_tune_and_autos_check_judge_a_carried_state_as_validate_does(tmp_path):
+    """tune's search and `auto`'s check at the outputs judge trial graphs on calibration batches of their own
+    (judge_model): they stream too, the drift piling up as in validate, where fed FP32's states it passed."""
+    import onnx
+
+    from trtpipe import data
+    from trtpipe.quality.tune import baseline_outputs
+    from trtpipe.quality.tune_judge import task_metrics
+
+    where = _stream(tmp_path, drift=0.05)
+    for name, streamed in (("stepwise.toml", False), ("carried.toml", True)):
+        spec = load_spec(where / name)
+        batches = list(data.iter_batches(spec, where / "data", batch_size=16))
+        assert len(batches) == (32 if streamed else 2)  # a stream runs one step at a time
+        wanted = baseline_outputs(onnx.load(where / "fp32.onnx"), batches, spec)
+        metrics, _ = task_metrics(onnx.load(where / "drifting.onnx"), spec, batches, wanted, thresholds_for("fp32", spec))
+        assert (metrics["cosine"] < 0.99) == streamed, (name, metrics)

@@ -52,6 +52,7 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
     output is judged generically (a classifier when `classifier`). No rows when the cache holds none
     of the model's scales (the CLI says so, naming the cache)."""
     from trtpipe.graph.typed import typed_model
+    from trtpipe.quality.stream import Stream, carried_inputs
     from trtpipe.quality.tasks import judge_model, make_task, make_tasks
     from trtpipe.runtime.onnxrt import OnnxRunner
     from trtpipe.spec import OutputSpec
@@ -66,13 +67,13 @@ def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batc
             tasks = lambda: [make_task(OutputSpec(first.name, "classification"))]
         else:
             tasks = lambda: make_tasks(spec, baseline.outputs)
-        arrays = [batch.arrays for batch in batches]
-        wanted = [baseline(feeds) for feeds in arrays]
+        run = Stream(baseline, carried_inputs(spec, baseline.outputs))
+        wanted = [run(batch) for batch in batches]
     rows = []
     for node in layers:
         name = label(node)
         typed = typed_model(model, precision, table, unquantized=unquantized, only=[name])
-        summaries = judge_model(typed, lambda outputs: tasks(), batches, wanted, name)
+        summaries = judge_model(typed, lambda outputs: tasks(), batches, wanted, name, spec)
         score_task, score = min(((t, s[t.primary]) for t, s in summaries), key=lambda pair: pair[1])
         top1 = [s["top1_agreement"] for t, s in summaries if "top1_agreement" in s]
         distances = [s["distance_max"] for t, s in summaries if t.primary == "within_tolerance"]

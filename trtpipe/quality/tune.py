@@ -329,12 +329,14 @@ def first_samples(batches: Sequence[Batch], samples: int) -> list[Batch]:
     return taken
 
 
-def baseline_outputs(model, batches: Sequence[Batch]) -> list[dict[str, np.ndarray]]:
-    """Return the FP32 model's outputs on every batch."""
+def baseline_outputs(model, batches: Sequence[Batch], spec: ModelSpec | None = None) -> list[dict[str, np.ndarray]]:
+    """Return the FP32 model's outputs on every batch, streamed where the `spec` carries a state."""
+    from trtpipe.quality.stream import Stream, carried_inputs
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     with OnnxRunner("baseline", model=model) as runner:
-        return [runner(batch.arrays) for batch in batches]
+        run = Stream(runner, carried_inputs(spec, runner.outputs))
+        return [run(batch) for batch in batches]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -408,7 +410,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     scales = Scales(amax, weight_steps)
     tuning = first_samples(batches, options.tuning_samples) if options.tuning_samples is not None else batches
     seen = sum(b.size for b in tuning)
-    wanted = baseline_outputs(baseline, tuning)
+    wanted = baseline_outputs(baseline, tuning, spec)
 
     opt = {name: shapes.opt for name, shapes in spec.shapes.items()}
     feeds = synthetic_feeds(spec.inputs, opt, options.batch_size)

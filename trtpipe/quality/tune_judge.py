@@ -83,7 +83,7 @@ def task_metrics(typed, spec: ModelSpec, batches: Sequence[Batch], wanted: Seque
     from trtpipe.quality.tasks import judge_model, make_tasks
     from trtpipe.quality.validate import judge
 
-    judged = judge_model(typed, lambda outputs: make_tasks(spec, outputs), batches, wanted, "tuning")
+    judged = judge_model(typed, lambda outputs: make_tasks(spec, outputs), batches, wanted, "tuning", spec)
     summaries, checks = judge([task for task, _ in judged], "", dict(thresholds), dict(named or {}))
     result: dict[str, float] = {}
     counts: dict[str, int] = {}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from trtpipe import data
 from trtpipe.errors import TrtpipeError
 from trtpipe.files import ensure_dir, json_text, read_text_input, staged_outputs
 from trtpipe.progress import progress_bar
+from trtpipe.quality.stream import Stream, carried_inputs
 from trtpipe.quality.tasks import Task, make_tasks
 from trtpipe.runtime.runner import Runner
 from trtpipe.spec import ModelSpec, is_float
@@ -317,43 +317,6 @@ def judge(tasks: list[Task], precision: str, thresholds: dict[str, float],
     return outputs, checks
 
 
-def carried_inputs(spec: ModelSpec, outputs: list) -> dict[str, str]:
-    """Return {input: the output it is fed from on the next step} of the spec's [[inputs]] carry, checked
-    against the model's outputs and batch: a stream runs one step at a time."""
-    carried = {i.name: i.carry for i in spec.inputs if i.carry}
-    names = [o.name for o in outputs]
-    for name, output in carried.items():
-        if output not in names:
-            raise TrtpipeError(f"--spec: [[inputs]] {name}: carry '{output}' is not an output of the model; name the "
-                               f"output it is fed from, one of: {', '.join(names)}")
-    fixed = data.fixed_batch(spec)
-    if carried and fixed not in (None, 1):
-        raise TrtpipeError(f"--spec: [[inputs]] {next(iter(carried))}: carry runs a stream one step at a time, and the "
-                           f"model's batch is fixed at {fixed}; export it with a batch of 1 or a dynamic one")
-    return carried
-
-
-def fed_from(arrays: dict[str, np.ndarray], previous: dict[str, np.ndarray] | None, carried: dict[str, str],
-             where: str) -> dict[str, np.ndarray]:
-    """Return `arrays` with each carried input replaced by the output of the step before (`previous`, this runner's
-    own), as that input's dtype; `arrays` as they are for a stream's first step."""
-    if not previous:
-        return arrays
-    fed = dict(arrays)
-    for name, output in carried.items():
-        value = np.asarray(previous[output])
-        if value.shape != np.shape(arrays[name]):
-            raise TrtpipeError(f"{where}: output '{output}' is {list(value.shape)} and input '{name}', which the spec "
-                               f"carries it to, takes {list(np.shape(arrays[name]))}; carry an output of the input's shape")
-        fed[name] = value.astype(np.asarray(arrays[name]).dtype)
-    return fed
-
-
-def stream_of(sample_id: str) -> str:
-    """Return the data file a sample id is of ("chunks.npz[3]": chunks.npz): a file's samples are one stream."""
-    return re.sub(r"\[\d+\]$", "", sample_id)
-
-
 def compare(candidate: Runner, baseline: Runner, spec: ModelSpec, directory: str | os.PathLike, precision: str,
             labels: dict[str, int] | None = None, thresholds: dict[str, float] | None = None,
             batch_size: int = 16, limit: int | None = None, show_progress: bool = True,
@@ -369,16 +332,12 @@ def compare(candidate: Runner, baseline: Runner, spec: ModelSpec, directory: str
     read = {name for task in tasks for name in task.reads}
     passthrough = {o.name: [0, 0] for o in baseline.outputs if not is_float(o.dtype) and o.name not in read}
     carried = carried_inputs(spec, baseline.outputs)
-    stream, before = None, {}  # the stream's file, and each runner's outputs of its step before
+    run_candidate, run_baseline = Stream(candidate, carried), Stream(baseline, carried)
     samples = 0
     with progress_bar(data.count_samples(directory, limit), f"validating {candidate.name}", "samples", show_progress) as bar:
-        for batch in data.iter_batches(spec, directory, 1 if carried else batch_size, limit):
-            if carried and stream_of(batch.ids[0]) != stream:
-                stream, before = stream_of(batch.ids[0]), {}
-            got = candidate(fed_from(batch.arrays, before.get("candidate"), carried, candidate.name))
-            want = baseline(fed_from(batch.arrays, before.get("baseline"), carried, baseline.name))
-            if carried:
-                before = {"candidate": got, "baseline": want}
+        for batch in data.iter_batches(spec, directory, batch_size, limit):
+            got = run_candidate(batch)
+            want = run_baseline(batch)
             batch_labels = np.array([labels.get(i, -1) for i in batch.ids]) if labels is not None else None
             for task in tasks:
                 task.update(got, want, batch.ids, batch.arrays, batch_labels)

@@ -142,18 +142,21 @@ def _with_why(task: Task, why: str) -> Task:
     return task
 
 
-def judge_model(model, tasks, batches: Sequence[Batch],
-                wanted: Sequence[Mapping[str, np.ndarray]], name: str = "candidate") -> list[tuple[Task, dict]]:
+def judge_model(model, tasks, batches: Sequence[Batch], wanted: Sequence[Mapping[str, np.ndarray]],
+                name: str = "candidate", spec: ModelSpec | None = None) -> list[tuple[Task, dict]]:
     """Run the ONNX `model` on `batches` in ONNX Runtime and judge it against the baseline's outputs
     `wanted`; return each task with its summary. `tasks(outputs)` makes the judges from the model's
     outputs (IOSpecs). Sensitivity and tuning judge their trial graphs this way, as validate does:
-    with the batches' own sample ids (an output's rows are not always its samples: NMS detections)."""
+    with the batches' own sample ids (an output's rows are not always its samples: NMS detections), and
+    as streams where the `spec` carries a state (trtpipe.quality.stream)."""
+    from trtpipe.quality.stream import Stream, carried_inputs
     from trtpipe.runtime.onnxrt import OnnxRunner
 
     with OnnxRunner(name, model=model) as runner:
         judged = tasks(runner.outputs)
+        run = Stream(runner, carried_inputs(spec, runner.outputs))
         for batch, want in zip(batches, wanted):
-            got = runner(batch.arrays)
+            got = run(batch)
             for task in judged:
                 task.update(got, want, batch.ids, batch.arrays)
     for task in judged:
