@@ -273,3 +273,23 @@ def test_a_graph_no_half_precision_builds_is_not_calibrated_for_int8_or_fp8(cli,
     # --precision int8 has no half precision before it: it is calibrated and built, and TensorRT refuses it.
     code, stdout, err = cli("deploy", tmp_path / "m.onnx", *common, "--precision", "int8", "-o", tmp_path / "int8")
     assert code == 1 and "calibrating int8" in err and "int8: does not build" in stdout, stdout + err
+
+
+def test_a_tuned_choice_says_how_much_of_it_is_in_its_precision(tmp_path):
+    """A tuned INT8 that keeps 5 of its 6 layers in FP16 is no FP16 engine's equal in what it quantizes: deploy's
+    reason for serving it says so (silero-vad's, streamed, was chosen as "narrower" and said nothing of it)."""
+    from trtpipe.deploy import Outcome, choose
+    from trtpipe.quality.validate import Check, Report
+
+    def outcome(precision, megabytes, **kwargs):
+        engine = tmp_path / f"m.{precision}.engine"
+        engine.write_bytes(b"\0" * int(megabytes * 1e6))
+        report = Report("c", "b", precision, False, 8, checks=[Check("cosine", "y", 0.9999, 0.99)])
+        return Outcome(Precision(precision), engine=engine, report=report, **kwargs)
+
+    tuned = outcome("int8", 1.9, tuned=True, note="tuned (5 of 6 layers kept in FP16, method entropy): passes")
+    for prefer in ("size", "precision"):
+        best, why = choose([outcome("fp16", 1.9), tuned], prefer)
+        assert best is tuned and why.endswith("; tuned (5 of 6 layers kept in FP16, method entropy): passes"), why
+    best, why = choose([outcome("fp16", 1.9), outcome("int8", 1.9)])
+    assert best.precision is Precision.INT8 and "kept in FP16" not in why  # the default, untuned: nothing kept
