@@ -183,6 +183,25 @@ def test_int8_leaves_a_softmaxs_probabilities_unquantized_and_fp8_does_not(moved
     assert insert_qdq(model, table, Precision.FP8)[1] == ["q", "k", "v", "qk", "av", "out"]
 
 
+@pytest.mark.parametrize("precision", [Precision.INT8, Precision.FP8])
+def test_a_layer_reading_beyond_fp16_stays_unquantized_in_a_graph_computing_in_fp16(precision):
+    """terrain-cm's UNet calibrates 73 of its 201 tensors beyond FP16 (up to 2.6e10): their scales were written
+    as inf into the FP16 graph, and its FP8 gave NaN on every sample. Such a layer stays unquantized there;
+    a graph computing in FP32 (--unquantized fp32) holds the scale and quantizes it."""
+    import models
+
+    model = models.mlp(batch=32, hidden=32, classes=32)
+    table = table_for(model, {"x": rng.normal(0, 1, (32, 16)).astype(np.float32)})
+    table.amax["x"] = 1e6  # fc0's input, as terrain-cm's decoder reads its concatenations
+    typed, quantized = insert_qdq(model, table, precision, scales_fit_fp16=True)
+    assert quantized == ["fc1"]
+    [(node, reason)] = [(layer["node"], layer["reason"]) for layer in unquantized_layers(typed)]
+    assert node == "fc0" and reason.startswith("reads 'x', calibrated to 1e+06, beyond what FP16 holds (16376")
+    scales = [numpy_helper.to_array(i) for i in typed.graph.initializer if "scale" in i.name]
+    assert scales and all(np.isfinite(s).all() for s in scales)
+    assert insert_qdq(model, table, precision)[1] == ["fc0", "fc1"]
+
+
 def test_the_probabilities_left_unquantized_keep_int8_closer_to_fp32(tmp_path, monkeypatch):
     """The rule's reason, measured: the same scales with the probabilities quantized lose about 6 dB."""
     import models

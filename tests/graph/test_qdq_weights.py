@@ -101,3 +101,12 @@ def test_a_weight_only_a_loop_body_reads_survives_qdq(precision, tmp_path):
     assert "w_step" in {i.name for i in typed.model.graph.initializer}
     got, = run(typed.model, feeds, tmp_path / f"{precision}.onnx")
     assert cosine(got, expected) >= 0.99
+
+
+def test_a_weight_scale_beyond_fp16_is_refused_not_written_as_inf():
+    """A scale over 65504 cast to FP16 is inf, which TensorRT builds and runs into NaN: refused in one line."""
+    from trtpipe.errors import TrtpipeError
+
+    with pytest.raises(TrtpipeError, match="beyond FP16's range.*--unquantized fp32"):
+        quantize_weight(np.full((2, 4), 1e10, np.float32), 0, Precision.INT8, scales_fit_fp16=True)
+    assert np.isfinite(quantize_weight(np.full((2, 4), 1e10, np.float32), 0, Precision.INT8)[1]).all()

@@ -56,7 +56,7 @@ from trtpipe.calibrators.cache import CalibrationTable
 from trtpipe.calibrators.graph import activation_inputs, constant_names, weight_slot
 from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio, toolkit
-from trtpipe.graph.keep import KeptNode, node_matches
+from trtpipe.graph.keep import ACTIVATION_HEADROOM, HALF_RANGE, KeptNode, node_matches
 from trtpipe.targets import Precision
 
 QMAX = {Precision.INT8: 127.0, Precision.FP8: 448.0}
@@ -67,6 +67,10 @@ FP8_MIN_CHANNELS = 16
 FP8_MAX_KERNEL = 32
 # The small-GEMM rule (see the module's doc): Model Optimizer's threshold.
 MIN_GEMM_DIM = 16
+# In a graph computing in FP16, a layer reading a tensor calibrated beyond this stays unquantized: safe FP16's
+# limit for activations (keep.py), past which an INT8 or FP8 scale, or the values it dequantizes, overflow
+# FP16 (terrain-cm's UNet reaches 2.6e10: 73 of its 201 tensors; their scales were written as inf).
+FP16_ACTIVATION_LIMIT = HALF_RANGE[Precision.FP16][0] / ACTIVATION_HEADROOM
 # FP8 weight scales: the positions in E4M3's top octave a channel's largest |w| may take (see choose_weight_steps).
 WEIGHT_STEPS = 16
 MIN_OPSET = {Precision.INT8: 13, Precision.FP8: 19}  # per-axis DequantizeLinear; float8 types
@@ -106,6 +110,9 @@ def fp16_scale(scale: np.ndarray) -> np.ndarray:
     weights are quantized with the very scale the graph stores.
     """
     scale = np.asarray(scale, np.float32)
+    if scale.size and float(scale.max()) > HALF_RANGE[Precision.FP16][0]:  # what reaches here is a weight's
+        raise TrtpipeError(f"a Q/DQ scale of {float(scale.max()):.3g} is beyond FP16's range, where the graph around "
+                           "it computes; quantize with --unquantized fp32")
     half = scale.astype(np.float16)
     half = np.where(half.astype(np.float32) < scale, np.nextafter(half, np.float16(np.inf)), half)
     return np.maximum(half, np.float16(2.0**-24)).astype(np.float32)  # 2**-24: FP16's least positive value
@@ -230,12 +237,13 @@ class Placement:
     quantize_depthwise: bool = False
     min_weights: int = 0
     softmaxed: Collection[str] = ()
+    fp16: bool = False  # the graph around the layers computes in FP16 (insert_qdq's scales_fit_fp16)
 
     @classmethod
     def of(cls, model, table: CalibrationTable, precision: Precision | None = None, quantize_depthwise: bool = False,
-           min_weights: int = 0) -> Placement:
+           min_weights: int = 0, fp16: bool = False) -> Placement:
         return cls(constant_names(model), float_constants(model), table, precision, quantize_depthwise, min_weights,
-                   probabilities(model.graph))
+                   probabilities(model.graph), fp16)
 
     def why_left_out(self, node, small: str = "all") -> str | None:
         """Return why Q/DQ insertion leaves the Conv/MatMul/Gemm `node` unquantized, None if it quantizes it:
@@ -253,6 +261,11 @@ class Placement:
         read = next((name for name in activations if name in self.softmaxed), None)
         if self.precision is Precision.INT8 and read is not None:
             return f"int8: reads '{read}', a Softmax's probabilities, whose small values INT8's uniform grid rounds to 0"
+        beyond = next((name for name in activations if self.table.amax[name] > FP16_ACTIVATION_LIMIT), None)
+        if self.fp16 and beyond is not None:
+            return (f"reads '{beyond}', calibrated to {self.table.amax[beyond]:.3g}, beyond what FP16 holds "
+                    f"({FP16_ACTIVATION_LIMIT:.0f} with safe FP16's headroom): in the FP16 graph around it, its scale "
+                    "and dequantized values would overflow")
         return small_layer(node, self.constants, self.values, self.precision, small)
 
     def small_rule(self, nodes, exclude=()) -> str:
@@ -303,7 +316,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     only = set(only) if only is not None else None
     model = onnxio.with_opset(toolkit.copy(model), MIN_OPSET[precision])
     graph = model.graph
-    placement = Placement.of(model, table, precision, quantize_depthwise, min_weights)
+    placement = Placement.of(model, table, precision, quantize_depthwise, min_weights, scales_fit_fp16)
     constants, values = placement.constants, placement.values
     qmax = QMAX[precision]
     inputs_needed = {n for node in graph.node for n in activation_inputs(node, constants)}
