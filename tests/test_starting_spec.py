@@ -23,7 +23,11 @@ def test_guesses_each_task_from_shapes():
     image = facts(("image", [-1, 3, 640, 640], "float32"))
     assert guess_task(image, facts(("logits", [-1, 1000], "float32"))).task == "classification"
     assert guess_task(image, facts(("output0", [-1, 84, 8400], "float32"))).task == "detection"
-    assert guess_task(image, facts(("map", [-1, 1, 640, 640], "float32"))).task == "dense"
+    mask = [TensorFacts("map", [-1, 1, 640, 640], "float32", made_by="probability")]  # a Sigmoid makes it
+    assert guess_task(image, mask).task == "dense"
+    # one channel no Sigmoid makes: a value a pixel (terrain-cm's heightfield, a depth), not a mask
+    assert guess_task(image, facts(("map", [-1, 1, 640, 640], "float32"))).task == "generic"
+    assert guess_task(image, facts(("map", [-1, 4, 640, 640], "float32"))).task == "dense"  # a class a channel
     # GTCRN: an STFT frame [1, 257 bins, 1 frame, real and imaginary] in, the enhanced frame out, no image
     frame = facts(("mix", [1, 257, 1, 2], "float32"))
     assert guess_task(frame, facts(("enh", [1, 257, 1, 2], "float32"))).task == "generic"

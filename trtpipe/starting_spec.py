@@ -48,7 +48,8 @@ class TensorFacts:
     dtype: str
     ranked: bool = True  # False: the ONNX gives no shape (any rank); `shape` is then [] until the data tells
     # What the graph says of an output's role: "nms", rows that NonMaxSuppression selected (detections, not one
-    # row a sample); "l2", unit vectors (an L2 normalization makes it: an embedding); "": nothing
+    # row a sample); "l2", unit vectors (an L2 normalization makes it: an embedding); "probability", made by a
+    # Sigmoid or Softmax (SQUASHING); "": nothing
     made_by: str = ""
 
 
@@ -99,8 +100,13 @@ def tensor_facts(model) -> tuple[list[TensorFacts], list[TensorFacts]]:
 PASS_THROUGH = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast", "Expand", "Clip", "Max", "Add"}
 
 
+# Ops whose outputs are probabilities (0 to 1): a one-channel map made by one is a mask, others are values.
+SQUASHING = ("Sigmoid", "HardSigmoid", "Softmax")
+
+
 def output_roles(graph) -> dict[str, str]:
-    """Return {output: "nms" or "l2"} for the outputs whose role the graph shows (TensorFacts.made_by)."""
+    """Return {output: "nms", "l2" or "probability"} for the outputs whose role the graph shows
+    (TensorFacts.made_by)."""
     producer = {name: node for node in graph.node for name in node.output}
 
     def source(name: str, depth: int = 6):
@@ -136,10 +142,13 @@ def output_roles(graph) -> dict[str, str]:
 
     roles = {}
     for output in graph.output:
+        made = source(output.name)
         if ancestors_hold(output.name, "NonMaxSuppression"):
             roles[output.name] = "nms"
         elif l2_normalized(output.name):
             roles[output.name] = "l2"
+        elif made is not None and made.op_type in SQUASHING:
+            roles[output.name] = "probability"
     return roles
 
 
@@ -210,6 +219,13 @@ def guess_task(inputs: list[TensorFacts], outputs: list[TensorFacts], ragged: bo
         if channels > MOST_IMAGE_CHANNELS:  # GTCRN's STFT frame [1, 257, 1, 2] and its enhanced frame
             return TaskGuess("generic", f"input '{image.name}' [{'x'.join(map(_dim, image.shape))}] has {channels} "
                                         f"channels, no image's: output '{first.name}' of its shape is no per-pixel map")
+        nchw = _layout(image)[0]
+        if first.shape[1 if nchw else 3] == 1 and first.made_by != "probability":
+            # terrain-cm's denoised heightfield [batch, 1, 128, 128] ends in a Clip to -1..1: "dense" judged the
+            # IoU of its cells above 0.5
+            return TaskGuess("generic", f"output '{first.name}' has the input's height and width and one channel "
+                                        "that no Sigmoid or Softmax makes: a value per pixel (a height, a depth, an "
+                                        "image), not a mask")
         return TaskGuess("dense", f"output '{first.name}' has the input's height and width: a per-pixel map")
     return TaskGuess("generic", f"no task recognised from output '{first.name}' {first.shape}")
 
