@@ -1390,6 +1390,77 @@ def _cuts(spaced: str) -> list[int]:
     return offsets
 
 
+# Terrains: what a user gets is a heightfield in metres (0 to 22.2 m), which the package's simulators lay out
+# at 0.1 m a cell and its to_raw_heightfield rounds to 0.1 m steps (vertical_scale, Isaac-style). A terrain is
+# FP32's when its heights are within half that step, 5 cm, RMS over its cells; as strings, 2% may move further.
+TERRAIN_RMS_M = 0.05
+
+
+def terrain_cm(name: str, code: Path) -> Judge:
+    """Heightfields by adaptive-terrain-diffusion 0.4.2's own TerrainGenerator at its native 128x128 (generate's
+    resize mode and generate_from's): each validation sample made again from its request (requests/: the
+    difficulty, through _difficulty_labels; the source heightfield through _to_model_space, _resize and the clip,
+    plus the noise times _strength_sigma; or the noise times sigma_max), which must be validate's arrays; its
+    _denoise with the session swapped (graph optimizations off), in batches of 16 as its batch_size; then
+    _resize_output (_from_model_space's sinh back to metres, the clip to the height range, the floor at 0).
+    The package's __init__ imports its renderers and simulators, so generator.py and io.py are loaded by path
+    under a stub package."""
+    stub = types.ModuleType("terrain_diffusion")
+    stub.__path__ = [str(code / "terrain_diffusion")]
+    sys.modules["terrain_diffusion"] = stub
+    module(code / "terrain_diffusion" / "io.py", "terrain_diffusion.io")
+    package = module(code / "terrain_diffusion" / "generator.py", "terrain_diffusion.generator")
+    generator = package.TerrainGenerator.__new__(package.TerrainGenerator)  # no session of its own
+
+    directory = BUILD / name / "data" / "val"
+    files = sorted(directory.glob("*.npz"))
+    feeds = []
+    for f in files:
+        request, fed = np.load(directory / "requests" / f.name), np.load(f)
+        labels, shown = generator._difficulty_labels(int(request["difficulty"]), 1, np.random.default_rng(0))
+        strength = float(request["strength"])
+        if strength < 1.0:  # generate_from, resize mode: the source at the native size
+            source = np.clip(generator._resize(generator._to_model_space(request["source"][None]), (128, 128)), -1.0, 1.0)
+            sigma = generator._strength_sigma(strength)
+            noisy = request["noise"] * np.float32(sigma) + source
+        else:  # generate
+            sigma = generator.sigma_max
+            noisy = request["noise"] * np.float32(sigma)
+        sigmas = np.full(1, sigma, dtype=np.float32)
+        assert int(shown[0]) == int(request["difficulty"]) and np.array_equal(labels, fed["difficulty"]), f.name
+        assert np.array_equal(sigmas, fed["sigma"]), f"{f.name}: not the package's sigma"
+        assert np.abs(noisy - fed["noisy"]).max() <= 1e-5 * max(1.0, sigma), f"{f.name}: not the package's noisy input"
+        feeds.append((noisy.astype(np.float32), sigmas, labels))
+
+    def heights(path: Path) -> np.ndarray:
+        generator.session = session(path)
+        out = []
+        for start in range(0, len(feeds), 16):
+            chunk = feeds[start:start + 16]
+            denoised = generator._denoise(*(np.concatenate([c[k] for c in chunk]) for k in range(3)))
+            out.append(generator._resize_output(denoised, (128, 128), zero_floor=True))
+        return np.concatenate(out).astype(np.float64)
+
+    want = heights(fp32(name))
+    relief = want.max(axis=(1, 2)) - want.min(axis=(1, 2))
+    steps = np.rint(want / 0.1)
+
+    def judge(precision: str) -> Score:
+        got = heights(typed(name, precision))
+        rms = np.sqrt(((got - want) ** 2).mean(axis=(1, 2)))
+        worst = np.abs(got - want).max(axis=(1, 2))
+        kept = same_share([True] * len(rms), [bool(r <= TERRAIN_RMS_M) for r in rms],
+                          f"terrains (heights within {TERRAIN_RMS_M * 100:g} cm RMS)", STRINGS_SAME)
+        moved = float((np.rint(got / 0.1) != steps).mean())
+        finite = np.isfinite(got).all(axis=(1, 2))  # NaN heights: the comparisons above are all false
+        errors = (f"RMS {rms[finite].mean() * 100:.2f} cm mean, {rms[finite].max() * 100:.2f} worst; largest cell change "
+                  f"{worst[finite].max():.2f} m" if finite.any() else "no terrain finite")
+        return Score(f"{kept.text}; {int((~finite).sum())} of {len(got)} with non-finite heights; {errors}; 0.1 m raw "
+                     f"cells changed {moved:.2%}; FP32's reliefs {relief.min():.1f} to {relief.max():.1f} m", kept.passed)
+
+    return judge
+
+
 JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "age-resnet": age_resnet,
     "atspm-pair": atspm_pair,
@@ -1421,6 +1492,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "speech-embedding": embedding("conv2d_19"),
     "spindle-eeg": spindle_eeg,
     "tddfa-mb1": tddfa_mb1,
+    "terrain-cm": terrain_cm,
     "trueocr-rec": trueocr_rec,
     "u2netp": u2netp,
     "uvdoc": uvdoc,
@@ -1457,6 +1529,8 @@ CHECKS = {
     "gtcrn": f"enhanced speech (the package's waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every utterance",
     "nsnet2-48k": f"enhanced speech (the package's 48 kHz waveform) within {ENHANCE_DB} dB SI-SDR of FP32's on every "
                   f"recording",
+    "terrain-cm": f"terrains (the package's heightfield in metres) within {TERRAIN_RMS_M * 100:g} cm RMS of FP32's on "
+                  f">= {STRINGS_SAME:.0%}",
     "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",
     "lore-table": f"tables (the package's cells at IoU >= {BOX_IOU} of FP32's, none more, each at FP32's logical rows "
                   f"and columns) equal on >= {STRINGS_SAME:.0%}",

@@ -8,7 +8,8 @@ degraded (noise, reverberation, clipping, a telephone band, lost packets) as a q
 stage-2 sleep EEG (spindles among K-complexes, slow waves, alpha and muscle bursts) as a spindle detector reads it,
 and a wake phrase and its rhymes said by a formant synthesizer in noise, as a wake-word model's features,
 and real and packed binaries as a malware scanner's byte images, and printed Vietnamese lines as an OCR's
-recognizer reads a line crop, and 48 kHz recordings of speech in noise as a denoiser's log-power spectra.
+recognizer reads a line crop, and 48 kHz recordings of speech in noise as a denoiser's log-power spectra,
+and terrain requests (noise alone, or a user's heightfield under noise) as a one-step diffusion UNet reads them.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
 keeps the calibration and validation sets apart. `make(kind, ...)` picks the maker by the
@@ -2056,6 +2057,88 @@ def write_noisy_recordings(directory: Path, count: int, seed: int, shortest: flo
                  snr_db=np.float32(snr))
         np.savez(directory / f"{i:04d}.npz", input=nsnet2_features(noisy)[None])
 
+
+# adaptive-terrain-diffusion's TerrainGenerator (terrain_diffusion/generator.py, 0.4.2): its class constants.
+TERRAIN_SIDE, TERRAIN_RANGE, TERRAIN_ASINH = 128, 22.16864013671875, 0.1
+TERRAIN_SIGMA_MIN, TERRAIN_SIGMA_MAX, TERRAIN_CLASSES = 0.002, 80.0, 100
+
+
+def fractal_heightfield(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    """A heightfield in metres as a user's own terrain (a DEM patch, a map of a field) is: fractional Brownian
+    relief (spectral synthesis, power falling as frequency^-beta, beta 2 to 3.2), maybe terraced into steps or
+    cut by a ramp, 0.3 to 18 m from its lowest to its highest cell, at 0.1 m a cell as the package's
+    simulators read it."""
+    fy, fx = np.fft.fftfreq(height)[:, None], np.fft.rfftfreq(width)[None, :]
+    radius = np.sqrt(fx ** 2 + fy ** 2)
+    radius[0, 0] = np.inf
+    spectrum = (rng.standard_normal(radius.shape) + 1j * rng.standard_normal(radius.shape)) * radius ** (-rng.uniform(2.0, 3.2) / 2)
+    surface = np.fft.irfft2(spectrum, s=(height, width))
+    surface = (surface - surface.min()) / max(np.ptp(surface), 1e-9)
+    shape = rng.choice(["plain", "plain", "terraced", "ramp"])
+    if shape == "terraced":  # stairs and terraces: the relief rounded to 3 to 12 levels
+        levels = int(rng.integers(3, 13))
+        surface = np.round(surface * levels) / levels
+    elif shape == "ramp":  # a slope across the patch, the relief over it
+        angle = rng.uniform(0, 2 * np.pi)
+        yy, xx = np.mgrid[0:height, 0:width] / max(height, width)
+        surface = 0.5 * surface + 0.5 * (np.cos(angle) * xx + np.sin(angle) * yy - min(0, np.cos(angle)) - min(0, np.sin(angle)))
+    return (surface * np.exp(rng.uniform(np.log(0.3), np.log(18.0)))).astype(np.float32)
+
+
+def terrain_resize(values: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """TerrainGenerator._resize: bilinear over the last two axes with half-pixel centres, clamped at the edges."""
+    values = np.asarray(values, dtype=np.float32)
+    (ih, iw), (oh, ow) = values.shape[-2:], shape
+    if (ih, iw) == (oh, ow):
+        return np.ascontiguousarray(values)
+    x = np.clip((np.arange(ow, dtype=np.float32) + 0.5) * iw / ow - 0.5, 0, iw - 1)
+    x0 = np.floor(x).astype(np.intp)
+    x1, wx = np.minimum(x0 + 1, iw - 1), (x - x0).reshape((1,) * (values.ndim - 1) + (ow,))
+    horizontal = values[..., x0] * (1.0 - wx) + values[..., x1] * wx
+    y = np.clip((np.arange(oh, dtype=np.float32) + 0.5) * ih / oh - 0.5, 0, ih - 1)
+    y0 = np.floor(y).astype(np.intp)
+    y1, wy = np.minimum(y0 + 1, ih - 1), (y - y0).reshape((1,) * (values.ndim - 2) + (oh, 1))
+    return np.ascontiguousarray(horizontal[..., y0, :] * (1.0 - wy) + horizontal[..., y1, :] * wy, dtype=np.float32)
+
+
+def terrain_model_space(heights: np.ndarray) -> np.ndarray:
+    """TerrainGenerator._to_model_space of one heightfield [h, w] in metres: floored at 0, clipped to the
+    height range, asinh-compressed to -1..1, [1, h, w]."""
+    values = np.clip(heights - heights.min(), 0.0, TERRAIN_RANGE)
+    unit = np.arcsinh(values / TERRAIN_ASINH) / np.arcsinh(TERRAIN_RANGE / TERRAIN_ASINH)
+    return np.ascontiguousarray((unit * 2.0 - 1.0)[None], dtype=np.float32)
+
+
+def write_terrain_requests(directory: Path, count: int, seed: int, varied: float = 0.5) -> None:
+    """What adaptive-terrain-diffusion's one-step consistency UNet reads (one .npz a terrain: `noisy`
+    [1, 1, 128, 128], `sigma` [1], `difficulty` [1]), as TerrainGenerator makes it at its native 128x128.
+    generate(difficulty='random'): a difficulty 1 to 100 drawn as the package draws it, (d - 1) / 99, and
+    standard normal noise times sigma_max 80. generate_from(terrain, strength) (`varied` of the samples): a
+    user's heightfield (fractal_heightfield(), 64 to 200 cells a side) through _to_model_space, resized to
+    128x128 and clipped to -1..1, plus noise times sigma_min (sigma_max / sigma_min)^strength at a strength of
+    0.2 to 0.9 (sigma 0.02 to 28). What the package needs to make each sample again (difficulty, strength,
+    the source heightfield, the noise) is kept in requests/ for the judge, read by no step of trtpipe."""
+    rng = np.random.default_rng(seed)
+    (directory / "requests").mkdir()
+    for i in range(count):
+        difficulty = int(rng.integers(1, TERRAIN_CLASSES + 1))
+        noise = rng.standard_normal((1, 1, TERRAIN_SIDE, TERRAIN_SIDE), dtype=np.float32)
+        if rng.random() < varied:
+            strength = float(rng.uniform(0.2, 0.9))
+            source = fractal_heightfield(rng, int(rng.integers(64, 201)), int(rng.integers(64, 201)))
+            sigma = TERRAIN_SIGMA_MIN * (TERRAIN_SIGMA_MAX / TERRAIN_SIGMA_MIN) ** strength
+            native = np.clip(terrain_resize(terrain_model_space(source)[None], (TERRAIN_SIDE, TERRAIN_SIDE)), -1.0, 1.0)
+            noisy = noise * np.float32(sigma) + native
+        else:
+            strength, source, sigma = 1.0, np.zeros((0, 0), np.float32), TERRAIN_SIGMA_MAX
+            noisy = noise * np.float32(sigma)
+        label = np.float32((difficulty - 1) / (TERRAIN_CLASSES - 1))
+        np.savez(directory / f"{i:04d}.npz", noisy=noisy.astype(np.float32), sigma=np.full(1, sigma, np.float32),
+                 difficulty=np.full(1, label, np.float32))
+        np.savez(directory / "requests" / f"{i:04d}.npz", difficulty=np.array(difficulty), strength=np.float64(strength),
+                 source=source, noise=noise)
+
+
 MAKERS: dict[str, Callable[..., None]] = {
     "photos": write_photos, "pages": write_pages, "text_lines": write_text_lines, "tokens": write_tokens,
     "audio": write_audio, "file_bytes": write_file_bytes, "captchas": write_captchas,
@@ -2068,7 +2151,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "melodies": write_melodies, "rated_speech": write_rated_speech, "sleep_eeg": write_sleep_eeg,
     "wake_phrases": write_wake_phrases, "detector_traces": write_detector_traces,
     "scanned_files": write_scanned_files, "vietnamese_lines": write_vietnamese_lines,
-    "noisy_recordings": write_noisy_recordings,
+    "noisy_recordings": write_noisy_recordings, "terrain_requests": write_terrain_requests,
 }
 
 
