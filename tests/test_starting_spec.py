@@ -433,6 +433,34 @@ def test_init_finds_the_batch_of_fixed_caches_on_a_later_axis(cli, tmp_path):
     assert [b.arrays["cache"].shape for b in batches] == [(2, 1, 16)] * 3  # the fixed batch caps it at one
 
 
+def test_init_finds_the_batch_of_fixed_caches_in_a_stream_of_steps_stacked_in_one_file(cli, tmp_path):
+    """GTCRN's streams: five steps of one stream stacked in a file, mix [5, 257, 1, 2] and the caches [2, 5, 16] and
+    [2, 3, 5, 1, 4]. init looked for the axis of size 1 in the data, found none in the first cache and the wrong one
+    (the next 1) in the second, and calibrate refused its spec."""
+    inputs = [helper.make_tensor_value_info("mix", TensorProto.FLOAT, [1, 257, 1, 2]),
+              helper.make_tensor_value_info("cache", TensorProto.FLOAT, [2, 1, 16]),
+              helper.make_tensor_value_info("tra_cache", TensorProto.FLOAT, [2, 3, 1, 1, 4])]
+    outputs = [helper.make_tensor_value_info("enh", TensorProto.FLOAT, [1, 257, 1, 2]),
+               helper.make_tensor_value_info("cache_out", TensorProto.FLOAT, [2, 1, 16]),
+               helper.make_tensor_value_info("tra_cache_out", TensorProto.FLOAT, [2, 3, 1, 1, 4])]
+    nodes = [helper.make_node("Neg", [i], [o]) for i, o in (("mix", "enh"), ("cache", "cache_out"),
+                                                            ("tra_cache", "tra_cache_out"))]
+    model = tmp_path / "stream.onnx"
+    models.save(models._model(helper.make_graph(nodes, "g", inputs, outputs)), model)
+    (tmp_path / "data").mkdir()
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "data" / "00-000.npz", mix=rng.normal(size=(5, 257, 1, 2)).astype(np.float32),
+             cache=rng.normal(size=(2, 5, 16)).astype(np.float32), tra_cache=rng.normal(size=(2, 3, 5, 1, 4)).astype(np.float32))
+    assert cli("init", model, "--data", tmp_path / "data", "-o", tmp_path / "stream.toml")[0] == 0
+    spec = load_spec(tmp_path / "stream.toml")
+    assert [(i.name, i.batch_axis, i.carry) for i in spec.inputs] == [
+        ("mix", 0, None), ("cache", 1, "cache_out"), ("tra_cache", 2, "tra_cache_out")]
+    from trtpipe.data import iter_batches
+
+    batches = list(iter_batches(spec, tmp_path / "data", batch_size=4))  # a carrying spec: one step a batch
+    assert [b.arrays["tra_cache"].shape for b in batches] == [(2, 3, 1, 1, 4)] * 5
+
+
 def test_init_carries_no_cache_that_grows_a_step(cli, tmp_path):
     """A decoder's past keys [N, T, 4] come back one step longer as its present ones: fed back they would not
     fit, so init writes no carry there (validate would stop on a shape it cannot feed)."""

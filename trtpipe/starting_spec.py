@@ -433,11 +433,11 @@ def _batch_axis(tensor: TensorFacts, array, count: int | None, fixed: bool = Fal
     """Return the axis samples stack on: 0, else the dynamic axis whose size in the data is the sample
     count (an RNN state [layers, batch, hidden]); None for a scalar, which the batch shares. `fixed`:
     no input has a dynamic dim and the batch is fixed at one, so a state's batch is its first axis of
-    size 1 (GTCRN's caches [2, 1, 16, 16, 33]), where axis 0 is not 1."""
+    size 1 that holds the sample count in the data (GTCRN's caches [2, 1, 16, 16, 33]), where axis 0 is not 1."""
     if not tensor.shape:
         return None
     if fixed and array is not None and array.ndim == len(tensor.shape) and tensor.shape[0] != 1:
-        return next((i for i, d in enumerate(tensor.shape) if d == 1 and array.shape[i] == 1), 0)
+        return next((i for i, d in enumerate(tensor.shape) if d == 1 and array.shape[i] == (count or 1)), 0)
     if tensor.shape[0] < 0 or array is None or array.ndim != len(tensor.shape) or count is None:
         return 0
     return next((i for i, d in enumerate(tensor.shape) if d < 0 and array.shape[i] == count), 0)
@@ -593,11 +593,12 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     image = next((t for t in inputs if len(t.shape) == 4), None) if images and len(inputs) == 1 else None
     size = _preprocess_size(image, _image_size(data_dir)) if image is not None else None
     arrays = _first_arrays(data_dir, inputs) if data_dir is not None and not images else {}
-    # The samples in the first file: the first dim of an input whose batch is dynamic.
-    count = next((arrays[t.name].shape[0] for t in inputs if t.name in arrays and t.shape and t.shape[0] < 0
-                  and arrays[t.name].ndim == len(t.shape)), None)
     # Every shape fixed and some input's batch fixed at one: its states may hold that one sample on a later axis.
     fixed = bool(arrays) and all(d > 0 for t in inputs for d in t.shape) and any(t.shape[:1] == [1] for t in inputs)
+    # The samples in the first file: the first dim of an input whose batch is dynamic (or fixed at one: a
+    # stream's steps stacked there).
+    count = next((arrays[t.name].shape[0] for t in inputs if t.name in arrays and t.shape
+                  and (t.shape[0] < 0 or fixed and t.shape[0] == 1) and arrays[t.name].ndim == len(t.shape)), None)
     batch_axes = {t.name: _batch_axis(t, arrays.get(t.name), count, fixed) for t in inputs}
     # Samples may differ in length from file to file (one phrase a file): the profile spans them all.
     spans = _sample_spans(data_dir, inputs, batch_axes, shared_dims(model)) if arrays else {}
