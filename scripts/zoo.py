@@ -658,14 +658,27 @@ def merged_stamp(text: str, stamp: str, start: str, end: str, runs: dict[str, li
     rows were rerun here and at what: `runs` maps each run_record() to the rows it made ("a", or
     "a int8/fp8" where a model's rows come from several runs). Each clause names only the rows its run
     made (a run of some models once stamped every model with a result here) and none repeats (the
-    whole stamp a rerun once was grew the line by one each time)."""
+    whole stamp a rerun once was grew the line by one each time). The clauses of rows still kept stay, less
+    the rows rerun now: a run in a fresh checkout, whose build/zoo holds only its own results, once dropped
+    where every other rerun row came from."""
     if not kept or start not in text or end not in text:
         return stamp
     before = next((line for line in text.split(start, 1)[1].split(end, 1)[0].splitlines() if line.strip()), "")
     if before.startswith("|"):  # a table without its line
         return stamp
-    base = before.split(" Then the rows of ", 1)[0].split(RERUN, 1)[0]  # the first: how this line read before
-    by_time = sorted(runs.items(), key=lambda item: item[0].rsplit(", ", 1)[-1])  # "at <commit>, <when>"
+    base, _, earlier = before.split(" Then the rows of ", 1)[0].partition(RERUN)  # base: how this line read first
+    rerun_now = {row.split()[0] for rows in runs.values() for row in rows}
+    still = {name: [line.split("|")[2].strip() for line in lines] for name, lines in kept.items()}
+    history = {run: list(rows) for run, rows in runs.items()}
+    for clause in filter(None, earlier.rstrip(".").split("; ")):
+        rows, run = clause.split(" at ", 1)
+        for row in rows.split(", "):
+            name, _, precisions = row.partition(" ")
+            left = [p for p in (precisions.split("/") if precisions else still.get(name, [])) if p in still.get(name, [])]
+            item = name if not precisions and name not in rerun_now else f"{name} {'/'.join(left)}"
+            if left and item not in history.get(f"at {run}", []):
+                history.setdefault(f"at {run}", []).append(item)
+    by_time = sorted(history.items(), key=lambda item: item[0].rsplit(", ", 1)[-1])  # "at <commit>, <when>"
     clauses = [f"{', '.join(rows)} {run or 'at a commit not recorded'}" for run, rows in by_time]
     return f"{base}{RERUN}{'; '.join(clauses)}." if clauses else base
 
