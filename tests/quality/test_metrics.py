@@ -54,3 +54,26 @@ def test_one_value_a_sample_is_judged_by_its_cosine_across_the_samples():
     several = OutputMetrics()
     several.update(np.hstack([candidate, candidate]), np.hstack([baseline, baseline]))
     assert several.summary()["cosine"] == pytest.approx(0.8)  # two values a sample: per sample, as before
+
+
+def test_a_streams_cosines_take_its_steps_together():
+    """A streamed spec's samples are steps: GTCRN's FP8 read a cosine of 0.71 on a quiet frame (1/1300 of a
+    typical frame's energy) of an utterance at 0.9987. With `stream`, the cosines are each stream's, its steps
+    together, and the worst sample names the stream's file."""
+    from trtpipe.quality.stream import stream_of
+
+    rng = np.random.default_rng(0)
+    baseline = rng.normal(0, 1, (6, 16))
+    baseline[3] *= 1e-3  # a quiet step
+    candidate = baseline + np.where(np.arange(6)[:, None] == 3, 1e-3, 1e-3 * rng.normal(0, 1, (6, 16)))
+    ids = [f"a.npz[{i}]" for i in range(3)] + [f"b.npz[{i}]" for i in range(3)]
+    steps, streams = OutputMetrics(), OutputMetrics(stream=stream_of)
+    for i in range(6):  # a stream runs a step a batch
+        steps.update(candidate[i:i + 1], baseline[i:i + 1], ids=ids[i:i + 1])
+        streams.update(candidate[i:i + 1], baseline[i:i + 1], ids=ids[i:i + 1])
+    by_step, by_stream = steps.summary(), streams.summary()
+    assert by_step["cosine_min"] < 0.8 and by_step["worst_sample"] == "b.npz[0]"
+    b = slice(3, 6)
+    whole = (candidate[b] * baseline[b]).sum() / np.sqrt((candidate[b] ** 2).sum() * (baseline[b] ** 2).sum())
+    assert by_stream["cosine_min"] == pytest.approx(whole) and whole > 0.9999
+    assert by_stream["worst_sample"] in ("a.npz", "b.npz") and by_stream["snr_db"] == by_step["snr_db"]

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trtpipe.errors import TrtpipeError
+from trtpipe.quality.stream import stream_of
 from trtpipe.quality.tasks.base import Degenerate, Task
 from trtpipe.quality.tasks.classification import ClassificationTask
 from trtpipe.quality.tasks.dense import DenseTask
@@ -65,7 +66,16 @@ def make_tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
     """Return the tasks that judge a model with `outputs` (IOSpecs): the spec's `[[outputs]]`, else
     every float output with the spec's task where its shape fits (the rest generic), and every integer or
     bool output no float task reads by exact agreement. Without a task in the spec, the task is the one
-    `trtpipe init` guesses from the spec's inputs and these outputs, and each task's `why` says so."""
+    `trtpipe init` guesses from the spec's inputs and these outputs, and each task's `why` says so. A spec
+    that carries a state streams each data file: its cosines take each stream as one sample."""
+    tasks = _tasks(spec, outputs)
+    if spec is not None and any(i.carry for i in spec.inputs):
+        for task in tasks:
+            task.by_stream(stream_of)
+    return tasks
+
+
+def _tasks(spec: ModelSpec | None, outputs: Sequence) -> list[Task]:
     by_name = {o.name: o for o in outputs}
     if spec is not None and spec.outputs:
         for entry in spec.outputs:

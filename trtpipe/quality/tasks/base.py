@@ -6,7 +6,7 @@ Each task module (classification, embedding, ...) subclasses Task from here; the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -48,6 +48,11 @@ class Task:
     @property
     def output(self) -> str:
         return self.spec.name
+
+    def by_stream(self, stream: Callable[[str], str]) -> None:
+        """Take each stream (`stream` of a sample id) as one sample of the cosines: a streamed spec's samples are
+        steps (OutputMetrics.stream)."""
+        self.raw.stream = stream
 
     def decisive(self, named) -> tuple[str, ...]:
         """Return the metrics of `judged` whose minimums decide the verdict; `named`, the metrics the user

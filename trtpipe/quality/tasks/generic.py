@@ -151,6 +151,10 @@ class GenericTask(Task):
         self.within = self.measured = 0
         self.distance_max = 0.0
 
+    def by_stream(self, stream: Callable[[str], str]) -> None:
+        super().by_stream(stream)
+        self.answers.stream = stream
+
     @property
     def readings(self) -> list[str]:
         """The metrics of how the spec says the answer is read: within a `tolerance` through its transform,
