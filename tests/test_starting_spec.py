@@ -461,6 +461,30 @@ def test_init_finds_the_batch_of_fixed_caches_in_a_stream_of_steps_stacked_in_on
     assert [b.arrays["tra_cache"].shape for b in batches] == [(2, 3, 1, 1, 4)] * 5
 
 
+def test_init_carries_a_state_of_any_name_where_the_datas_stream_shows_it_handed_on(cli, tmp_path):
+    """DTLN's Keras export names its LSTM state `input_5` and returns it as `tf_op_layer_stack_5`: no name says state,
+    and init wrote no carry. Where the first file is a stream, an input whose next sample is what an output of this one
+    was is carried from it; the block `input_4`, whose output has its shape too, is not. Samples that do not follow
+    one another carry nothing by this rule."""
+    rng = np.random.default_rng(0)
+    w = rng.normal(0, 0.5, (4, 4)).astype(np.float32)
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in ("input_4", "input_5")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in ("conv1d_3", "tf_op_layer_stack_5")]
+    nodes = [helper.make_node("MatMul", ["input_4", "w"], ["step"]),
+             helper.make_node("Add", ["input_5", "step"], ["tf_op_layer_stack_5"]),
+             helper.make_node("Tanh", ["tf_op_layer_stack_5"], ["conv1d_3"])]
+    model = tmp_path / "dtln.onnx"
+    models.save(models._model(helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(w, "w")])), model)
+    blocks = rng.normal(0, 1, (5, 4)).astype(np.float32)
+    states = np.concatenate([np.zeros((1, 4)), np.cumsum(blocks @ w, axis=0)[:-1]]).astype(np.float32)
+    for name, state in (("stream", states), ("shuffled", states[::-1].copy())):
+        (tmp_path / name).mkdir()
+        np.savez(tmp_path / name / "00.npz", input_4=blocks, input_5=state)
+        assert cli("init", model, "--data", tmp_path / name, "-o", tmp_path / f"{name}.toml")[0] == 0
+    assert [i.carry for i in load_spec(tmp_path / "stream.toml").inputs] == [None, "tf_op_layer_stack_5"]
+    assert [i.carry for i in load_spec(tmp_path / "shuffled.toml").inputs] == [None, None]
+
+
 def test_init_carries_no_cache_that_grows_a_step(cli, tmp_path):
     """A decoder's past keys [N, T, 4] come back one step longer as its present ones: fed back they would not
     fit, so init writes no carry there (validate would stop on a shape it cannot feed)."""

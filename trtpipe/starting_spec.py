@@ -443,39 +443,50 @@ def _batch_axis(tensor: TensorFacts, array, count: int | None, fixed: bool = Fal
     return next((i for i, d in enumerate(tensor.shape) if d < 0 and array.shape[i] == count), 0)
 
 
-def _first_sample(inputs: list[TensorFacts], arrays: dict, axes: dict[str, int | None], count: int = 1) -> dict:
-    """Return the feeds of the data's first sample, `count` times over on each input's batch axis."""
+def _sample_feeds(inputs: list[TensorFacts], arrays: dict, axes: dict[str, int | None], index: int = 0,
+                  count: int = 1) -> dict:
+    """Return the feeds of the first file's sample `index`, `count` times over on each input's batch axis."""
     out = {}
     for tensor in inputs:
         array, axis = np.asarray(arrays[tensor.name]), axes[tensor.name]
         if axis is not None:
-            one = np.take(array, [0], axis) if array.ndim == len(tensor.shape) else np.expand_dims(array, axis)
+            one = np.take(array, [index], axis) if array.ndim == len(tensor.shape) else np.expand_dims(array, axis)
             array = np.concatenate([one] * count, axis)
         out[tensor.name] = array.astype(tensor.dtype)
     return out
 
 
 def _carried(model, inputs: list[TensorFacts], arrays: dict, axes: dict[str, int | None]) -> dict[str, str]:
-    """Return {input: output} of the states a step hands the next: an input named as a state is, and the float
-    output that ONNX Runtime returns in its shape on the data's first sample, the one whose name shares the
-    longest start with it (silero-vad's `state` and `stateN`). A cache that grows a step (a decoder's past and
-    present keys) comes back larger and is not carried. {} when the model does not run the sample."""
+    """Return {input: output} of the states a step hands the next. Where the first file holds a stream (its
+    second sample of an input is what the model returned for the first: DTLN's `input_5`, a Keras export's
+    name), that output. Else an input named as a state is, and the float output that ONNX Runtime returns in
+    its shape on the data's first sample, the one whose name shares the longest start with it (silero-vad's
+    `state` and `stateN`). A cache that grows a step (a decoder's past and present keys) comes back larger and
+    is not carried. {} when the model does not run the sample."""
     from trtpipe.graph.sessions import session
 
-    states = [t for t in inputs if STATE_NAME.search(t.name) and axes[t.name] is not None and t.name in arrays]
-    if not states or any(t.name not in arrays for t in inputs):
+    batched = [t for t in inputs if axes[t.name] is not None]
+    if not batched or any(t.name not in arrays for t in inputs):
         return {}
     try:
-        feeds, runs = _first_sample(inputs, arrays, axes), session(model, optimization="none")
+        feeds, runs = _sample_feeds(inputs, arrays, axes), session(model, optimization="none")
         returned = dict(zip([o.name for o in runs.get_outputs()], runs.run(None, feeds)))
     except Exception:  # noqa: BLE001 - a sample the model does not run says nothing of its states
         return {}
-    carried = {}
-    for state in states:
+    stream = all(np.ndim(arrays[t.name]) == len(t.shape) and np.shape(arrays[t.name])[axes[t.name]] > 1
+                 for t in batched)
+    following = _sample_feeds(inputs, arrays, axes, index=1) if stream else {}
+    carried: dict[str, str] = {}
+    for state in batched:
         alike = [name for name, value in returned.items() if np.shape(value) == feeds[state.name].shape
                  and np.asarray(value).dtype.kind == "f" and name not in carried.values()]
         nearest = max(alike, key=lambda name: len(os.path.commonprefix([name, state.name])), default=None)
-        if nearest is not None and os.path.commonprefix([nearest, state.name]):
+        nxt = following.get(state.name)
+        handed = [name for name in alike if nxt is not None and not np.allclose(nxt, feeds[state.name])
+                  and np.allclose(returned[name], nxt, rtol=1e-3, atol=1e-6 * max(float(np.abs(nxt).max()), 1.0))]
+        if handed:
+            carried[state.name] = handed[0]
+        elif nearest is not None and STATE_NAME.search(state.name) and os.path.commonprefix([nearest, state.name]):
             carried[state.name] = nearest
     return carried
 
@@ -490,7 +501,7 @@ def _fixed_at_one(model, inputs: list[TensorFacts], arrays: dict, axes: dict[str
         return False
 
     def feeds(count: int) -> dict:
-        return _first_sample(inputs, arrays, axes, count)
+        return _sample_feeds(inputs, arrays, axes, count=count)
 
     try:
         # As written: ONNX Runtime's reshape fusion turns a Reshape to [1, length] into [1, -1], which takes
