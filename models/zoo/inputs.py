@@ -804,17 +804,20 @@ def stft_frames(audio: np.ndarray, nfft: int = 512, hop: int = 256) -> np.ndarra
 
 
 def write_noisy_speech(directory: Path, count: int, seed: int, model: Path, seconds: float = 3.0,
-                       per_utterance: int = 16, warmup: int = 8) -> None:
+                       per_utterance: int = 16, warmup: int = 8, whole: bool = False) -> None:
     """Speech-like 16 kHz utterances (tilted_speech()) in background noise (noise()) at -5 to 15 dB SNR, as GTCRN's
     streaming graph enhances them: one STFT frame `mix` [1, 257, 1, 2] a call, with the three caches the
     FP32 model itself carries from frame to frame (zero at the start, as the package starts them). One
-    .npz a frame, `per_utterance` frames taken at random after the first `warmup` of each utterance; the
-    utterances themselves (clean and noisy waveforms) in utterances/, read by no step of trtpipe."""
+    .npz a stream: `per_utterance` consecutive frames of an utterance from a random frame after the first
+    `warmup` (`whole`: every frame from the first, as the package runs it), stacked on each input's batch
+    axis, named utterance-first frame; the utterances themselves (clean and noisy waveforms) in
+    utterances/, read by no step of trtpipe."""
     import onnxruntime as ort
 
     rng = np.random.default_rng(seed)
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     (directory / "utterances").mkdir()
+    batch_axes = {"mix": 0, "conv_cache": 1, "tra_cache": 2, "inter_cache": 1}
     written, utterance = 0, 0
     while written < count:
         clean = tilted_speech(rng, seconds)
@@ -823,17 +826,22 @@ def write_noisy_speech(directory: Path, count: int, seed: int, model: Path, seco
         noisy = (clean + noise(rng, len(clean)) * speech_rms / 10 ** (snr / 20)).astype(np.float32)
         np.savez(directory / "utterances" / f"{utterance:02d}.npz", clean=clean, noisy=noisy, snr_db=np.float32(snr))
         frames = stft_frames(noisy)
-        take = set(rng.choice(np.arange(warmup, len(frames)), min(per_utterance, count - written), replace=False))
+        steps = min(len(frames) if whole else per_utterance, count - written)
+        first = 0 if whole else int(rng.integers(warmup, len(frames) - steps + 1))
         caches = {"conv_cache": np.zeros((2, 1, 16, 16, 33), np.float32),
                   "tra_cache": np.zeros((2, 3, 1, 1, 16), np.float32),
                   "inter_cache": np.zeros((2, 1, 33, 16), np.float32)}
-        for t, frame in enumerate(frames):
+        stream: dict[str, list] = {name: [] for name in batch_axes}
+        for t, frame in enumerate(frames[:first + steps]):
             mix = frame[None, :, None, :]
-            if t in take:
-                np.savez(directory / f"{utterance:02d}-{t:03d}.npz", mix=mix, **caches)
-                written += 1
+            if t >= first:
+                for name, value in {"mix": mix, **caches}.items():
+                    stream[name].append(value)
             _, *carried = session.run(None, {"mix": mix, **caches})
             caches = dict(zip(caches, carried))
+        np.savez(directory / f"{utterance:02d}-{first:03d}.npz",
+                 **{name: np.concatenate(values, axis=batch_axes[name]) for name, values in stream.items()})
+        written += steps
         utterance += 1
 
 
