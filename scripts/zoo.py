@@ -21,6 +21,8 @@ in docs/zoo.md's second table (build/zoo/<name>/deploy.json).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import inspect
 import json
 import os
 import re
@@ -280,12 +282,15 @@ def make_data(entry: Entry, samples: int) -> None:
     from common import replace_dir
 
     inputs = load_inputs()
+    # The maker's own source is part of the recipe: an edited maker once left the data it made before in place.
+    maker = inputs.MAKERS.get(entry.inputs)
+    code = hashlib.sha256(inspect.getsource(maker).encode()).hexdigest()[:16] if maker is not None else ""
 
     for split, seed, count in (("calib", 1, samples), ("val", 2, entry.validation_count(samples))):
         directory = entry.dir / "data" / split
         options = maker_options(entry, split)
         recipe = {"inputs": entry.inputs, "options": {k: v for k, v in options.items() if k not in ("model", "wheel")},
-                  "samples": count, "seed": seed}
+                  "samples": count, "seed": seed, "maker": code}
         stamp = directory / "recipe.json"
         if stamp.is_file() and json.loads(stamp.read_text()) == recipe:
             continue

@@ -531,6 +531,30 @@ def test_a_table_without_its_end_marker_is_refused_not_written_over_the_rest(tmp
         zoo.write_doc(["a"], "Now at def.")
 
 
+def test_an_edited_maker_makes_its_data_anew(tmp_path, monkeypatch):
+    """The recipe stamped beside the data held the maker's name, options, count and seed, not its code: a maker
+    edited to write other inputs left the data of the one before in place."""
+    import types
+
+    def ones(directory, count, seed):
+        np.save(directory / "x.npy", np.ones(count, np.float32))
+
+    def twos(directory, count, seed):
+        np.save(directory / "x.npy", np.full(count, 2, np.float32))
+
+    made = types.SimpleNamespace(MAKERS={"vectors": ones}, DECODERS={})
+    made.make = lambda kind, directory, count, seed, **options: made.MAKERS[kind](directory, count, seed, **options)
+    monkeypatch.setattr(zoo, "load_inputs", lambda: made)
+    monkeypatch.setattr(zoo, "BUILD", tmp_path)
+    entry = dataclasses.replace(zoo.load_entry(SPECS[0]), name="m", inputs="vectors", options={})
+    zoo.make_data(entry, 3)
+    assert np.load(tmp_path / "m" / "data" / "calib" / "x.npy").tolist() == [1, 1, 1]
+    zoo.make_data(entry, 3)  # the same recipe: kept
+    made.MAKERS["vectors"] = twos
+    zoo.make_data(entry, 3)
+    assert np.load(tmp_path / "m" / "data" / "calib" / "x.npy").tolist() == [2, 2, 2]
+
+
 def test_a_run_of_some_models_keeps_the_others_rows_and_the_history_above_both_tables(tmp_path, monkeypatch):
     """`--only a` once replaced the line above the table (the run history) and, for --deploy, dropped
     every row of the models it did not run."""
