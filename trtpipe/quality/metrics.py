@@ -59,6 +59,7 @@ class OutputMetrics:
     # on a quiet frame (1/1300 of a typical frame's energy) of an utterance whose cosine is 0.9987.
     stream: Callable[[str], str] | None = None
     streams: dict = field(default_factory=dict)  # stream: [candidate . baseline, candidate², baseline², error²]
+    unstreamed: bool = False  # a batch whose rows are not its samples: the streams' sums miss it, and are not used
     top1: int = 0
     top5: int = 0
     correct_candidate: int = 0
@@ -84,7 +85,8 @@ class OutputMetrics:
         self.energy += float((candidate ** 2).sum())
         cosines = cosine_per_sample(candidate, baseline)
         self.cosine_sum += float(cosines.sum())
-        if self.stream is not None and ids is not None and len(ids) == len(candidate):
+        self.unstreamed |= self.stream is not None and (ids is None or len(ids) != len(candidate))
+        if self.stream is not None and not self.unstreamed:
             a, b = candidate.reshape(len(candidate), -1), baseline.reshape(len(baseline), -1)
             for i, sample in enumerate(ids):
                 sums = self.streams.setdefault(self.stream(str(sample)), [0.0, 0.0, 0.0, 0.0])
@@ -118,7 +120,7 @@ class OutputMetrics:
             # 1: each sample is one number (a same-or-not probability), whose cosine is only its sign
             "values_per_sample": self.elements / self.count if self.count else 0.0,
         }
-        if self.streams:
+        if self.streams and not self.unstreamed:
             cosines = {name: (dot / np.sqrt(aa * bb) if aa * bb > 0 else float(noise == 0))
                        for name, (dot, aa, bb, noise) in self.streams.items()}
             worst = min(cosines, key=cosines.__getitem__)

@@ -244,7 +244,7 @@ class Report:
         if self.carried:
             fed = ", ".join(f"{name} from {output}" for name, output in self.carried.items())
             lines += [(f"Streamed: each data file's samples in order, each runner fed its own outputs of the step before "
-                       f"({fed}); a cosine's sample is a whole stream."), ""]
+                       f"({fed}); cosine and cosine_min are each stream's, its steps together (an embedding's, each step's)."), ""]
         for coarse in self.coarse_checks():
             unit = coarse["unit"]
             lines += [(f"Too few {unit}s for {coarse['metric']} on {coarse['output']}: one {unit} of {coarse['samples']} "
