@@ -485,6 +485,30 @@ def test_init_carries_a_state_of_any_name_where_the_datas_stream_shows_it_handed
     assert [i.carry for i in load_spec(tmp_path / "shuffled.toml").inputs] == [None, None]
 
 
+def test_init_carries_no_input_an_output_passes_through_however_slowly_its_samples_move(cli, tmp_path):
+    """An output that is its input (Identity) matched the next sample within the tolerance where consecutive
+    samples differ by 1e-4: init carried it, and validate would have fed the first sample's value on every step.
+    A model whose outputs are a ragged sequence ran init into a traceback."""
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 64])]
+    outputs = [helper.make_tensor_value_info("x_out", TensorProto.FLOAT, [-1, 64])]
+    model = tmp_path / "same.onnx"
+    models.save(models._model(helper.make_graph([helper.make_node("Identity", ["x"], ["x_out"])], "g", inputs, outputs)),
+                model)
+    (tmp_path / "data").mkdir()
+    base = np.random.default_rng(0).normal(0, 1, 64).astype(np.float32)
+    np.save(tmp_path / "data" / "00.npy", np.stack([base * (1 + 1e-4 * i) for i in range(4)]))
+    assert cli("init", model, "--data", tmp_path / "data", "-o", tmp_path / "same.toml")[0] == 0
+    assert [i.carry for i in load_spec(tmp_path / "same.toml").inputs] == [None]
+    split = [helper.make_node("SplitToSequence", ["state", "sizes"], ["parts"], axis=1)]
+    ragged = helper.make_graph(split, "g", [helper.make_tensor_value_info("state", TensorProto.FLOAT, [-1, 4])],
+                               [helper.make_tensor_sequence_value_info("parts", TensorProto.FLOAT, None)],
+                               [numpy_helper.from_array(np.array([1, 3], np.int64), "sizes")])
+    models.save(models._model(ragged), tmp_path / "ragged.onnx")
+    np.save(tmp_path / "data" / "00.npy", np.ones((3, 4), np.float32))
+    code, _out, err = cli("init", tmp_path / "ragged.onnx", "--data", tmp_path / "data", "-o", tmp_path / "ragged.toml")
+    assert code == 0 and "Traceback" not in err, err
+
+
 def test_init_carries_no_cache_that_grows_a_step(cli, tmp_path):
     """A decoder's past keys [N, T, 4] come back one step longer as its present ones: fed back they would not
     fit, so init writes no carry there (validate would stop on a shape it cannot feed)."""

@@ -456,34 +456,47 @@ def _sample_feeds(inputs: list[TensorFacts], arrays: dict, axes: dict[str, int |
     return out
 
 
-def _carried(model, inputs: list[TensorFacts], arrays: dict, axes: dict[str, int | None]) -> dict[str, str]:
-    """Return {input: output} of the states a step hands the next. Where the first file holds a stream (its
-    second sample of an input is what the model returned for the first: DTLN's `input_5`, a Keras export's
-    name), that output. Else an input named as a state is, and the float output that ONNX Runtime returns in
-    its shape on the data's first sample, the one whose name shares the longest start with it (silero-vad's
-    `state` and `stateN`). A cache that grows a step (a decoder's past and present keys) comes back larger and
-    is not carried. {} when the model does not run the sample."""
+def _handed_on(returned, following, now) -> bool:
+    """Return whether an output of this step is the data's next value of an input: within 1e-3 of it, and ten
+    times nearer to it than to this step's value (an output that passes the input through is not a state)."""
+    returned, following, now = (np.asarray(a, np.float64) for a in (returned, following, now))
+    off = float(np.linalg.norm(returned - following))
+    return off <= 1e-3 * float(np.linalg.norm(following)) and float(np.linalg.norm(returned - now)) > 10 * off
+
+
+def _carried(model, inputs: list[TensorFacts], outputs: list[TensorFacts], arrays: dict,
+             axes: dict[str, int | None]) -> dict[str, str]:
+    """Return {input: output} of the states a step hands the next. Where the first file holds a stream (an
+    input's second sample is what an output returned for the first: DTLN's `input_5`, a Keras export's name),
+    that output. Else an input named as a state is, and the float output that ONNX Runtime returns in its shape
+    on the data's first sample, the one whose name shares the longest start with it (silero-vad's `state` and
+    `stateN`). A cache that grows a step (a decoder's past and present keys) comes back larger and is not
+    carried. {} when no float output can have a batched input's shape, or the model does not run the sample."""
     from trtpipe.graph.sessions import session
 
     batched = [t for t in inputs if axes[t.name] is not None]
-    if not batched or any(t.name not in arrays for t in inputs):
-        return {}
-    try:
-        feeds, runs = _sample_feeds(inputs, arrays, axes), session(model, optimization="none")
-        returned = dict(zip([o.name for o in runs.get_outputs()], runs.run(None, feeds)))
-    except Exception:  # noqa: BLE001 - a sample the model does not run says nothing of its states
+    if any(t.name not in arrays for t in inputs) or not any(
+            not o.ranked or len(o.shape) == len(t.shape) and all(a < 0 or b < 0 or a == b for a, b in zip(o.shape, t.shape))
+            for t in batched for o in outputs if is_float(o.dtype)):
         return {}
     stream = all(np.ndim(arrays[t.name]) == len(t.shape) and np.shape(arrays[t.name])[axes[t.name]] > 1
                  for t in batched)
+    if not stream and not any(STATE_NAME.search(t.name) for t in batched):
+        return {}
+    try:
+        feeds, runs = _sample_feeds(inputs, arrays, axes), session(model, optimization="none")
+        returned = {o.name: value for o, value in zip(runs.get_outputs(), runs.run(None, feeds))
+                    if isinstance(value, np.ndarray) and value.dtype.kind == "f"}
+    except Exception:  # noqa: BLE001 - a sample the model does not run says nothing of its states
+        return {}
     following = _sample_feeds(inputs, arrays, axes, index=1) if stream else {}
     carried: dict[str, str] = {}
     for state in batched:
-        alike = [name for name, value in returned.items() if np.shape(value) == feeds[state.name].shape
-                 and np.asarray(value).dtype.kind == "f" and name not in carried.values()]
+        alike = [name for name, value in returned.items()
+                 if value.shape == feeds[state.name].shape and name not in carried.values()]
+        handed = [name for name in alike if state.name in following
+                  and _handed_on(returned[name], following[state.name], feeds[state.name])]
         nearest = max(alike, key=lambda name: len(os.path.commonprefix([name, state.name])), default=None)
-        nxt = following.get(state.name)
-        handed = [name for name in alike if nxt is not None and not np.allclose(nxt, feeds[state.name])
-                  and np.allclose(returned[name], nxt, rtol=1e-3, atol=1e-6 * max(float(np.abs(nxt).max()), 1.0))]
         if handed:
             carried[state.name] = handed[0]
         elif nearest is not None and STATE_NAME.search(state.name) and os.path.commonprefix([nearest, state.name]):
@@ -622,7 +635,7 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
     one_batch = arrays and _fixed_at_one(model, inputs, arrays, batch_axes)
     if one_batch:  # images never get here: only .npy/.npz samples are run
         inputs = [replace(t, shape=[1 if i == batch_axes[t.name] else d for i, d in enumerate(t.shape)]) for t in inputs]
-    carried = _carried(model, inputs, arrays, batch_axes) if arrays else {}
+    carried = _carried(model, inputs, outputs, arrays, batch_axes) if arrays else {}
     shapes, axes = {}, []
     for tensor in inputs:
         array = arrays.get(tensor.name)
