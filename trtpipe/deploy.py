@@ -80,6 +80,7 @@ class Outcome:
     report: object = None  # trtpipe.quality.validate.Report
     report_path: Path | None = None
     tuned: bool = False
+    kept_share: float = 0.0  # tuned: the share of its quantizable layers tuning kept in FP16
     note: str = ""  # why it did not build, or what tuning did
     refused: bool = False  # the backend failed to parse or build it (not the budget, not "nothing to quantize")
 
@@ -90,6 +91,12 @@ class Outcome:
     @property
     def megabytes(self) -> float:
         return self.engine.stat().st_size / 1e6 if self.engine is not None else 0.0
+
+    def width(self) -> int:
+        """Return how narrow what it computes is (WIDTH_RANK): a tuned engine that keeps most of its layers in FP16
+        is FP16's width, whatever its name (gtcrn's tuned INT8 kept 24 of 25, and deploy served it over FP16's plan
+        of the same size as the narrower)."""
+        return WIDTH_RANK[Precision.FP16] if self.tuned and self.kept_share > 0.5 else WIDTH_RANK[self.precision]
 
     def margin(self) -> float:
         """Return the share of the allowed loss the deciding check uses (lower is nearer FP32)."""
@@ -277,12 +284,12 @@ def choose(outcomes: list[Outcome], prefer: str = "size") -> tuple[Outcome | Non
 
 def _preferred(passing: list[Outcome], prefer: str) -> tuple[Outcome, str]:
     def narrowest(o: Outcome) -> tuple:
-        return WIDTH_RANK[o.precision], o.margin()
+        return o.width(), o.margin()
 
     if prefer == "precision":
         best = min(passing, key=narrowest)
         why = f"{best.precision}: the narrowest precision that passes ({best.report.deciding_checks()})"
-        peers = [o for o in passing if o is not best and WIDTH_RANK[o.precision] == WIDTH_RANK[best.precision]]
+        peers = [o for o in passing if o is not best and o.width() == best.width()]
         if peers:
             why += f"; nearer FP32 than {', '.join(f'{o.precision} ({o.report.deciding_checks()})' for o in peers)}"
         smaller = [o for o in passing if o.megabytes < best.megabytes]
@@ -293,10 +300,10 @@ def _preferred(passing: list[Outcome], prefer: str) -> tuple[Outcome, str]:
     best = min((o for o in passing if o.megabytes <= smallest.megabytes * (1 + SIZE_TIE)), key=narrowest)
     why = f"{best.precision}: the smallest engine that passes ({best.megabytes:.1f} MB; {best.report.deciding_checks()})"
     if best is not smallest:
-        better = "narrower" if WIDTH_RANK[best.precision] < WIDTH_RANK[smallest.precision] else "nearer FP32"
+        better = "narrower" if best.width() < smallest.width() else "nearer FP32"
         why = (f"{best.precision}: within {SIZE_TIE:.0%} of the smallest engine that passes ({smallest.precision}, "
                f"{smallest.megabytes:.1f} MB), and {better} ({best.megabytes:.1f} MB; {best.report.deciding_checks()})")
-    narrower = [o for o in passing if WIDTH_RANK[o.precision] < WIDTH_RANK[best.precision]]
+    narrower = [o for o in passing if o.width() < best.width()]
     if narrower:
         why += f"; {_sizes(narrower)} narrower but larger (--prefer precision)"
     return best, why
@@ -555,7 +562,7 @@ def _tune(outcome: Outcome, model_path: Path, spec: ModelSpec, options: DeployOp
     config, _, quantized = result.written
     kept = f"{len(config.exclude)} of {len(config.exclude) + quantized} layers kept in FP16, method {config.method}"
     stopped = f"; cut short: {result.stopped}" if result.stopped else ""
-    outcome.tuned = True
+    outcome.tuned, outcome.kept_share = True, len(config.exclude) / max(len(config.exclude) + quantized, 1)
     _remove(outcome)  # the untuned engine fails: it must not stay, whether or not the tuned one is built
     if deadline.passed():
         outcome.note = (f"tuned ({kept}{stopped}), " + OUT_OF_TIME.format(step="its rebuild")
