@@ -99,7 +99,8 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
                               "model's caches): validate runs each data file's samples in order as one stream, the "
                               "first with the file's value, each later one with the output of the step before, the "
                               "candidate's own and FP32's own, so that the candidate's error builds up as it does "
-                              "where the model runs; calibration reads the file's values")),
+                              "where the model runs, and the cosines take each stream as one sample; calibration "
+                              "reads the file's values")),
     "preprocess": (None, "how an image file becomes the input (images need it; .npy/.npz do not)"),
     "preprocess.size": ("[224, 224]", "height, width after resizing (or cropping, with resize)"),
     "preprocess.resize": ("none", "the shorter side before a centre crop to size; without it images are resized to size"),
