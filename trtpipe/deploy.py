@@ -284,7 +284,9 @@ def choose(outcomes: list[Outcome], prefer: str = "size") -> tuple[Outcome | Non
 
 def _preferred(passing: list[Outcome], prefer: str) -> tuple[Outcome, str]:
     def narrowest(o: Outcome) -> tuple:
-        return o.width(), o.margin()
+        # At one width an untuned engine first: a tuned one's margin is against its own precision's looser minimums
+        # (gtcrn's tuned INT8 read nearer FP32 than FP16 at cosine 1.00000 and 19.5 dB on its worst bin).
+        return o.width(), o.tuned, o.margin()
 
     if prefer == "precision":
         best = min(passing, key=narrowest)
