@@ -400,5 +400,5 @@ def test_one_bad_request_in_a_batch_fails_alone(served):
     assert "indices element out of data bounds, idx=9" in errors[-1] and "Traceback" not in errors[-1]
     from test_serve_server import metric_counts
 
-    counts = metric_counts(server.metrics, "lookup")
+    counts = metric_counts(server.metrics, "lookup", len(indices))
     assert counts["nv_inference_exec_count"] < counts["nv_inference_count"], counts  # they were batched together

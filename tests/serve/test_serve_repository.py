@@ -13,6 +13,7 @@ import pytest
 from conftest import needs_rtx
 from serve_helpers import needs_pytriton
 from serve_process import bundled_triton
+from test_serve_server import metric_counts
 
 import models
 from trtpipe.build import BuildOptions, build
@@ -113,7 +114,7 @@ def test_onnx_repository_runs_in_the_real_triton_server(cli, tmp_path):
             for sample, answer in zip(samples, got):
                 np.testing.assert_allclose(answer, runner({"input": sample})["logits"], rtol=1e-4, atol=1e-5)
         # model.py ran requests the batcher handed over together as one batch: fewer executions than requests.
-        counts = batched_counts(metrics, "conv", len(samples))
+        counts = metric_counts(metrics, "conv", len(samples))
         assert counts["nv_inference_exec_count"] < len(samples), counts
 
 
@@ -133,7 +134,7 @@ def test_a_model_whose_only_axis_is_the_batch_is_reshaped_and_served_batched(cli
         for sample, answer in zip(samples, got):
             assert answer.shape == sample.shape
             np.testing.assert_allclose(answer, 1 / (1 + np.exp(-(2 * sample + 1))), rtol=1e-5)
-        counts = batched_counts(metrics, "score", len(samples))
+        counts = metric_counts(metrics, "score", len(samples))
         assert counts["nv_inference_exec_count"] < len(samples), counts
 
 
@@ -169,19 +170,6 @@ def infer_together(port: int, model: str, input_name: str, output_name: str, sam
 
     with concurrent.futures.ThreadPoolExecutor(len(samples)) as pool:
         return list(pool.map(infer, samples))
-
-
-def batched_counts(metrics: int, model: str, requests: int) -> dict:
-    """Return Triton's counters for `model` once all `requests` are counted (it updates them every 2 s)."""
-    import time
-
-    from test_serve_server import metric_counts
-
-    deadline = time.monotonic() + 30
-    while (counts := metric_counts(metrics, model))["nv_inference_request_success"] < requests:
-        assert time.monotonic() < deadline, counts
-        time.sleep(0.5)
-    return counts
 
 
 def test_names_and_types_the_repository_cannot_hold_write_nothing(cli, tmp_path):

@@ -118,16 +118,26 @@ def test_concurrent_http_and_grpc_requests_are_answered_right(served):
         assert g is not None and g.shape == e.shape, i
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
     # Triton's dynamic batcher ran fewer executions than requests: concurrent requests were batched.
-    counts = metric_counts(server.metrics, "conv")
+    counts = metric_counts(server.metrics, "conv", len(samples))
     assert counts["nv_inference_exec_count"] < counts["nv_inference_count"], counts
 
 
-def metric_counts(port, model) -> dict[str, float]:
-    """Return Triton's Prometheus counters of `model` (the statistics API is restricted by PyTriton)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
-        lines = response.read().decode().splitlines()
-    return {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in lines
-            if line.startswith("nv_inference") and f'model="{model}"' in line}
+def metric_counts(port, model, requests: int = 0) -> dict[str, float]:
+    """Return Triton's Prometheus counters of `model` (the statistics API is restricted by PyTriton) once `requests`
+    requests are counted, succeeded or failed: it updates them every 2 s (a read at once found all of them 0)."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+            lines = response.read().decode().splitlines()
+        counts = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in lines
+                  if line.startswith("nv_inference") and f'model="{model}"' in line}
+        counted = counts.get("nv_inference_request_success", 0) + counts.get("nv_inference_request_failure", 0)
+        if counted >= requests:
+            return counts
+        assert time.monotonic() < deadline, counts
+        time.sleep(0.5)
 
 
 def test_bad_requests_get_clear_errors_and_the_server_keeps_serving(served):
