@@ -870,16 +870,24 @@ def gtcrn(name: str, code: Path) -> Judge:
         return waves, fed
 
     want, fed = enhanced(fp32(name))
-    batch_axes = {"mix": 0, "conv_cache": 1, "tra_cache": 2, "inter_cache": 1}
-    for f in sorted(directory.glob("*.npz")):  # validate's stream of utterance u from frame t is the package's
-        u, t = map(int, f.stem.split("-"))
-        saved = np.load(f)
-        for step in range(saved["mix"].shape[0]):
-            here = {k: np.take(saved[k], [step], axis=batch_axes[k]) for k in saved.files}
-            assert all(np.abs(here[k] - fed[u][t + step][k]).max() <= 1e-4 * max(np.abs(here[k]).max(), 1e-3)
-                       for k in here), f"{f.name}: frame {t + step} is not the package's frame and caches"
+    streams_are_the_packages(directory, fed, {"mix": 0, "conv_cache": 1, "tra_cache": 2, "inter_cache": 1},
+                             "frame and caches")
     return enhancement_judge(name, lambda path: enhanced(path)[0], want, [u["clean"] for u in utterances],
                              [u["noisy"] for u in utterances], "utterances")
+
+
+def streams_are_the_packages(directory: Path, fed: list[list[dict]], batch_axes: dict[str, int], what: str) -> None:
+    """Assert that each of validate's streams (file "u-t": utterance u from step t, the steps stacked on each input's
+    batch axis) holds what the package fed its model on those steps (`fed[u][step]`), to 1e-4 of each tensor's
+    largest value."""
+    first, axis = next(iter(batch_axes.items()))
+    for f in sorted(directory.glob("*.npz")):
+        u, t = map(int, f.stem.split("-"))
+        saved = np.load(f)
+        for step in range(saved[first].shape[axis]):
+            here = {k: np.take(saved[k], [step], axis=batch_axes[k]) for k in saved.files}
+            assert all(np.abs(here[k] - fed[u][t + step][k]).max() <= 1e-4 * max(np.abs(here[k]).max(), 1e-3)
+                       for k in here), f"{f.name}: step {t + step} is not the package's {what}"
 
 
 def enhancement_judge(name: str, enhanced, want: list[np.ndarray], clean: list[np.ndarray], noisy: list[np.ndarray],
@@ -991,13 +999,7 @@ def dtln_stage2(name: str, code: Path) -> Judge:
         return waves, fed
 
     want, fed = enhanced(fp32(name))
-    for f in sorted(directory.glob("*.npz")):  # validate's stream of utterance u from block t is the package's
-        u, t = map(int, f.stem.split("-"))
-        saved = np.load(f)
-        for step in range(saved["input_4"].shape[0]):
-            here = {k: saved[k][step:step + 1] for k in saved.files}
-            assert all(np.abs(here[k] - fed[u][t + step][k]).max() <= 1e-4 * max(np.abs(here[k]).max(), 1e-3)
-                       for k in here), f"{f.name}: block {t + step} is not the package's block and state"
+    streams_are_the_packages(directory, fed, {"input_4": 0, "input_5": 0}, "block and state")
     ends = [len(w) for w in want]
     # Clean and noisy speech through the package's own 4 kHz roll-off, as it would hand back a perfect
     # suppressor's output and a bypass's: the roll-off's phase alone takes clean speech to 7.5 to 10.4 dB SI-SDR,
