@@ -88,10 +88,10 @@ class OutputMetrics:
         self.unstreamed |= self.stream is not None and (ids is None or len(ids) != len(candidate))
         if self.stream is not None and not self.unstreamed:
             a, b = candidate.reshape(len(candidate), -1), baseline.reshape(len(baseline), -1)
-            for i, sample in enumerate(ids):
-                sums = self.streams.setdefault(self.stream(str(sample)), [0.0, 0.0, 0.0, 0.0])
-                for k, part in enumerate(((a[i] * b[i]).sum(), (a[i] ** 2).sum(), (b[i] ** 2).sum(), ((a[i] - b[i]) ** 2).sum())):
-                    sums[k] += float(part)
+            rows = np.stack([(a * b).sum(1), (a * a).sum(1), (b * b).sum(1), ((a - b) ** 2).sum(1)], axis=1)
+            for sample, row in zip(ids, rows):
+                sums = self.streams.setdefault(self.stream(str(sample)), np.zeros(4))
+                sums += row
         if ids is not None and len(ids) == len(cosines) and len(cosines) and (
                 self.worst_sample is None or cosines.min() < self.cosine_min):
             self.worst_sample = str(ids[int(cosines.argmin())])
