@@ -46,6 +46,8 @@ DOC = ROOT / "docs" / "zoo.md"
 PRECISIONS = ("fp32", "fp16", "int8", "fp8")
 TARGET = "sm_89"
 KINDS = ("cnn", "transformer", "recurrent")
+# A row's verdict where its precision quantizes no layer of the model (no_layer): neither a pass nor a failure.
+NO_LAYER = "no layer"
 COVERAGE_TARGET = 0.90  # INT8: share of weight elements under Q/DQ in every CNN and transformer
 TABLE_START, TABLE_END = "<!-- zoo:table -->", "<!-- /zoo:table -->"
 DEPLOY_START, DEPLOY_END = "<!-- zoo:deploy -->", "<!-- /zoo:deploy -->"
@@ -403,6 +405,20 @@ def coverage_of(typed: Path) -> float | None:
     return weight_coverage(onnx.load(typed, load_external_data=False)).fraction
 
 
+def no_layer(onnx_path: Path, spec: Path, precision: str) -> str | None:
+    """Return why `precision` quantizes no layer of the model (FP8 of a model of small convolutions: graph.qdq's
+    too_small), None where it quantizes some: such a row is not run, as deploy skips it."""
+    from trtpipe.calibrate import calibrated_graph
+    from trtpipe.graph import onnxio
+    from trtpipe.graph.qdq import too_small
+    from trtpipe.spec.load import load_spec
+    from trtpipe.targets import Precision
+
+    if precision not in ("int8", "fp8"):
+        return None
+    return too_small(calibrated_graph(onnxio.load_float(onnx_path), load_spec(spec)), Precision(precision))
+
+
 def engine_file(entry: Entry, precision: str) -> Path:
     return entry.dir / "engines" / f"{entry.name}.{precision}.{TARGET.replace('_', '')}.engine"
 
@@ -427,7 +443,8 @@ def run_model(entry: Entry, samples: int, timeout: float, say, precisions=PRECIS
     engines = entry.dir / "engines"
     common = ["--spec", spec]
     caches = {}
-    for precision in [p for p in ("int8", "fp8") if p in precisions]:
+    nothing = {p: why for p in precisions if (why := no_layer(onnx_path, spec, p)) is not None}
+    for precision in [p for p in ("int8", "fp8") if p in precisions and p not in nothing]:
         cache = entry.dir / f"{entry.name}.{precision}.cache"
         step = run_step(["calibrate", onnx_path, "--precision", precision, "--limit", samples,
                          "--batch-size", entry.batch_size, *common, "-o", cache], timeout)
@@ -440,6 +457,9 @@ def run_model(entry: Entry, samples: int, timeout: float, say, precisions=PRECIS
         engine = engine_file(entry, precision)
         for stale in (typed, engine):
             stale.unlink(missing_ok=True)
+        if precision in nothing:
+            row.verdict, row.reason = NO_LAYER, nothing[precision]
+            continue
         reasons = []
         if precision in caches and not caches[precision][1].ok:
             row.builds = False
@@ -483,7 +503,7 @@ def run_model(entry: Entry, samples: int, timeout: float, say, precisions=PRECIS
     int8 = rows.get("int8")
     if int8 and int8.engine_mb is not None and fp16_mb is not None and int8.engine_mb >= fp16_mb:
         int8.reason = "; ".join(filter(None, [int8.reason, f"engine {int8.engine_mb:.1f} MB not smaller than FP16's {fp16_mb:.1f} MB"]))
-    for row in rows.values():
+    for row in (r for r in rows.values() if r.verdict != NO_LAYER):
         judged = row.cosine is not None or row.precision == "fp32"
         row.verdict = "pass" if row.builds and judged and not row.reason else "FAIL"
     return list(rows.values())

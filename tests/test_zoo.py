@@ -484,6 +484,21 @@ def test_a_model_tensorrt_refuses_is_still_judged(tmp_path, monkeypatch):
     assert (tmp_path / entry.name / "engines" / f"{entry.name}.fp16.onnx").is_file()
 
 
+def test_a_precision_that_quantizes_no_layer_is_neither_a_pass_nor_a_failure(tmp_path):
+    """rivagan-dec and basic-pitch: every Conv is one FP8 leaves in FP16 (graph.qdq), so their FP8
+    rows were failures of layers FP8 should not have quantized. Such a row is now not run, and says why."""
+    from models import save, yolo_like
+
+    save(yolo_like(), tmp_path / "head.onnx")  # one Conv, 3 channels in and an 8x8 kernel
+    (tmp_path / "model.toml").write_text('task = "generic"\n')
+    assert zoo.no_layer(tmp_path / "head.onnx", tmp_path / "model.toml", "int8") is None
+    why = zoo.no_layer(tmp_path / "head.onnx", tmp_path / "model.toml", "fp8")
+    assert why.startswith("no layer to quantize in fp8: each of the model's convolutions (1) has")
+    row = zoo.Row("m", "cnn", "fp8", verdict=zoo.NO_LAYER, reason=why)
+    table = zoo.render_table({"m": [dataclasses.asdict(row)]}, ["m"])
+    assert f"| no layer | {why} |" in table and "FAIL" not in table
+
+
 @needs_rtx
 def test_the_deploy_row_reads_what_deploy_prints(cli, tmp_path):
     import models

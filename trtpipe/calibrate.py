@@ -162,12 +162,17 @@ def calibrated_graph(model, spec: ModelSpec | None):
     return cleanup(model, shapes=shapes, fixed=fixed)[0]
 
 
-def calibrated_tensors(model, model_path: str | os.PathLike) -> list[str]:
+def calibrated_tensors(model, model_path: str | os.PathLike, grid: str = "int8") -> list[str]:
     """Return the activations of the cleaned `model` a cache holds scales for, or raise naming the model when there
-    are none, or when one's name no cache line can hold (found before the data is read, not at the write)."""
+    are none, when the `grid`'s precision quantizes no layer of it (an FP8 model of small convolutions), or when a
+    tensor's name no cache line can hold (found before the data is read, not at the write)."""
+    from trtpipe.graph.qdq import too_small
+
     tensors = quantized_activations(model)
     if not tensors:
         raise NothingToQuantize(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
+    if (why := too_small(model, Precision.parse(grid))) is not None:
+        raise NothingToQuantize(f"{model_path}: {why}")
     unnamed = next((t for t in tensors if not nameable(t)), None)
     if unnamed is not None:
         raise TrtpipeError(f"{model_path}: tensor {unnamed!r} cannot be named in a calibration cache (a line of "
@@ -194,7 +199,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     # Scales are keyed by tensor name: calibrate the cleaned graph, the one the typed passes rewrite
     # (folding Transposes or BatchNorms renames the tensors that feed Conv and MatMul).
     model = calibrated_graph(onnxio.load_float(model_path), spec)
-    tensors = calibrated_tensors(model, model_path)
+    tensors = calibrated_tensors(model, model_path, options.grid)
     check_output(output, [model_path, spec.path if spec is not None else None, data_dir], "-o",
                  siblings=[sidecar_path(output)])
     spec = spec_for(spec, model, model_path)

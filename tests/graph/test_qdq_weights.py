@@ -84,8 +84,10 @@ def test_per_channel_scales_follow_the_axis():
 @pytest.mark.parametrize("case", CASES)
 def test_int8_and_fp8_engines_build(case, tmp_path):
     model, feeds = getattr(cases, case)()
-    results = build_engines(model, feeds, tmp_path, ["fp16", "int8", "fp8"])
-    assert [r.info.precision for r in results] == ["fp16", "int8", "fp8"]
+    # conv_transpose's two layers have 3 to 8 channels a side: FP8 has no layer of it (graph.qdq's FP8 rule)
+    precisions = ["fp16", "int8"] + (["fp8"] if case != "conv_transpose" else [])
+    results = build_engines(model, feeds, tmp_path, precisions)
+    assert [r.info.precision for r in results] == precisions
     for result in results[1:]:
         assert result.engine.stat().st_size > 10_000
         assert weight_dequantizers(onnx.load(str(result.typed_onnx)))  # the engine was built from Q/DQ weights

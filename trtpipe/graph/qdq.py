@@ -24,16 +24,19 @@ bits cannot hold, and a few products per output average no rounding out. On YOLO
 from F1 0.693 to 0.889 (docs/zoo.md, "Calibration methods"). A ConvTranspose is held to the same
 rule, for the same reasons (Model Optimizer quantizes none in FP8): GTCRN's decoder is eleven
 transposed convolutions of 1 to 16 channels a side, and leaving them in FP16 lifts its worst channel
-from 11.3 to 15.0 dB (docs/zoo.md, "FP8 beside Model Optimizer, layer by layer"). Where the rule
-would leave nothing quantized it steps aside as far as it must (small_rule): first the kernel's
-size, then all of it.
+from 11.3 to 15.0 dB (docs/zoo.md, "FP8 beside Model Optimizer, layer by layer"). The rule does
+not step aside: a model whose every layer it leaves out has no FP8 (NothingToQuantize, too_small),
+as Model Optimizer's FP8 graph of one quantizes nothing. Quantizing such layers anyway was tried
+(RivaGAN's decoder, Basic Pitch, Silero VAD): each engine was no faster by the rule's reason, larger
+(145 KB of kernel source a quantized layer in a TensorRT-RTX plan) and failed validation where FP16
+passes (docs/zoo.md, "FP8 of small convolutions: none").
 
 INT8 and FP8 both leave a MatMul or Gemm unquantized whose constant weight has an inner (K) or output (N)
 dimension under MIN_GEMM_DIM, Model Optimizer 0.47's small-GEMM rule: Tensor Core kernels need 16 a
 side to gain anything, and the layer is typically a head mapping features to a few scores, where one
 rounding step moves a decision. On spindle-eeg's INT8 it lifts the spindles within tolerance of FP32's
 from 0.9688 to 0.9922 (detection_head.3, 51x3, and segmentation_head.1, 64x1; docs/zoo.md). Where
-nothing would remain quantized it steps aside with the Conv rule (small_rule).
+nothing would remain quantized it steps aside (gemm_rule_holds): an MLP of narrow layers is quantized whole.
 
 INT8 leaves a layer unquantized whose input is a Softmax's probabilities (an attention's weights times V,
 YOLOv8's distribution of box edges through its DFL convolution): on INT8's uniform grid, a step of 1/127
@@ -54,7 +57,7 @@ import numpy as np
 
 from trtpipe.calibrators.cache import CalibrationTable
 from trtpipe.calibrators.graph import activation_inputs, constant_names, weight_slot
-from trtpipe.errors import TrtpipeError
+from trtpipe.errors import NothingToQuantize, TrtpipeError
 from trtpipe.graph import onnxio, toolkit
 from trtpipe.graph.keep import ACTIVATION_HEADROOM, HALF_RANGE, KeptNode, node_matches
 from trtpipe.targets import Precision
@@ -176,18 +179,17 @@ def gemm_dims(node, weight: np.ndarray, slot: int) -> tuple[int, ...]:
 
 
 def small_layer(node, constants: set[str], values: dict[str, np.ndarray], precision: Precision | None,
-                rule: str = "all") -> str | None:
-    """Return why `precision` leaves `node` unquantized for its size, None if it does not: a MatMul/Gemm
-    with a weight dimension under MIN_GEMM_DIM (INT8 and FP8); in FP8 a Conv or ConvTranspose of few
-    channels, or of a large kernel where `rule` is "all". `rule` is small_rule's: "all", "channels"
-    (the kernel's size no reason) or "off"."""
-    if rule == "off" or precision not in QMAX:
+                gemms: bool = True) -> str | None:
+    """Return why `precision` leaves `node` unquantized for its size, None if it does not: where `gemms`, a
+    MatMul/Gemm with a weight dimension under MIN_GEMM_DIM (INT8 and FP8); in FP8 a Conv or ConvTranspose of
+    few channels or of a large kernel."""
+    if precision not in QMAX:
         return None
     if node.op_type in ("MatMul", "Gemm"):
         slot = weight_slot(node, constants)
         weight = values.get(node.input[slot]) if slot is not None else None
         dims = gemm_dims(node, weight, slot) if weight is not None and slot is not None else ()
-        if dims and min(dims) < MIN_GEMM_DIM:
+        if gemms and dims and min(dims) < MIN_GEMM_DIM:
             named = " and ".join(f"{side} {size}" for side, size in zip(("K", "N"), dims))
             return f"a GEMM of {named}, under {MIN_GEMM_DIM} on one side (Model Optimizer's small-GEMM rule)"
         return None
@@ -202,9 +204,21 @@ def small_layer(node, constants: set[str], values: dict[str, np.ndarray], precis
     kernel = int(np.prod(weight.shape[2:]))
     if min(outputs, inputs) <= FP8_MIN_CHANNELS:
         return f"fp8: {inputs} input and {outputs} output channels per group, at most {FP8_MIN_CHANNELS} on one side"
-    if kernel > FP8_MAX_KERNEL and rule == "all":
+    if kernel > FP8_MAX_KERNEL:
         return f"fp8: a kernel of {kernel} elements, over {FP8_MAX_KERNEL}"
     return None
+
+
+def too_small(model, precision: Precision) -> str | None:
+    """Return why `precision` has no layer of `model` to quantize for their sizes alone (FP8's Conv rule, which
+    does not step aside: see the module's doc), None where some layer is one it quantizes."""
+    constants, values = constant_names(model), float_constants(model)
+    layers = [node for node in model.graph.node if activation_inputs(node, constants)]
+    if not layers or any(small_layer(node, constants, values, precision, gemms=False) is None for node in layers):
+        return None
+    return (f"no layer to quantize in {precision}: each of the model's convolutions ({len(layers)}) has at most "
+            f"{FP8_MIN_CHANNELS} channels on a side or a kernel over {FP8_MAX_KERNEL} elements, where TensorRT's FP8 "
+            "kernels are no faster than FP16's (Model Optimizer's rule); build it in fp16 instead")
 
 
 def probabilities(graph) -> set[str]:
@@ -245,11 +259,11 @@ class Placement:
         return cls(constant_names(model), float_constants(model), table, precision, quantize_depthwise, min_weights,
                    probabilities(model.graph), fp16)
 
-    def why_left_out(self, node, small: str = "all") -> str | None:
+    def why_left_out(self, node, gemms: bool = True) -> str | None:
         """Return why Q/DQ insertion leaves the Conv/MatMul/Gemm `node` unquantized, None if it quantizes it:
         an activation without a scale, a depthwise Conv unless `quantize_depthwise`, fewer than `min_weights`
         weight elements, in INT8 an input among the Softmax's probabilities, a layer too small for the
-        precision as far as `small` (small_rule's answer) says (see the module's doc)."""
+        precision (small_layer; the small-GEMM rule where `gemms`, gemm_rule_holds' answer)."""
         activations = activation_inputs(node, self.constants)
         missing = [name for name in activations if name not in self.table.amax]
         if missing:
@@ -266,27 +280,18 @@ class Placement:
             return (f"reads '{beyond}', calibrated to {self.table.amax[beyond]:.3g}, beyond what FP16 holds "
                     f"({FP16_ACTIVATION_LIMIT:.0f} with safe FP16's headroom): in the FP16 graph around it, its scale "
                     "and dequantized values would overflow")
-        return small_layer(node, self.constants, self.values, self.precision, small)
+        return small_layer(node, self.constants, self.values, self.precision, gemms)
 
-    def small_rule(self, nodes, exclude=()) -> str:
-        """Return how much of the small-layer rules (small_layer) hold: the most that leaves some layer quantized.
+    def gemm_rule_holds(self, nodes, exclude=()) -> bool:
+        """Return whether the small-GEMM rule leaves some layer quantized: where it would leave none (an MLP of
+        narrow layers) it steps aside and every GEMM is quantized, as the layers' own precision asks."""
+        return any(activation_inputs(node, self.constants) and not node_matches(node, exclude)
+                   and self.why_left_out(node) is None for node in nodes)
 
-        "all" where it can. A model whose layers are all small would have nothing quantized and its build
-        nothing to build: "channels" then quantizes FP8's wide Convs of large kernels and keeps the narrow
-        ones out, the stem reading the input among them (RivaGAN's decoder: four 11x11 Convs, two of them
-        reading the image, whose watermark is a grey level or two that E4M3 rounds to steps of up to 9).
-        "off" where even that leaves nothing: Basic Pitch, every Conv at most 16 channels on a side,
-        quantized whole as in INT8; an MLP of narrow layers."""
-        for rule in ("all", "channels"):
-            if any(activation_inputs(node, self.constants) and not node_matches(node, exclude)
-                   and self.why_left_out(node, rule) is None for node in nodes):
-                return rule
-        return "off"
-
-    def quantizable(self, node, small: str = "all") -> bool:
+    def quantizable(self, node, gemms: bool = True) -> bool:
         """Return True if Q/DQ insertion quantizes `node`: a Conv/MatMul/Gemm with an activation input that
         nothing leaves out (why_left_out)."""
-        return bool(activation_inputs(node, self.constants)) and self.why_left_out(node, small) is None
+        return bool(activation_inputs(node, self.constants)) and self.why_left_out(node, gemms) is None
 
 
 def _zero_point(precision: Precision, size: int):
@@ -312,6 +317,8 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
 
     if precision not in QMAX:
         raise TrtpipeError(f"--precision {precision}: Q/DQ insertion makes int8 or fp8")
+    if (why := too_small(model, precision)) is not None:
+        raise NothingToQuantize(why)
     exclude = list(exclude)
     only = set(only) if only is not None else None
     model = onnxio.with_opset(toolkit.copy(model), MIN_OPSET[precision])
@@ -347,7 +354,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
         new_initializers.append(numpy_helper.from_array(zp.reshape(()) if scalar else zp, name))
         return name
 
-    small = placement.small_rule(graph.node, exclude)
+    gemms = placement.gemm_rule_holds(graph.node, exclude)
     for node in graph.node:
         activations = activation_inputs(node, constants)
         slot = weight_slot(node, constants)
@@ -356,7 +363,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
             new_nodes.append(node)
             continue
         reason = ("excluded (--exclude or the spec's [quantize] exclude)" if node_matches(node, exclude) else
-                  placement.why_left_out(node, small))
+                  placement.why_left_out(node, gemms))
         if reason is not None:
             left_out.append(KeptNode(toolkit.label(node), node.op_type, reason))
             new_nodes.append(node)

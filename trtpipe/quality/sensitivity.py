@@ -39,8 +39,8 @@ def quantizable_layers(model, table: CalibrationTable, min_weights: int = 0, pre
     in `table`, not depthwise, with at least `min_weights` weight elements (the spec's), not reading a
     Softmax's probabilities in INT8, not too small for `precision` (graph.qdq.Placement.why_left_out)."""
     placement = Placement.of(model, table, precision, min_weights=min_weights)
-    small = placement.small_rule(model.graph.node)
-    return [node for node in model.graph.node if placement.quantizable(node, small)]
+    gemms = placement.gemm_rule_holds(model.graph.node)
+    return [node for node in model.graph.node if placement.quantizable(node, gemms)]
 
 
 def layer_sensitivity(model, table: CalibrationTable, precision: Precision, batches: Iterable[Batch],

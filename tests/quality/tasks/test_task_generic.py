@@ -1,5 +1,6 @@
 """The generic judge sees magnitude: a YOLOv8-style head whose class channels are scaled by 0.2 (boxes
-exact), one channel offset or one zeroed fails, while the honest FP16, INT8 and FP8 typed ONNX pass."""
+exact), one channel offset or one zeroed fails, while the honest FP16 and INT8 typed ONNX pass (its one Conv,
+3 channels in and an 8x8 kernel, is no layer FP8 quantizes)."""
 
 import json
 
@@ -17,7 +18,7 @@ WIDTH = 4 + CLASSES
 
 @pytest.fixture(scope="module")
 def head(tmp_path_factory):
-    """The FP32 head, its typed FP16/INT8/FP8 ONNX, a spec judging output0 as generic, and 64 images."""
+    """The FP32 head, its typed FP16/INT8 ONNX, a spec judging output0 as generic, and 64 images."""
     from click.testing import CliRunner
 
     from trtpipe.cli import main
@@ -28,7 +29,7 @@ def head(tmp_path_factory):
     save_batches(root / "calib", rng.uniform(0, 1, (64, 3, 64, 64)).astype(np.float32))
     save_batches(root / "val", rng.uniform(0, 1, (64, 3, 64, 64)).astype(np.float32))
     (root / "model.toml").write_text('task = "generic"\n[data]\ncalibration = "calib"\nvalidation = "val"\n')
-    for precision in ("fp16", "int8", "fp8"):
+    for precision in ("fp16", "int8"):
         steps = [["quantize", root / "head.onnx", "--precision", precision, "-o", root / f"head.{precision}.onnx"]]
         if precision != "fp16":
             steps.insert(0, ["calibrate", root / "head.onnx", "--spec", root / "model.toml", "--precision", precision,
@@ -54,7 +55,7 @@ def test_channel_snr_minimum_is_what_the_cosine_minimum_implies():
     assert snr_for_cosine(0.95) == 9.6 and snr_for_cosine(0.999) == 26.9
 
 
-@pytest.mark.parametrize("precision", ["fp16", "int8", "fp8"])
+@pytest.mark.parametrize("precision", ["fp16", "int8"])
 def test_honest_typed_onnx_passes(cli, head, precision):
     code, report = _validate(cli, head, head / f"head.{precision}.onnx")
     metrics = report["outputs"]["output0"]
