@@ -406,17 +406,17 @@ def coverage_of(typed: Path) -> float | None:
 
 
 def no_layer(onnx_path: Path, spec: Path, precision: str) -> str | None:
-    """Return why `precision` quantizes no layer of the model (FP8 of a model of small convolutions: graph.qdq's
-    too_small), None where it quantizes some: such a row is not run, as deploy skips it."""
+    """Return why `precision` quantizes no layer of the model (graph.qdq's no_layer_for: FP8 of a model of small
+    convolutions), None where it quantizes some: such a row is not run, as deploy skips it."""
     from trtpipe.calibrate import calibrated_graph
     from trtpipe.graph import onnxio
-    from trtpipe.graph.qdq import too_small
+    from trtpipe.graph.qdq import no_layer_for
     from trtpipe.spec.load import load_spec
     from trtpipe.targets import Precision
 
     if precision not in ("int8", "fp8"):
         return None
-    return too_small(calibrated_graph(onnxio.load_float(onnx_path), load_spec(spec)), Precision(precision))
+    return no_layer_for(calibrated_graph(onnxio.load_float(onnx_path), load_spec(spec)), Precision(precision))
 
 
 def engine_file(entry: Entry, precision: str) -> Path:

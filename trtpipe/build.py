@@ -426,9 +426,9 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
                                     outputs=outputs)
         except NothingToQuantize as exc:
             if auto:  # e.g. int4 of a model whose layers are all narrower than a block
-                log.warning("%s not built: %s", precision, exc)
+                log.warning("%s not built: %s: %s", precision, model_path, exc)
                 continue
-            raise
+            raise NothingToQuantize(f"{model_path}: {exc}") from None
         results.append(BuildResult(typed, engine, info))
         if on_engine is not None:
             on_engine(results[-1])

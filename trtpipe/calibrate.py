@@ -164,14 +164,14 @@ def calibrated_graph(model, spec: ModelSpec | None):
 
 def calibrated_tensors(model, model_path: str | os.PathLike, grid: str = "int8") -> list[str]:
     """Return the activations of the cleaned `model` a cache holds scales for, or raise naming the model when there
-    are none, when the `grid`'s precision quantizes no layer of it (an FP8 model of small convolutions), or when a
+    are none, when the `grid`'s precision quantizes no layer of it (graph.qdq.no_layer_for), or when a
     tensor's name no cache line can hold (found before the data is read, not at the write)."""
-    from trtpipe.graph.qdq import too_small
+    from trtpipe.graph.qdq import no_layer_for
 
     tensors = quantized_activations(model)
     if not tensors:
         raise NothingToQuantize(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
-    if (why := too_small(model, Precision.parse(grid))) is not None:
+    if (why := no_layer_for(model, Precision.parse(grid))) is not None:
         raise NothingToQuantize(f"{model_path}: {why}")
     unnamed = next((t for t in tensors if not nameable(t)), None)
     if unnamed is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from trtpipe.calibrate import calibrated_graph, load_table, observe_data_ranges, range_data
+from trtpipe.errors import NothingToQuantize
 from trtpipe.files import check_output, sidecar_path
 from trtpipe.graph import onnxio
 from trtpipe.graph.keep import check_exclude
@@ -101,6 +102,9 @@ def quantize(model_path: str | os.PathLike, precision: Precision | str, output: 
     if observed is not None:
         plan = plan.observing(graph, observed, spec)
         log.debug("%s: %d activations observed in %s", model_path.name, len(plan.ranges), observed)
-    path = plan.write(graph, precision, output, table)
+    try:
+        path = plan.write(graph, precision, output, table)
+    except NothingToQuantize as exc:
+        raise NothingToQuantize(f"{model_path}: {exc}") from None
     typed = onnxio.load(path)
     return Quantized(path, kept_nodes(typed), unquantized_layers(typed))

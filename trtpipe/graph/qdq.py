@@ -25,10 +25,10 @@ from F1 0.693 to 0.889 (docs/zoo.md, "Calibration methods"). A ConvTranspose is 
 rule, for the same reasons (Model Optimizer quantizes none in FP8): GTCRN's decoder is eleven
 transposed convolutions of 1 to 16 channels a side, and leaving them in FP16 lifts its worst channel
 from 11.3 to 15.0 dB (docs/zoo.md, "FP8 beside Model Optimizer, layer by layer"). The rule does
-not step aside: a model whose every layer it leaves out has no FP8 (NothingToQuantize, too_small),
+not step aside: a model whose every layer it leaves out has no FP8 (NothingToQuantize, no_layer_for),
 as Model Optimizer's FP8 graph of one quantizes nothing. Quantizing such layers anyway was tried
-(RivaGAN's decoder, Basic Pitch, Silero VAD): each engine was no faster by the rule's reason, larger
-(145 KB of kernel source a quantized layer in a TensorRT-RTX plan) and failed validation where FP16
+(RivaGAN's decoder, Basic Pitch): each engine was no faster by the rule's reason, hardly smaller than
+FP16's (TensorRT-RTX stores kernel source for each quantized layer) and failed validation where FP16
 passes (docs/zoo.md, "FP8 of small convolutions: none").
 
 INT8 and FP8 both leave a MatMul or Gemm unquantized whose constant weight has an inner (K) or output (N)
@@ -209,16 +209,23 @@ def small_layer(node, constants: set[str], values: dict[str, np.ndarray], precis
     return None
 
 
-def too_small(model, precision: Precision) -> str | None:
-    """Return why `precision` has no layer of `model` to quantize for their sizes alone (FP8's Conv rule, which
-    does not step aside: see the module's doc), None where some layer is one it quantizes."""
+def no_layer_for(model, precision: Precision) -> str | None:
+    """Return why `precision` has no layer of `model` to quantize by the graph alone: every Conv, MatMul and Gemm
+    depthwise, or too small for FP8 (its Conv rule does not step aside: see the module's doc); None where some layer
+    is one it quantizes. Found before calibration reads any data, and by build and deploy, which skip the precision."""
     constants, values = constant_names(model), float_constants(model)
     layers = [node for node in model.graph.node if activation_inputs(node, constants)]
-    if not layers or any(small_layer(node, constants, values, precision, gemms=False) is None for node in layers):
+    small = [small_layer(node, constants, values, precision, gemms=False) for node in layers]
+    shallow = [depthwise(node, values) for node in layers]
+    if not layers or not all(s or d for s, d in zip(small, shallow)):
         return None
-    return (f"no layer to quantize in {precision}: each of the model's convolutions ({len(layers)}) has at most "
-            f"{FP8_MIN_CHANNELS} channels on a side or a kernel over {FP8_MAX_KERNEL} elements, where TensorRT's FP8 "
-            "kernels are no faster than FP16's (Model Optimizer's rule); build it in fp16 instead")
+    if not any(shallow):
+        return (f"no layer to quantize in {precision}: each of the model's convolutions ({len(layers)}) has at most "
+                f"{FP8_MIN_CHANNELS} channels on a side or a kernel over {FP8_MAX_KERNEL} elements, where TensorRT's FP8 "
+                "kernels are no faster than FP16's (Model Optimizer's rule); build it in fp16 instead")
+    return (f"no layer to quantize in {precision}: each of the model's layers ({len(layers)}) is a depthwise convolution "
+            f"(TensorRT-RTX pads a quantized one's groups to {MIN_GROUP_CHANNELS} channels)"
+            + (" or too small for fp8" if any(small) else "") + "; build it in fp16 instead")
 
 
 def probabilities(graph) -> set[str]:
@@ -317,7 +324,7 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
 
     if precision not in QMAX:
         raise TrtpipeError(f"--precision {precision}: Q/DQ insertion makes int8 or fp8")
-    if (why := too_small(model, precision)) is not None:
+    if (why := no_layer_for(model, precision)) is not None:
         raise NothingToQuantize(why)
     exclude = list(exclude)
     only = set(only) if only is not None else None
@@ -405,9 +412,10 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
     # Constant nodes whose weights now live quantized are read by nobody: drop them with the initializers.
     used = toolkit.names_needed(graph, new_nodes)
     new_nodes = [n for n in new_nodes if not (n.op_type == "Constant" and n.output[0] not in used)]
-    if not quantized_nodes:
-        raise TrtpipeError("nothing was quantized: every Conv, MatMul and Gemm is excluded, depthwise, under min_weights "
-                           "or lacks scales; check --exclude, --min-weights and --cache")
+    if not quantized_nodes:  # NothingToQuantize: `build --precision auto` and deploy skip the precision, as for FP8's rule
+        raise NothingToQuantize(f"nothing to quantize in {precision}: every Conv, MatMul and Gemm is excluded, depthwise, "
+                                "under min_weights or lacks scales; check --exclude, --min-weights and --cache, or build "
+                                "it in fp16")
     # Weights now read only through their DequantizeLinear; drop the float originals nobody uses.
     used = toolkit.names_needed(graph, new_nodes)
     kept = [init for init in graph.initializer if init.name in used]
