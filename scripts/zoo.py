@@ -714,16 +714,18 @@ def merged_stamp(text: str, stamp: str, start: str, end: str, runs: dict[str, li
     return f"{base}{RERUN}{'; '.join(clauses)}." if clauses else base
 
 
-def rows_by_run(results: dict[str, list[dict]]) -> dict[str, list[str]]:
-    """Return {run_record(): rows it made} over each model's rows: a model whose rows share one run by its
-    name, else by name and precisions."""
+def rows_by_run(results: dict[str, list[dict]], kept: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """Return {run_record(): rows it made} over each model's rows: a model whose rows share one run, and of which the
+    table keeps no other row (`kept`), by its name, else by name and precisions (a fresh checkout's run of one
+    precision once stood for the model's every row)."""
     runs: dict[str, list[str]] = {}
     for name, rows in sorted(results.items()):
         made: dict[str, list[str]] = {}
         for row in rows:
             made.setdefault(row.get("run", ""), []).append(row.get("precision", ""))
+        whole = len(made) == 1 and not (kept or {}).get(name)
         for run, precisions in made.items():
-            runs.setdefault(run, []).append(name if len(made) == 1 else f"{name} {'/'.join(precisions)}")
+            runs.setdefault(run, []).append(name if whole else f"{name} {'/'.join(precisions)}")
     return runs
 
 
@@ -742,7 +744,7 @@ def write_doc(names: list[str], stamp: str) -> None:
     ran = {name: {row["precision"] for row in rows} for name, rows in results.items()}
     kept = {name: left for name, lines in table_lines(text, names).items()
             if (left := [line for line in lines if line.split("|")[2].strip() not in ran.get(name, ())])}
-    stamp = merged_stamp(text, stamp, TABLE_START, TABLE_END, rows_by_run(results), kept)
+    stamp = merged_stamp(text, stamp, TABLE_START, TABLE_END, rows_by_run(results, kept), kept)
     table = f"{TABLE_START}\n{stamp}\n\n{render_table(results, names, kept)}\n{TABLE_END}"
     head, rest = table_place(text, TABLE_START, TABLE_END)
     write_text(DOC, head + table + rest)

@@ -607,13 +607,18 @@ def test_a_run_of_some_models_keeps_the_others_rows_and_the_history_above_both_t
     zoo.write_doc(["a", "b", "c"], "Later at ghi.")
     text = doc.read_text()
     assert "| b | fp16 | yes | 1.0 | 1.000000 | - | pass |  |\n| b | int8 | yes |" in text
-    assert "Rows rerun here since: a fp16 at def, noon; a int8, b, c at ghi, one.\n" in text
+    assert "Rows rerun here since: a fp16 at def, noon; a int8, b int8, c at ghi, one.\n" in text
     # A fresh checkout, whose build/zoo holds only c's rerun: the rows still kept keep where they came from.
     for name in ("a", "b"):
         (tmp_path / "build" / name / "result.json").unlink()
     (tmp_path / "build" / "c" / "result.json").write_text(json.dumps({"rows": [{**int8, "model": "c", "run": "at jkl, two"}]}))
     zoo.write_doc(["a", "b", "c"], "Later at jkl.")
-    assert "Rows rerun here since: a fp16 at def, noon; a int8, b at ghi, one; c at jkl, two.\n" in doc.read_text()
+    assert "Rows rerun here since: a fp16 at def, noon; a int8, b int8 at ghi, one; c at jkl, two.\n" in doc.read_text()
+    # And a's FP8 alone there: its other rows are kept, so its clause names the precision it ran.
+    (tmp_path / "build" / "a" / "result.json").write_text(json.dumps(
+        {"rows": [{**int8, "precision": "fp8", "run": "at mno, three"}]}))
+    zoo.write_doc(["a", "b", "c"], "Later at mno.")
+    assert "; a fp8 at mno, three" in doc.read_text() and "; a at mno" not in doc.read_text()
 
 
 def test_sleep_eeg_writes_spindle_eegs_two_inputs_as_the_package_prepares_them(tmp_path):
