@@ -37,6 +37,14 @@ def files(tmp_path):
     return tmp_path, good, dynamic, text, truncated
 
 
+def test_python_dash_m_trtpipe_is_the_command(files):
+    """`python -m trtpipe`, what a user without the console script on PATH types first, said it was no program."""
+    tmp_path = files[0]
+    result = subprocess.run([sys.executable, "-m", "trtpipe", "calibrate", tmp_path / "missing.onnx", "--data", tmp_path,
+                             "-o", tmp_path / "c.cache"], capture_output=True, text=True, check=False)
+    assert_one_line_error(result.returncode, result.stderr, "missing.onnx")
+
+
 def test_not_onnx_and_truncated_onnx(files):
     root, _, _, text, truncated = files
     for bad in (text, truncated):
