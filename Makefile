@@ -235,7 +235,8 @@ JUDGE_PACKAGES := build/zoo-judge/packages
 zoo-judge: $(VENV)/.demo $(JUDGE_PACKAGES)/.installed
 	PYTHONPATH=$(CURDIR):$(CURDIR)/$(JUDGE_PACKAGES) nice $(PY) scripts/zoo_judge.py --build $(ZOO_BUILD) $(subst $(comma), ,$(ZOO))
 $(JUDGE_PACKAGES)/.installed: constraints-judge.txt
-	PIP_CONSTRAINT=constraints-judge.txt $(PY) -m pip install --quiet --no-deps --target $(JUDGE_PACKAGES) opencv-python-headless pyclipper shapely
+	PIP_CONSTRAINT=constraints-judge.txt $(PY) -m pip install --quiet --no-deps --target $(JUDGE_PACKAGES) opencv-python-headless pyclipper shapely \
+		funasr-onnx kaldi-native-fbank
 	touch $@
 # `trtpipe deploy` on every zoo model's spec (ZOO=... for some), BUDGET minutes each (default 5): exit
 # code, chosen engine and time per model, a second table in docs/zoo.md. Not part of `make test`.

