@@ -13,6 +13,7 @@ is undocumented, so the split is an estimate found by scanning, and says so.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import re
 import sys
@@ -41,13 +42,18 @@ def anatomy(path: Path) -> dict:
             "zeros_mb": zeros / 1e6, "rest_mb": (len(data) - source - zeros) / 1e6}
 
 
-def main(paths: list[str]) -> int:
-    if not paths:
-        print(__doc__.strip().splitlines()[-1].strip())
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__.strip().splitlines()[-1].strip())
+    parser.add_argument("engines", nargs="+", type=Path, help="TensorRT-RTX plans (.engine)")
+    paths = parser.parse_args(argv).engines
+    missing = next((p for p in paths if not p.is_file()), None)
+    if missing is not None:
+        print(f"engine_anatomy: {missing}: no such file; pass built plans (make zoo writes build/zoo/*/engines/*.engine)",
+              file=sys.stderr)
         return 2
     print(f"{'engine':52} {'MB':>7} {'source MB':>10} {'kernels':>8} {'distinct':>9} {'dup MB':>7} {'zeros MB':>9} {'rest MB':>8}")
     for path in paths:
-        row = anatomy(Path(path))
+        row = anatomy(path)
         print(f"{row['engine'][-52:]:52} {row['mb']:7.2f} {row['kernel_source_mb']:10.2f} {row['kernels']:8d} "
               f"{row['distinct_kernels']:9d} {row['duplicate_source_mb']:7.2f} {row['zeros_mb']:9.2f} {row['rest_mb']:8.2f}")
     print("(source, duplicates and zeros estimated by scanning the plan; rest: weights, binaries, tables)")

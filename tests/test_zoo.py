@@ -484,6 +484,17 @@ def test_a_model_tensorrt_refuses_is_still_judged(tmp_path, monkeypatch):
     assert (tmp_path / entry.name / "engines" / f"{entry.name}.fp16.onnx").is_file()
 
 
+def test_engine_anatomy_says_how_to_call_it_and_names_a_missing_plan(tmp_path, capsys):
+    """`--help` was read as a plan's path (a traceback); a path that is not there is one line, exit 2."""
+    anatomy = load("engine_anatomy", ROOT / "scripts" / "engine_anatomy.py")
+    with pytest.raises(SystemExit) as shown:
+        anatomy.main(["--help"])
+    assert shown.value.code == 0 and "engines" in capsys.readouterr().out
+    assert anatomy.main([str(tmp_path / "gone.engine")]) == 2
+    assert capsys.readouterr().err.strip().endswith("gone.engine: no such file; pass built plans "
+                                                    "(make zoo writes build/zoo/*/engines/*.engine)")
+
+
 def test_a_precision_that_quantizes_no_layer_is_neither_a_pass_nor_a_failure(tmp_path):
     """rivagan-dec and basic-pitch: every Conv is one FP8 leaves in FP16 (graph.qdq), so their FP8
     rows were failures of layers FP8 should not have quantized. Such a row is now not run, and says why."""
