@@ -313,6 +313,7 @@ def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: Ca
     the first OUTPUTS_CHECK_SAMPLES calibration samples, the typed graph as `quantize` writes it by
     default. `auto`'s choice is kept when it passes or misses by one sample where one decides a share
     (one_sample_more), and when no method alone does better."""
+    from trtpipe.calibrators.choose import covering
     from trtpipe.graph.typed import typed_model
     from trtpipe.quality.tasks import Degenerate
     from trtpipe.quality.tune import baseline_outputs
@@ -333,6 +334,8 @@ def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: Ca
         for name in items:
             if name not in candidates:  # a method alone, computed only once auto's own choice has failed
                 uniform = uniform_amax(histograms, name, options.grid, options.percentile)
+                if options.grid == "fp8":  # as auto's own candidates: nothing calibration saw is clipped
+                    uniform = {t: covering(amax, histograms[t].max) for t, amax in uniform.items()}
                 candidates[name] = (uniform, {t: name for t in uniform})
             table = CalibrationTable(amax=candidates[name][0], weight_steps=dict(weight_steps or {}))
             typed = typed_model(model, precision, table, exclude=spec.exclude, min_weights=spec.min_weights)

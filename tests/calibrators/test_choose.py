@@ -111,6 +111,33 @@ def test_int8_never_clips_below_the_floor_percentile():
     assert floored({"max": 0.0}, "max") == "max"  # an empty histogram has no percentile
 
 
+def test_fp8_candidates_reach_past_the_tensors_max_and_round_inside_it_as_before():
+    """Each FP8 candidate is raised by powers of two to FP8_HEADROOM times the tensor's max: every value a candidate
+    held in E4M3's normal range rounds to the same point, the values it clipped are kept, and INT8's candidates are
+    as they were."""
+    from trtpipe.calibrators.amax import compute_amax
+    from trtpipe.calibrators.choose import FP8_HEADROOM, candidate_amax, covering
+    from trtpipe.calibrators.histogram import StreamingHistogram
+
+    x = np.random.default_rng(0).standard_t(3, 100_000).astype(np.float32)  # heavy tails: clipping methods clip
+    hist = StreamingHistogram()
+    hist.update(x)
+    int8, fp8 = candidate_amax(hist, "int8"), candidate_amax(hist, "fp8")
+    found = {**int8, "mse": compute_amax(hist, "mse", "fp8")}  # MSE measures against the grid; the others do not
+    assert any(amax < hist.max for amax in found.values())
+    for name, amax in found.items():
+        raised = fp8[name]
+        assert raised / amax == 2.0 ** round(np.log2(raised / amax))
+        assert FP8_HEADROOM * hist.max <= raised < 2 * FP8_HEADROOM * hist.max
+        before, after = quantize_signed(x, amax, "fp8"), quantize_signed(x, raised, "fp8")
+        normal = np.abs(x) * 448.0 / amax >= 2.0 ** -6 * raised / amax  # in the normal range of both grids
+        inside = np.abs(x) <= amax
+        np.testing.assert_array_equal(after[normal & inside], before[normal & inside])
+        assert (np.abs(after[~inside] - x[~inside]) <= np.abs(before[~inside] - x[~inside])).all()
+    assert covering(3.0, 10.0 / FP8_HEADROOM) == 12.0 and covering(10.0, 10.0 / FP8_HEADROOM) == 10.0
+    assert covering(0.0, 1.0) == 0.0
+
+
 def test_a_tensor_feeding_two_layers_sums_their_errors():
     # Two MatMuls read x, with W = I and W = 2I: each has the relative error of the first case.
     graph = helper.make_graph([helper.make_node("MatMul", ["x", "A"], ["a"], name="first"),
