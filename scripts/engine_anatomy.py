@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
     paths = parser.parse_args(argv).engines
     missing = next((p for p in paths if not p.is_file()), None)
     if missing is not None:
-        print(f"engine_anatomy: {missing}: no such file; pass built plans (make zoo writes build/zoo/*/engines/*.engine)",
+        print(f"engine_anatomy: {missing}: not a file; pass built plans (make zoo writes build/zoo/*/engines/*.engine)",
               file=sys.stderr)
         return 2
     print(f"{'engine':52} {'MB':>7} {'source MB':>10} {'kernels':>8} {'distinct':>9} {'dup MB':>7} {'zeros MB':>9} {'rest MB':>8}")

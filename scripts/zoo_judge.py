@@ -1739,7 +1739,8 @@ def main() -> int:
     if unknown:
         return refuse(f"no judge for {', '.join(unknown)}; add one function to JUDGES (known: {', '.join(sorted(JUDGES))})")
     BUILD = args.build.resolve()
-    for package, wheel in (("cv2", "opencv-python-headless"), ("pyclipper", "pyclipper"), ("shapely", "shapely")):
+    for package, wheel in (("cv2", "opencv-python-headless"), ("pyclipper", "pyclipper"), ("shapely", "shapely"),
+                           ("funasr_onnx", "funasr-onnx"), ("kaldi_native_fbank", "kaldi-native-fbank")):
         if importlib.util.find_spec(package) is None:
             return refuse(f"the packages' post-processing needs {wheel}; run `make zoo-judge` (it installs "
                      "them into build/zoo-judge/packages)")

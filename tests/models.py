@@ -340,7 +340,7 @@ def lookup(rows=5, width=3) -> onnx.ModelProto:
 def conv_det(batch="N", size=8) -> onnx.ModelProto:
     """A Conv, then the determinant of each channel's map (Det): x [batch, 3, size, size] -> [batch, 4]. ONNX Runtime
     runs it; TensorRT's ONNX parser has no Det, so TensorRT refuses it in every precision (as TensorRT-RTX refuses
-    slanet-table's Loop), while the Conv gives INT8 and FP8 a layer to calibrate."""
+    slanet-table's Loop), while the Conv gives INT8 a layer to calibrate (3 channels in: none for FP8)."""
     rng = np.random.default_rng(3)
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
              helper.make_node("Det", ["c"], ["det"], name="det")]

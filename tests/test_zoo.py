@@ -491,7 +491,7 @@ def test_engine_anatomy_says_how_to_call_it_and_names_a_missing_plan(tmp_path, c
         anatomy.main(["--help"])
     assert shown.value.code == 0 and "engines" in capsys.readouterr().out
     assert anatomy.main([str(tmp_path / "gone.engine")]) == 2
-    assert capsys.readouterr().err.strip().endswith("gone.engine: no such file; pass built plans "
+    assert capsys.readouterr().err.strip().endswith("gone.engine: not a file; pass built plans "
                                                     "(make zoo writes build/zoo/*/engines/*.engine)")
 
 

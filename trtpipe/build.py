@@ -394,11 +394,13 @@ def build(model_path: str | os.PathLike, output_dir: str | os.PathLike, precisio
             table, fresh = calibrate(model_path, data_dir, path, CalibrationOptions(DEFAULT_METHOD[grid], grid=grid),
                                      options.spec)
         except NothingToQuantize as exc:
-            if not auto:
-                raise  # asked for by name: the one line says to build fp16 instead
+            skipped = [p for p, c in caches.items() if c == path]
+            if not auto:  # asked for by name: the one line says to build fp16 instead, naming the precision asked for
+                other = [str(p) for p in skipped if str(p) != grid]
+                raise NothingToQuantize(f"--precision {'/'.join(other)} (calibrated on {grid}'s grid): {exc}"
+                                        if other else str(exc)) from None
             # `auto` means what the model and target run: a model with no layer to scale has no INT8 or FP8,
             # as deploy skips them, and its FP32, FP16 and BF16 are built (they were refused with it).
-            skipped = [p for p, c in caches.items() if c == path]
             chosen = [p for p in chosen if p not in skipped]
             log.warning("%s not built: %s", " and ".join(map(str, skipped)), exc)
             continue

@@ -162,7 +162,7 @@ def calibrated_graph(model, spec: ModelSpec | None):
     return cleanup(model, shapes=shapes, fixed=fixed)[0]
 
 
-def calibrated_tensors(model, model_path: str | os.PathLike, grid: str = "int8") -> list[str]:
+def calibrated_tensors(model, model_path: str | os.PathLike, grid: str = "int8", spec: ModelSpec | None = None) -> list[str]:
     """Return the activations of the cleaned `model` a cache holds scales for, or raise naming the model when there
     are none, when the `grid`'s precision quantizes no layer of it (graph.qdq.no_layer_for), or when a
     tensor's name no cache line can hold (found before the data is read, not at the write)."""
@@ -171,7 +171,8 @@ def calibrated_tensors(model, model_path: str | os.PathLike, grid: str = "int8")
     tensors = quantized_activations(model)
     if not tensors:
         raise NothingToQuantize(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
-    if (why := no_layer_for(model, Precision.parse(grid))) is not None:
+    exclude, min_weights = (spec.exclude, spec.min_weights) if spec is not None else ((), 0)
+    if (why := no_layer_for(model, Precision.parse(grid), exclude, min_weights)) is not None:
         raise NothingToQuantize(f"{model_path}: {why}")
     unnamed = next((t for t in tensors if not nameable(t)), None)
     if unnamed is not None:
@@ -199,7 +200,7 @@ def calibrate(model_path: str | os.PathLike, data_dir: str | os.PathLike, output
     # Scales are keyed by tensor name: calibrate the cleaned graph, the one the typed passes rewrite
     # (folding Transposes or BatchNorms renames the tensors that feed Conv and MatMul).
     model = calibrated_graph(onnxio.load_float(model_path), spec)
-    tensors = calibrated_tensors(model, model_path, options.grid)
+    tensors = calibrated_tensors(model, model_path, options.grid, spec)
     check_output(output, [model_path, spec.path if spec is not None else None, data_dir], "-o",
                  siblings=[sidecar_path(output)])
     spec = spec_for(spec, model, model_path)

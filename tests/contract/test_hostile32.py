@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import needs_rtx
+from conftest import HAS_RTX, needs_rtx
 from onnx import TensorProto, helper, numpy_helper
 
 import models
@@ -34,10 +34,10 @@ def convs(layers: list[tuple[int, int, int, int]]):
     return model
 
 
-CASES = {  # (layers, the precision with no layer, --exclude, what the line says)
-    "fp8-small-convs": ([(3, 8, 3, 1), (8, 32, 7, 1)], "fp8", (), "no layer to quantize in fp8: each of the model's convolutions"),
-    "int8-depthwise": ([(8, 8, 3, 8), (8, 8, 5, 8)], "int8", (), "no layer to quantize in int8: each of the model's layers"),
-    "int8-all-excluded": ([(8, 32, 3, 1), (32, 32, 3, 1)], "int8", ("--exclude", "Conv"), "check --exclude"),
+CASES = {  # (layers, the precision with no layer, the spec's [quantize] exclude, what the line says)
+    "fp8-small-convs": ([(3, 8, 3, 1), (8, 32, 7, 1)], "fp8", None, "no layer to quantize in fp8: each of the model's convolutions"),
+    "int8-depthwise": ([(8, 8, 3, 8), (8, 8, 5, 8)], "int8", None, "no layer to quantize in int8: each of the model's layers"),
+    "int8-all-excluded": ([(8, 32, 3, 1), (32, 32, 3, 1)], "int8", "Conv", "excluded (the spec's [quantize] exclude"),
 }
 
 
@@ -47,34 +47,49 @@ def case(request, tmp_path):
     workspace = tmp_path / "ws"
     workspace.mkdir()
     models.save(convs(layers), workspace / "m.onnx")
-    models.save_batches(workspace / "data", rng.uniform(0, 1, (8, layers[0][0], 16, 16)).astype(np.float32))
-    return workspace, precision, exclude, said
+    for folder in ("data", "clean", "val"):
+        models.save_batches(workspace / folder, rng.uniform(0, 1, (8, layers[0][0], 16, 16)).astype(np.float32))
+    (workspace / "data" / "broken.npy").write_bytes(b"not a numpy file")  # refused before any sample is read
+    (workspace / "m.toml").write_text("" if exclude is None else f'[quantize]\nexclude = ["{exclude}"]\n')
+    return workspace, precision, said
 
 
 @pytest.mark.parametrize("case", sorted(CASES), indirect=True)
 def test_a_precision_with_no_layer_asked_for_by_name_is_one_line(case, tmp_path):
-    workspace, precision, exclude, said = case
+    workspace, precision, said = case
     hostile, out = tmp_path / "hostile", tmp_path / "out"
     hostile.mkdir(), out.mkdir()
-    model, data = workspace / "m.onnx", workspace / "data"
-    if not exclude:  # the graph alone says so: refused before any sample is read, and so is its build
-        (data / "broken.npy").write_bytes(b"not a numpy file")
-        for argv in (["calibrate", model, "--data", data, "--precision", precision, "-o", out / "c.cache"],
-                     ["build", model, "--data", data, "--precision", precision, "--target", "sm_89", "-o", out / "e"]):
-            assert str(model) in check_refused(argv, workspace, out, hostile, [said])
-        return
-    code, _out, err, _ = run_cli(["calibrate", model, "--data", data, "--precision", precision, "-o", workspace / "c.cache"])
-    assert code == 0, err
-    line = check_refused(["quantize", model, "--precision", precision, "--cache", workspace / "c.cache", *exclude,
-                          "-o", out / "m.onnx"], workspace, out, hostile, [said])
-    assert str(model) in line
+    model, common = workspace / "m.onnx", ["--data", workspace / "data", "--spec", workspace / "m.toml"]
+    commands = [["calibrate", model, *common, "--precision", precision, "-o", out / "c.cache"],
+                ["tune", model, *common, "--precision", precision, "--target", "sm_89", "-o", out / "tuned.cache"]]
+    if HAS_RTX:  # build and deploy load their backend first
+        commands += [["build", model, *common, "--precision", precision, "--target", "sm_89", "-o", out / "e"],
+                     ["deploy", model, "--data", workspace / "clean", "--validation", workspace / "val", "--spec",
+                      workspace / "m.toml", "--precision", precision, "--target", "sm_89", "-o", out / "d"]]
+    for argv in commands:
+        assert str(model) in check_refused(argv, workspace, out, hostile, [said]), argv[0]
+
+
+def test_sensitivity_says_fp8_has_no_layer_not_that_the_cache_lacks_scales(tmp_path):
+    """A cache made before the FP8 rule stopped stepping aside holds every Conv's scales: sensitivity blamed it."""
+    from trtpipe.calibrators.cache import CalibrationTable, render
+
+    workspace, hostile, out = tmp_path / "ws", tmp_path / "hostile", tmp_path / "out"
+    for folder in (workspace, hostile, out):
+        folder.mkdir()
+    models.save(convs(CASES["fp8-small-convs"][0]), workspace / "m.onnx")
+    models.save_batches(workspace / "data", rng.uniform(0, 1, (8, 3, 16, 16)).astype(np.float32))
+    (workspace / "old.cache").write_text(render(CalibrationTable(amax={"x": 1.0, "y0": 2.0})))
+    line = check_refused(["sensitivity", workspace / "m.onnx", "--precision", "fp8", "--cache", workspace / "old.cache",
+                          "--data", workspace / "data"], workspace, out, hostile, ["no layer to quantize in fp8"])
+    assert str(workspace / "m.onnx") in line
 
 
 @needs_rtx
 @pytest.mark.parametrize("case", ["fp8-small-convs", "int8-depthwise"], indirect=True)
 def test_build_auto_skips_a_precision_with_no_layer_and_builds_the_rest(case, tmp_path):
-    workspace, precision, _exclude, said = case
-    code, _out, err, _ = run_cli(["build", workspace / "m.onnx", "--data", workspace / "data", "--target", "sm_89",
+    workspace, precision, said = case
+    code, _out, err, _ = run_cli(["build", workspace / "m.onnx", "--data", workspace / "clean", "--target", "sm_89",
                                   "--backend", "tensorrt-rtx", "-o", tmp_path / "auto"])
     assert code == 0, err
     built = {p.name.split(".")[1] for p in (tmp_path / "auto").glob("*.engine")}

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from trtpipe.calibrators.cache import render
 from trtpipe.calibrators.graph import constant_names
-from trtpipe.errors import NothingToQuantize, TrtpipeError
+from trtpipe.errors import NothingToQuantize
 from trtpipe.graph import onnxio
 from trtpipe.graph.half import convert
 from trtpipe.graph.qdq import depthwise, float_constants, insert_qdq, weight_elements
@@ -283,7 +283,8 @@ def test_layers_under_min_weights_stay_unquantized():
     assert unquantized_layers(typed) == [
         {"node": "stem", "op": "Conv", "reason": "864 weight elements, under min_weights 865"},
         {"node": "dw", "op": "Conv", "reason": "depthwise convolution: TensorRT-RTX pads a quantized one's groups to 4 channels"}]
-    with pytest.raises(TrtpipeError, match="--min-weights"):
+    with pytest.raises(NothingToQuantize, match=r"each of the model's layers \(3\) is under min_weights 1025; "
+                                                r"build it in fp16 instead, or lower min_weights \(\[quantize\] or --min-weights\)"):
         insert_qdq(model, table, precision, min_weights=1025)
 
 

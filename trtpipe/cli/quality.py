@@ -23,7 +23,7 @@ from trtpipe.cli.options import (
     limit_option,
     spec_option,
 )
-from trtpipe.errors import TrtpipeError
+from trtpipe.errors import NothingToQuantize, TrtpipeError
 
 
 @click.command()
@@ -49,6 +49,7 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     from trtpipe import data
     from trtpipe.calibrate import calibrated_graph, load_table
     from trtpipe.graph import onnxio
+    from trtpipe.graph.qdq import no_layer_for
     from trtpipe.progress import progress_bar
     from trtpipe.quality.sensitivity import layer_sensitivity, quantizable_layers
     from trtpipe.targets import Precision
@@ -58,6 +59,8 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     graph = calibrated_graph(original, spec)  # the graph the cache's names and the typed passes refer to
     data_dir = data.chosen_directory(data_dir, spec.calibration, "calibration")
     table = load_table(cache, [precision])
+    if (why := no_layer_for(graph, Precision.parse(precision), spec.exclude, spec.min_weights)) is not None:
+        raise NothingToQuantize(f"{model}: {why}")
     layers = len(quantizable_layers(graph, table, spec.min_weights, Precision.parse(precision)))
     if not layers:
         raise TrtpipeError(f"--cache {cache}: no Conv, MatMul or Gemm of {model} has scales in it; "

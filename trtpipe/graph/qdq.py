@@ -209,23 +209,38 @@ def small_layer(node, constants: set[str], values: dict[str, np.ndarray], precis
     return None
 
 
-def no_layer_for(model, precision: Precision) -> str | None:
+def no_layer_for(model, precision: Precision, exclude: Iterable[str] = (), min_weights: int = 0,
+                 quantize_depthwise: bool = False) -> str | None:
     """Return why `precision` has no layer of `model` to quantize by the graph alone: every Conv, MatMul and Gemm
-    depthwise, or too small for FP8 (its Conv rule does not step aside: see the module's doc); None where some layer
-    is one it quantizes. Found before calibration reads any data, and by build and deploy, which skip the precision."""
+    excluded, under `min_weights`, depthwise (unless `quantize_depthwise`) or too small for FP8 (its Conv rule does
+    not step aside: see the module's doc); None where some layer is one it quantizes. Found before calibration reads
+    any data, and by build and deploy, which skip the precision."""
     constants, values = constant_names(model), float_constants(model)
-    layers = [node for node in model.graph.node if activation_inputs(node, constants)]
-    small = [small_layer(node, constants, values, precision, gemms=False) for node in layers]
-    shallow = [depthwise(node, values) for node in layers]
-    if not layers or not all(s or d for s, d in zip(small, shallow)):
+    exclude = list(exclude)
+    why: dict[str, int] = {}
+    for node in (n for n in model.graph.node if activation_inputs(n, constants)):
+        if node_matches(node, exclude):
+            reason = "excluded (the spec's [quantize] exclude or --exclude)"
+        elif min_weights and weight_elements(node, constants, values) < min_weights:
+            reason = f"under min_weights {min_weights}"
+        elif not quantize_depthwise and depthwise(node, values):
+            reason = f"a depthwise convolution (TensorRT-RTX pads a quantized one's groups to {MIN_GROUP_CHANNELS} channels)"
+        elif small_layer(node, constants, values, precision, gemms=False) is not None:
+            reason = "too small for fp8"
+        else:
+            return None
+        why[reason] = why.get(reason, 0) + 1
+    if not why:
         return None
-    if not any(shallow):
-        return (f"no layer to quantize in {precision}: each of the model's convolutions ({len(layers)}) has at most "
-                f"{FP8_MIN_CHANNELS} channels on a side or a kernel over {FP8_MAX_KERNEL} elements, where TensorRT's FP8 "
-                "kernels are no faster than FP16's (Model Optimizer's rule); build it in fp16 instead")
-    return (f"no layer to quantize in {precision}: each of the model's layers ({len(layers)}) is a depthwise convolution "
-            f"(TensorRT-RTX pads a quantized one's groups to {MIN_GROUP_CHANNELS} channels)"
-            + (" or too small for fp8" if any(small) else "") + "; build it in fp16 instead")
+    if list(why) == ["too small for fp8"]:
+        return (f"no layer to quantize in {precision}: each of the model's convolutions ({why['too small for fp8']}) "
+                f"has at most {FP8_MIN_CHANNELS} channels on a side or a kernel over {FP8_MAX_KERNEL} elements, where "
+                "TensorRT's FP8 kernels are no faster than FP16's (Model Optimizer's rule); build it in fp16 instead")
+    fixes = [fix for start, fix in (("excluded", "exclude fewer layers"),
+                                    ("under min_weights", "lower min_weights ([quantize] or --min-weights)"))
+             if any(r.startswith(start) for r in why)]
+    return (f"no layer to quantize in {precision}: each of the model's layers ({sum(why.values())}) is "
+            + " or ".join(why) + "; " + ", or ".join(["build it in fp16 instead", *fixes]))
 
 
 def probabilities(graph) -> set[str]:
@@ -324,9 +339,9 @@ def insert_qdq(model, table: CalibrationTable, precision: Precision, exclude: It
 
     if precision not in QMAX:
         raise TrtpipeError(f"--precision {precision}: Q/DQ insertion makes int8 or fp8")
-    if (why := no_layer_for(model, precision)) is not None:
-        raise NothingToQuantize(why)
     exclude = list(exclude)
+    if (why := no_layer_for(model, precision, exclude, min_weights, quantize_depthwise)) is not None:
+        raise NothingToQuantize(why)
     only = set(only) if only is not None else None
     model = onnxio.with_opset(toolkit.copy(model), MIN_OPSET[precision])
     graph = model.graph

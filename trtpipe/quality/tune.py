@@ -391,7 +391,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     thresholds = thresholds_for(precision, spec)
     # Before any data is read: a named metric no output's task judges (inferred or the spec's) is refused, as validate refuses it
     named = require_named(spec, precision, baseline, Path(options.baseline_path or model_path).name)
-    tensors = calibrated_tensors(model, model_path, str(precision))
+    tensors = calibrated_tensors(model, model_path, str(precision), spec)
     gpu = gpu_for(target)
     if precision not in gpu.tflops:
         raise TrtpipeError(f"--precision {precision}: the {gpu.name} has no {precision} tensor cores; pick another --target")

@@ -18,7 +18,7 @@ WINDOW, START_COUNT, END_COUNT = 20, 15, 15  # frames: window_size_ms 200, sil_t
 LOOKBACK = WINDOW + 20  # LatencyFrmNumAtStartPoint: the window and lookback_time_start_point 200 ms
 END_SILENCE, LOOKAHEAD = 35, 10  # FSMNVad's max_end_silence_time 500 ms less 150; lookahead_time_end_point 100 ms
 FRAME_S = 0.01
-SLOTS = 64  # more segments than a recording of the package's 60 s call holds at its holds
+SLOTS = 128  # a segment and its end silence take 51 frames at least: 117 in the package's 60 s call
 
 
 def cuts(p0: np.ndarray) -> list[tuple[int, int]]:
