@@ -416,7 +416,9 @@ def no_layer(onnx_path: Path, spec: Path, precision: str) -> str | None:
 
     if precision not in ("int8", "fp8"):
         return None
-    return no_layer_for(calibrated_graph(onnxio.load_float(onnx_path), load_spec(spec)), Precision(precision))
+    loaded = load_spec(spec)
+    return no_layer_for(calibrated_graph(onnxio.load_float(onnx_path), loaded), Precision(precision), loaded.exclude,
+                        loaded.min_weights)
 
 
 def engine_file(entry: Entry, precision: str) -> Path:

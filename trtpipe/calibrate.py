@@ -162,18 +162,24 @@ def calibrated_graph(model, spec: ModelSpec | None):
     return cleanup(model, shapes=shapes, fixed=fixed)[0]
 
 
-def calibrated_tensors(model, model_path: str | os.PathLike, grid: str = "int8", spec: ModelSpec | None = None) -> list[str]:
-    """Return the activations of the cleaned `model` a cache holds scales for, or raise naming the model when there
-    are none, when the `grid`'s precision quantizes no layer of it (graph.qdq.no_layer_for), or when a
-    tensor's name no cache line can hold (found before the data is read, not at the write)."""
+def refuse_no_layer(model, model_path: str | os.PathLike, precision: Precision, spec: ModelSpec | None) -> None:
+    """Raise NothingToQuantize naming the model where `precision` has no layer of the cleaned `model` by the graph
+    and the spec's exclusions and min_weights alone (graph.qdq.no_layer_for): before any data is read."""
     from trtpipe.graph.qdq import no_layer_for
 
+    exclude, min_weights = (spec.exclude, spec.min_weights) if spec is not None else ((), 0)
+    if (why := no_layer_for(model, precision, exclude, min_weights)) is not None:
+        raise NothingToQuantize(f"{model_path}: {why}")
+
+
+def calibrated_tensors(model, model_path: str | os.PathLike, grid: str = "int8", spec: ModelSpec | None = None) -> list[str]:
+    """Return the activations of the cleaned `model` a cache holds scales for, or raise naming the model when there
+    are none, when the `grid`'s precision quantizes no layer of it (refuse_no_layer), or when a
+    tensor's name no cache line can hold (found before the data is read, not at the write)."""
     tensors = quantized_activations(model)
     if not tensors:
         raise NothingToQuantize(f"{model_path}: the model has no Conv, MatMul or Gemm layer to quantize; build it in fp16 instead")
-    exclude, min_weights = (spec.exclude, spec.min_weights) if spec is not None else ((), 0)
-    if (why := no_layer_for(model, Precision.parse(grid), exclude, min_weights)) is not None:
-        raise NothingToQuantize(f"{model_path}: {why}")
+    refuse_no_layer(model, model_path, Precision.parse(grid), spec)
     unnamed = next((t for t in tensors if not nameable(t)), None)
     if unnamed is not None:
         raise TrtpipeError(f"{model_path}: tensor {unnamed!r} cannot be named in a calibration cache (a line of "

@@ -405,12 +405,10 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
     build_options.caches = caches
 
     if options.precision in ("int8", "fp8"):  # asked for alone: a precision with no layer is refused, as build refuses it
-        from trtpipe.calibrate import calibrated_graph
-        from trtpipe.graph.qdq import no_layer_for
+        from trtpipe.calibrate import calibrated_graph, refuse_no_layer
 
-        graph = calibrated_graph(onnxio.load_float(model_path), spec)
-        if (why := no_layer_for(graph, Precision(options.precision), spec.exclude, spec.min_weights)) is not None:
-            raise NothingToQuantize(f"{model_path}: {why}")
+        refuse_no_layer(calibrated_graph(onnxio.load_float(model_path), spec), model_path, Precision(options.precision),
+                        spec)
     if not deadline.passed():
         # Every build would observe the same ranges again: a minute of ppocr-det's, per precision.
         from trtpipe.calibrate import observe_data_ranges

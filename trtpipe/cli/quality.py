@@ -23,7 +23,7 @@ from trtpipe.cli.options import (
     limit_option,
     spec_option,
 )
-from trtpipe.errors import NothingToQuantize, TrtpipeError
+from trtpipe.errors import TrtpipeError
 
 
 @click.command()
@@ -47,9 +47,8 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
       trtpipe sensitivity model.onnx --cache model.int8.cache --spec model.toml --limit 32 --top 5
     """
     from trtpipe import data
-    from trtpipe.calibrate import calibrated_graph, load_table
+    from trtpipe.calibrate import calibrated_graph, load_table, refuse_no_layer
     from trtpipe.graph import onnxio
-    from trtpipe.graph.qdq import no_layer_for
     from trtpipe.progress import progress_bar
     from trtpipe.quality.sensitivity import layer_sensitivity, quantizable_layers
     from trtpipe.targets import Precision
@@ -59,8 +58,7 @@ def sensitivity(model, precision, cache, data_dir, spec_path, limit, batch_size,
     graph = calibrated_graph(original, spec)  # the graph the cache's names and the typed passes refer to
     data_dir = data.chosen_directory(data_dir, spec.calibration, "calibration")
     table = load_table(cache, [precision])
-    if (why := no_layer_for(graph, Precision.parse(precision), spec.exclude, spec.min_weights)) is not None:
-        raise NothingToQuantize(f"{model}: {why}")
+    refuse_no_layer(graph, model, Precision.parse(precision), spec)
     layers = len(quantizable_layers(graph, table, spec.min_weights, Precision.parse(precision)))
     if not layers:
         raise TrtpipeError(f"--cache {cache}: no Conv, MatMul or Gemm of {model} has scales in it; "
