@@ -140,6 +140,31 @@ def refuse_broken_weights(model, where) -> None:
                                "a checkpoint whose weights are finite")
 
 
+def float64_layers(model) -> list:
+    """Return the Conv, ConvTranspose, MatMul and Gemm nodes whose constant weight is float64, so that the layer
+    computes in float64 (an op's inputs share one type)."""
+    from onnx import TensorProto
+
+    doubles = {init.name for init in model.graph.initializer if init.data_type == TensorProto.DOUBLE}
+    doubles |= {node.output[0] for node in model.graph.node if node.op_type == "Constant"
+                and any(attr.name == "value" and attr.t.data_type == TensorProto.DOUBLE for attr in node.attribute)}
+    return [node for node in model.graph.node if node.op_type in LAYERS and doubles.intersection(node.input)]
+
+
+def float64_refusal(model, precision) -> str | None:
+    """Return why `model` has no `precision` (fp16, int8, ...) when a layer of it computes in float64, else None.
+    TensorRT has no float64: its ONNX parser casts such a model to float32 and builds it, so an engine said to be
+    FP16 computed in FP32 (trtpipe's passes retype float32 alone), and Q/DQ takes no float64 at all."""
+    layers = float64_layers(model)
+    if not layers:
+        return None
+    total = sum(node.op_type in LAYERS for node in model.graph.node)
+    return (f"no {precision} of a model that computes in float64 ({len(layers)} of its {total} Conv, MatMul and Gemm "
+            f"layers, first '{toolkit.label(layers[0])}'): TensorRT has no float64 and its parser runs such a model in "
+            f"float32, so its {precision} engine would compute in float32; export the model in float32 (torch: "
+            "model.float() before torch.onnx.export) and give trtpipe that")
+
+
 def load_float(path: str | os.PathLike, flag: str = "MODEL"):
     """Return the ModelProto at `path` (as `load`), refusing one that is already quantized: calibrating or
     typing it again would quantize twice, and the scales it carries are not the ones trtpipe would choose;
