@@ -200,10 +200,14 @@ def check_padding(spec: ModelSpec, where: str) -> None:
                                    "it counts each sample's steps: name an integer input or output [batch]")
         name, fix = output.padding_input, f"[[outputs]] {output.name}: padding_input"
         if name is None:
-            if output.padding_value is not None:
-                raise TrtpipeError(f"{where}: [[outputs]] {output.name}: padding_value without padding_input; "
-                                   "name the input whose padding it is")
+            for key in ("padding_value", "judged_value"):
+                if getattr(output, key) is not None:
+                    raise TrtpipeError(f"{where}: [[outputs]] {output.name}: {key} without padding_input; "
+                                       "name the input whose ids it is")
             continue
+        if output.padding_value is not None and output.judged_value is not None:
+            raise TrtpipeError(f"{where}: {fix}: padding_value drops the steps of one id and judged_value keeps those "
+                               "of one id alone; give one of them")
         if output.task != "sequence" or output.decode not in ("tags", "viterbi"):
             raise TrtpipeError(f"{where}: {fix} is for a tagger (task = \"sequence\", decode = \"tags\" or \"viterbi\"); "
                                "a CTC recognizer's steps are not its input's; remove it or set decode = \"tags\"")
@@ -216,8 +220,9 @@ def check_padding(spec: ModelSpec, where: str) -> None:
         if is_float(item.dtype):
             raise TrtpipeError(f"{where}: {fix} '{name}' is {item.dtype}; padding is marked by token ids "
                                "(an integer input) or a mask (bool): name one of those")
-        if item.dtype == "bool" and output.padding_value is not None:
-            raise TrtpipeError(f"{where}: {fix} '{name}' is a bool mask, padded where false; remove padding_value")
+        if item.dtype == "bool" and (key := "padding_value" if output.padding_value is not None else
+                                     "judged_value" if output.judged_value is not None else None):
+            raise TrtpipeError(f"{where}: {fix} '{name}' is a bool mask, padded where false; remove {key}")
         if item.batch_axis != 0 or len(item.shape) != 2:
             raise TrtpipeError(f"{where}: {fix} '{name}' has shape {item.shape}; padding is read from an input "
                                "[batch, steps]: name one of that shape")

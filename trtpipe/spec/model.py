@@ -70,7 +70,7 @@ class OutputSpec:
 
     Keys: name, task, layout, batch_axis, and per task: conf, iou (NMS), classes, score_output,
     class_output, score_outputs, box_outputs (detection), margin (classification), neighbours (embedding), threshold (dense, face, heatmap detection), min_area,
-    blank, step_axis, decode, padding_input, padding_value, lengths, transitions, emissions (sequence), scale_output, offset_output, landmark_output, stride (face: a
+    blank, step_axis, decode, padding_input, padding_value, judged_value, lengths, transitions, emissions (sequence), scale_output, offset_output, landmark_output, stride (face: a
     CenterNet-style face head, this entry its heatmap), transform, tolerance (generic).
     None means the task's default (trtpipe.quality.tasks says which and why).
     """
@@ -103,6 +103,8 @@ class OutputSpec:
     # means nothing), and the id that is padding; a bool input is a mask, padded where false.
     padding_input: str | None = None
     padding_value: int | None = None
+    # or the one id whose steps alone are judged: a masked language model is read at its mask id alone.
+    judged_value: int | None = None
     # any decode: the integer input or output [batch] holding each sample's count of real steps (a batch of
     # lines padded to the widest); the steps after it are not judged, as the model's own reader cuts them.
     lengths: str | None = None

@@ -71,7 +71,7 @@ SCHEMA = {
                                         "landmark_output": string, "stride": integer,
                                         "decode": choice("ctc", "tags", "viterbi"), "padding_input": string,
                                         "transitions": path, "emissions": choice("scores", "probabilities"),
-                                        "padding_value": integer, "lengths": string, "batch_axis": axis_or_none,
+                                        "padding_value": integer, "judged_value": integer, "lengths": string, "batch_axis": axis_or_none,
                                         "transform": path, "tolerance": number}, "outputs",
                                        required=("name",)),
                              "outputs"),
@@ -178,6 +178,9 @@ KEY_DOCS: dict[str, tuple[str | None, str]] = {
                                        "they are dropped from FP32's tags and the candidate's; a bool input is a mask, "
                                        "padded where false")),
     "outputs.padding_value": ("0", "sequence: the id that is padding in padding_input (an integer input; a mask needs none)"),
+    "outputs.judged_value": ("none", ("sequence, with padding_input (an integer input): the one id whose steps alone are "
+                                      "judged, as a masked language model is read at its mask id alone; every other "
+                                      "step is dropped from FP32's tags and the candidate's (instead of padding_value)")),
     "outputs.lengths": ("none", ("sequence: the integer input or output [batch] holding each sample's count of real "
                                  "steps (a batch of lines padded to the widest): the steps after it are dropped from "
                                  "FP32's reading and the candidate's, each cut at its own run's lengths, as the "

@@ -202,8 +202,41 @@ def test_a_tagger_is_judged_on_its_real_steps_only(tmp_path, cli):
     assert code == 1 and tags_out["exact_match"] < 0.7 and tags_out["changed_sequences"] == (ids == 5).any(axis=1).sum()
 
 
+def test_a_masked_language_model_is_judged_at_its_mask_id_alone(tmp_path, cli):
+    """g2p-id-bert: the package reads the class at the masked steps (id 8 here) alone. A candidate that tags every
+    other id otherwise passes with judged_value and fails without it; one that changes the mask's tag fails."""
+    rng = np.random.default_rng(5)
+    table = _tagger_table(rng, padding_tag=1)
+    save(tagger(table), tmp_path / "fp32.onnx")
+    others = table.copy()
+    others[1:8] = np.roll(others[1:8], 1, axis=1)  # every id but the mask (8) tagged otherwise
+    save(tagger(others), tmp_path / "others.onnx")
+    masked = table.copy()
+    masked[8] = np.roll(masked[8], 1)
+    save(tagger(masked), tmp_path / "masked.onnx")
+    ids = rng.integers(1, 9, (64, 16)).astype(np.int32)
+    ids[:, 0] = 8  # every word has a masked letter
+    save_batches(tmp_path / "val", ids)
+
+    def judged(candidate, keys):
+        (tmp_path / "model.toml").write_text(TAGGER_SPEC + keys)
+        code, out, err = cli("validate", tmp_path / f"{candidate}.onnx", "--baseline", tmp_path / "fp32.onnx",
+                             "--data", tmp_path / "val", "--spec", tmp_path / "model.toml", "--json")
+        assert code in (0, 1), err
+        return code, json.loads(out)["outputs"]["tags"]
+
+    at_mask = 'padding_input = "ids"\njudged_value = 8\n'
+    code, tags_out = judged("others", at_mask)
+    assert code == 0 and tags_out["baseline_characters"] == (ids == 8).sum() and tags_out["judged_value"] == "8"
+    assert judged("others", "")[0] == 1
+    code, tags_out = judged("masked", at_mask)
+    assert code == 1 and tags_out["exact_match"] == 0.0
+
+
 @pytest.mark.parametrize("padding, message", [
     ('padding_input = "idz"\n', "'idz' is not an input"),
+    ('judged_value = 30\n', "judged_value without padding_input"),
+    ('padding_input = "ids"\npadding_value = 0\njudged_value = 30\n', "give one of them"),
     ('padding_input = "ids"\ndecode = "ctc"\n', 'is for a tagger'),
     ('padding_value = 0\n', "padding_value without padding_input"),
 ])

@@ -1,6 +1,7 @@
 """Sequences: a CTC recognizer's per-step class scores decoded greedily (argmax per step, repeats
 collapsed, the blank dropped), or a tagger's (`decode = "tags"`: argmax per step, only the blank, its
-padding, dropped, and with `padding_input` the steps its input marks as padding), or a tagger that ships a
+padding, dropped, and with `padding_input` the steps its input marks as padding, or all but the steps of its
+`judged_value`: a masked language model's mask), or a tagger that ships a
 decoder (`decode = "viterbi"`: the best path through a [[outputs]] transitions file, as a CRF or a tagger
 with allowed tag sequences decodes, the steps kept as with tags), judged by whether the candidate reads
 the string FP32 reads: the share of samples whose strings agree exactly, and the characters that agree
@@ -173,7 +174,8 @@ class SequenceTask(Task):
         return kept(viterbi(steps, self.transitions, judged), self.blank, judged)
 
     def _judged(self, inputs, shape: tuple[int, int]) -> np.ndarray:
-        """Return [samples, steps]: True where padding_input is not padding (a mask: where it is true)."""
+        """Return [samples, steps]: True where padding_input is not padding (a mask: where it is true), or where
+        it holds judged_value."""
         name = self.spec.padding_input
         if name not in inputs:
             raise TrtpipeError(f"--spec: [[outputs]] {self.output}: padding_input '{name}' is not fed (the inputs are "
@@ -185,6 +187,8 @@ class SequenceTask(Task):
                                "steps are the output's")
         if values.dtype == bool:
             return values
+        if self.spec.judged_value is not None:
+            return values == self.spec.judged_value
         return values != (self.spec.padding_value if self.spec.padding_value is not None else PADDING_VALUE)
 
     def _within(self, judged: np.ndarray | None, outputs, inputs, shape: tuple[int, int]) -> np.ndarray | None:
@@ -221,6 +225,7 @@ class SequenceTask(Task):
 
     def described(self) -> dict[str, str]:
         padding = {} if self.spec.padding_input is None else {"padding_input": self.spec.padding_input}
+        padding |= {} if self.spec.judged_value is None else {"judged_value": str(self.spec.judged_value)}
         padding |= {} if self.spec.lengths is None else {"lengths": self.spec.lengths}
         path = {} if self.spec.transitions is None else {"transitions": str(self.spec.transitions),
                                                          "emissions": self.spec.emissions or EMISSIONS}
