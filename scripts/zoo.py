@@ -262,9 +262,11 @@ def load_inputs():
 # Makers that read more than their spec's options: the model itself, or other files of its pinned wheel.
 READS_MODEL = ("audio", "noisy_speech", "dtln_blocks")  # the state each chunk or frame sees comes from the model itself
 # A mel front end, vocabularies, dictionaries, an encoder, photos, a scalogram, a mel front end with its embedder,
-# an OCR's charset and line settings, a two-stage denoiser's first stage, a VAD's feature mean and scale.
+# an OCR's charset and line settings, a two-stage denoiser's first stage, a VAD's feature mean and scale,
+# a G2P's lexicon and character ids.
 READS_WHEEL = ("wakeword_windows", "morpheme_words", "khmer_text", "name_units", "watermarked_frames",
-               "face_rois", "sleep_eeg", "wake_phrases", "vietnamese_lines", "dtln_blocks", "vad_recordings")
+               "face_rois", "sleep_eeg", "wake_phrases", "vietnamese_lines", "dtln_blocks", "vad_recordings",
+               "schwa_words")
 
 
 def maker_options(entry: Entry, split: str = "calib") -> dict:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import sys
 import tempfile
 import types
@@ -1009,6 +1010,61 @@ def dtln_stage2(name: str, code: Path) -> Judge:
                              [rolled(u["clean"][:n]) for u, n in zip(utterances, ends)],
                              [rolled(u["noisy"][:n]) for u, n in zip(utterances, ends)], "utterances")
 
+
+def g2p_id_bert(name: str, code: Path) -> Judge:
+    """Words as g2p-id-py 0.4.2's own BERT.predict spells them (bert.py: x as ks, every e masked, the argmax at the
+    masked letters alone, the ids back to letters): the word with each e read as e or schwa (its phonemes follow by
+    rule from that spelling), on the validation words (words/words.json), one word a call as the package runs it.
+    bert.py is loaded without the package's __init__ (which builds the G2P's lexicon, POS tagger and nltk), its
+    session replaced by the file under test. Beside it, where the lexicon has the word, the share of words whose
+    e's FP32's and the candidate's readings give as the lexicon's phonemes do (not judged)."""
+    package = types.ModuleType("g2p_id")
+    package.__path__ = [str(code / "g2p_id")]
+    sys.modules["g2p_id"] = package
+    loaded = module(code / "g2p_id" / "bert.py", "g2p_id.bert")
+    bert = loaded.BERT.__new__(loaded.BERT)  # its __init__ opens the wheel's model on every provider
+    directory = code / "g2p_id" / "models" / "bert"
+    bert.config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    bert.token2id = json.loads((directory / "token2id.json").read_text(encoding="utf-8"))
+    bert.id2token = {v: k for k, v in bert.token2id.items()}
+    words = json.loads((BUILD / name / "data" / "val" / "words" / "words.json").read_text(encoding="utf-8"))
+    fed = np.load(BUILD / name / "data" / "val" / "words.npz")["input_1"]
+
+    def spelled(path: Path) -> list[str]:
+        bert.model = session(path)
+        return [bert.predict(w["word"]) for w in words]
+
+    def lexicons(readings: list[str]) -> str:
+        known = [(r, w["lexicon"]) for r, w in zip(readings, words) if w["lexicon"]]
+        vowels = [(re.sub("[^eə]", "", r), re.sub("[^eə]", "", lex)) for r, lex in known]
+        same = [a == b for a, b in vowels if len(a) == len(b)]
+        return f"{sum(same)} of {len(same)}"
+
+    original = bert.predict
+    calls = []
+
+    def recorded(text: str) -> str:  # the ids the package feeds, checked against validate's once
+        model = bert.model
+        bert.model = types.SimpleNamespace(run=lambda out, inputs: calls.append(inputs["input_1"]) or model.run(out, inputs))
+        try:
+            return original(text)
+        finally:
+            bert.model = model
+
+    bert.predict = recorded
+    want = spelled(fp32(name))
+    bert.predict = original
+    assert np.array_equal(np.concatenate(calls), fed), "the words validate reads are not the ids the package feeds"
+
+    def judge(precision: str) -> Score:
+        got = spelled(typed(name, precision))
+        kept = same_share(want, got, "words (the package's e or schwa at every masked e)", STRINGS_SAME)
+        return Score(f"{kept.text}; e's as the lexicon's phonemes, of the lexicon's words: FP32 {lexicons(want)}, "
+                     f"typed {lexicons(got)}", kept.passed)
+
+    return judge
+
+
 # Voice activity: what a user of a VAD gets is its segments, the stretches its state machine cuts a recording into
 # (and hands on to a recognizer). A recording keeps FP32's segmentation when it has as many segments and each start
 # and end lies within VAD_EDGE_MS of FP32's: 5 of the model's 10 ms frames, the tolerance FSMN-VAD's ports state
@@ -1634,6 +1690,7 @@ JUDGES: dict[str, Callable[[str, Path], Judge]] = {
     "dnsmos": dnsmos,
     "dtln-stage2": dtln_stage2,
     "fsmn-vad": fsmn_vad,
+    "g2p-id-bert": g2p_id_bert,
     "gtcrn": gtcrn,
     "hey-jarvis": hey_jarvis,
     "khmersm": khmersm,
@@ -1697,6 +1754,7 @@ CHECKS = {
                    f"of FP32's on every utterance",
     "fsmn-vad": f"recordings (the package's speech segments, as many, each edge within {VAD_EDGE_MS} ms of FP32's) "
                 f"equal on >= {STRINGS_SAME:.0%}",
+    "g2p-id-bert": f"words (the package's BERT.predict: e or schwa at every masked e) equal on >= {STRINGS_SAME:.0%}",
     "terrain-cm": f"terrains (the package's heightfield in metres) within {TERRAIN_RMS_M * 100:g} cm RMS of FP32's on "
                   f">= {STRINGS_SAME:.0%}",
     "tddfa-mb1": f"68 landmarks (the package's BFM reconstruction) within {LANDMARK_NME:.0%} NME of FP32's on >= {LANDMARKS_SAME:.0%}",

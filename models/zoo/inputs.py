@@ -10,7 +10,8 @@ and a wake phrase and its rhymes said by a formant synthesizer in noise, as a wa
 and real and packed binaries as a malware scanner's byte images, and printed Vietnamese lines as an OCR's
 recognizer reads a line crop, and 48 kHz recordings of speech in noise as a denoiser's log-power spectra,
 and terrain requests (noise alone, or a user's heightfield under noise) as a one-step diffusion UNet reads them,
-and recordings of a talker's turns and pauses in noise as a voice activity detector's kaldi fbank features.
+and recordings of a talker's turns and pauses in noise as a voice activity detector's kaldi fbank features,
+and Indonesian words, real and affixed, with every `e` masked as a G2P's character BERT reads them.
 
 Each maker writes `count` samples into a directory, in the layout its model.toml declares; a seed
 keeps the calibration and validation sets apart. `make(kind, ...)` picks the maker by the
@@ -2310,6 +2311,79 @@ def write_vad_recordings(directory: Path, count: int, seed: int, wheel: Path, cm
                  **{f"in_cache{k}": zeros for k in range(4)})
 
 
+# g2p-id-py's BERT (g2p_id/bert.py): an out-of-lexicon word's letters, `x` spelled `ks`, each `e` replaced by
+# [mask], one id a character from its token2id.json, padded with 0 to max_seq_length (32). Only words the
+# lexicon lacks reach it; the package's own preprocessing leaves letters and the apostrophe.
+G2P_PREFIXES = ("ber", "ter", "di", "ke", "se", "per")  # prefixes that keep the root's first letter
+
+
+def nasal_prefix(head: str, root: str) -> str:
+    """Return meN- or peN- (`head`: "me" or "pe") joined to `root` as Indonesian spells it: mem- before b, f, v and
+    p (p dropped), men- before d, c, j, z and t (t dropped), meng- before g, h, k (k dropped) and vowels, meny- for s
+    (s dropped), me- before l, m, n, r, w, y."""
+    first = root[0]
+    if first in "bfvp":
+        return head + "m" + (root[1:] if first == "p" else root)
+    if first in "dcjzt":
+        return head + "n" + (root[1:] if first == "t" else root)
+    if first in "ghk" or first in "aiueo":
+        return head + "ng" + (root[1:] if first == "k" else root)
+    if first == "s":
+        return head + "ny" + root[1:]
+    return head + root
+
+
+def write_schwa_words(directory: Path, count: int, seed: int, wheel: Path, lexicon: str, vocabulary: str,
+                      config: str, affixed: float = 0.5) -> None:
+    """Indonesian words with at least one `e`, as g2p-id-py's BERT reads them (its predict: x as ks, every e as
+    [mask], the ids of `vocabulary`, 0 after the word, `config`'s max_seq_length ids a word): `input_1`
+    [count, 32] int64 in words.npz. Half (`affixed`) are words the package would send to the model, the
+    lexicon's roots under meN-, peN-, ber-, ter-, di-, ke-, se-, per-, -kan, -an, -nya, -lah, ke-an, peN-an,
+    per-an (nasal assimilation as written) and not in the lexicon; the rest are the lexicon's own words (the
+    model's training words). The words, and the lexicon's phonemes of the real ones, are kept in
+    words/words.json for the judge, read by no step of trtpipe."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        rows = [line.split("\t") for line in archive.read(lexicon).decode("utf-8").splitlines() if "\t" in line]
+        ids = json.loads(archive.read(vocabulary))
+        length = json.loads(archive.read(config))["max_seq_length"]
+    known = {w.lower(): phonemes.strip() for w, phonemes in rows}
+    letters = set("abcdefghijklmnopqrstuvwxyz'")
+    fits = lambda w: set(w) <= letters and len(w.replace("x", "ks")) <= length
+    real = sorted(w for w in known if "e" in w and fits(w) and len(w) >= 2)
+    roots = sorted(w for w in known if w.isalpha() and 3 <= len(w) <= 12)
+    rng = np.random.default_rng(seed)
+    words, seen = [], set()
+    while len(words) < count:
+        if rng.random() < affixed:
+            root, pattern = roots[rng.integers(len(roots))], rng.integers(14)
+            if pattern < 2:
+                word = nasal_prefix(("me", "pe")[pattern], root)
+            elif pattern < 8:
+                word = G2P_PREFIXES[pattern - 2] + root
+            elif pattern < 12:
+                word = root + ("kan", "an", "nya", "lah")[pattern - 8]
+            else:
+                word = (nasal_prefix("pe", root) if pattern == 12 else "ke" + root) + "an"
+            if word in known or "e" not in word or not fits(word):
+                continue
+        else:
+            word = real[rng.integers(len(real))]
+        if word not in seen:
+            seen.add(word)
+            words.append(word)
+    encoded = np.zeros((count, length), np.int64)
+    for i, word in enumerate(words):
+        spelled = word.replace("x", "ks")
+        encoded[i, :len(spelled)] = [ids["[mask]"] if c == "e" else ids[c] for c in spelled]
+    np.savez(directory / "words.npz", input_1=encoded)
+    (directory / "words").mkdir()
+    (directory / "words" / "words.json").write_text(json.dumps(
+        [{"word": w, "lexicon": known.get(w)} for w in words], ensure_ascii=False, indent=0))
+
+
 MAKERS: dict[str, Callable[..., None]] = {
     "photos": write_photos, "pages": write_pages, "text_lines": write_text_lines, "tokens": write_tokens,
     "audio": write_audio, "file_bytes": write_file_bytes, "captchas": write_captchas,
@@ -2324,6 +2398,7 @@ MAKERS: dict[str, Callable[..., None]] = {
     "scanned_files": write_scanned_files, "vietnamese_lines": write_vietnamese_lines,
     "noisy_recordings": write_noisy_recordings, "terrain_requests": write_terrain_requests,
     "dtln_blocks": write_dtln_blocks, "vad_recordings": write_vad_recordings,
+    "schwa_words": write_schwa_words,
 }
 
 
