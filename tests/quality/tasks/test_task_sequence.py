@@ -231,6 +231,10 @@ def test_a_masked_language_model_is_judged_at_its_mask_id_alone(tmp_path, cli):
     assert judged("others", "")[0] == 1
     code, tags_out = judged("masked", at_mask)
     assert code == 1 and tags_out["exact_match"] == 0.0
+    (tmp_path / "model.toml").write_text(TAGGER_SPEC + 'padding_input = "ids"\njudged_value = 30\n')  # no such id
+    code, _out, err = cli("validate", tmp_path / "others.onnx", "--baseline", tmp_path / "fp32.onnx", "--data",
+                          tmp_path / "val", "--spec", tmp_path / "model.toml")
+    assert code == 2 and "never holds judged_value 30" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("padding, message", [

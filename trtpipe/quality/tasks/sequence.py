@@ -211,6 +211,10 @@ class SequenceTask(Task):
 
     def finish(self) -> None:
         super().finish()
+        if self.count and not self.characters and self.spec.judged_value is not None:
+            raise Degenerate(f"output '{self.output}': no step of the {self.count} samples is judged: padding_input "
+                             f"'{self.spec.padding_input}' never holds judged_value {self.spec.judged_value} in them; "
+                             "set judged_value to the id the model's reader reads (a mask's id), or check the data")
         if self.count and not self.characters:
             raise Degenerate(f"output '{self.output}': FP32 decodes every one of the {self.count} samples to an empty "
                              f"sequence (blank {self.blank}, steps on axis {self.step_axis}), so no string can be "
