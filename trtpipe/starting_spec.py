@@ -715,7 +715,8 @@ def starting_spec(model, model_path: str | os.PathLike, data_dir: str | os.PathL
 OUTPUT_SHAPES = "read from the outputs' shapes"
 KEY_WHY = {"padding_input": ("its padded steps (padding_value, or false in a mask) are not judged: a tagger's tags "
                              "after the word mean nothing"),
-           "padding_value": "the id taken as padding; set the tokenizer's, or remove both if every id is a token",
+           "padding_value": ("the id taken as padding; set the tokenizer's, or remove both if every id is a token; "
+                             "a masked language model read at its mask alone takes judged_value = MASK_ID instead"),
            "layout": "N the samples, T a step per token (as long as each sample), C the channels where there are any",
            ("layout", "detections"): ("the model's own detections after its NMS, matched box to box: FP32 and the "
                                       "candidate may keep different counts"),
