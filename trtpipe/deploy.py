@@ -338,8 +338,6 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
     if options.budget_minutes < 0:
         raise TrtpipeError(f"--budget-min {options.budget_minutes:g}: give 0 or more minutes")
     model = onnxio.load_float(model_path)
-    if (why := onnxio.float64_refusal(model, "reduced precision")) is not None:  # all deploy would build is refused
-        raise TrtpipeError(f"{model_path}: nothing to deploy: {why}")
     if data_dir is not None:
         data.list_files(data_dir)  # no such directory, or no samples: before anything is written
     if validation_dir is not None:

@@ -7,8 +7,7 @@ class TrtpipeError(Exception):
 
 class NothingToQuantize(TrtpipeError):
     """No layer of the model takes the format asked for: INT8/FP8 with no Conv, MatMul or Gemm to calibrate, INT4/FP4
-    with no weight that splits into blocks, any precision but FP32 of a model computing in float64. `build --precision
-    auto` and deploy skip that precision and go on."""
+    with no weight that splits into blocks. `build --precision auto` and deploy skip that precision and go on."""
 
 
 class MissingDependency(TrtpipeError):

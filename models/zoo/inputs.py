@@ -2338,9 +2338,10 @@ def write_schwa_words(directory: Path, count: int, seed: int, wheel: Path, lexic
     """Indonesian words with at least one `e`, as g2p-id-py's BERT reads them (its predict: x as ks, every e as
     [mask], the ids of `vocabulary`, 0 after the word, `config`'s max_seq_length ids a word): `input_1`
     [count, 32] int64 in words.npz. Half (`affixed`) are words the package would send to the model, the
-    lexicon's roots under meN-, peN-, ber-, ter-, di-, ke-, se-, per-, -kan, -an, -nya, -lah, ke-an, peN-an,
-    per-an (nasal assimilation as written) and not in the lexicon; the rest are the lexicon's own words (the
-    model's training words). The words, and the lexicon's phonemes of the real ones, are kept in
+    lexicon's roots under meN-, peN-, ber-, ter-, di-, ke-, se-, per-, -kan, -an, -nya, -lah, ke-an and peN-an
+    (nasal assimilation as written) and not in the lexicon; the rest are the lexicon's own words (the model's
+    training words, which the package itself looks up and never sends to it: read here as a model's own
+    ground). The words, and the lexicon's phonemes of the real ones, are kept in
     words/words.json for the judge, read by no step of trtpipe."""
     import json
     import zipfile

@@ -141,37 +141,43 @@ def refuse_broken_weights(model, where) -> None:
 
 
 def float64_layers(model) -> list:
-    """Return the Conv, ConvTranspose, MatMul and Gemm nodes whose constant weight is float64, so that the layer
-    computes in float64 (an op's inputs share one type)."""
+    """Return the Conv, ConvTranspose, MatMul and Gemm nodes that compute in float64: ONNX's shape inference types
+    their output float64, or a weight is float64 (a weight reached through an Identity or a Cast, an attention's
+    MatMul of two activations, a float64 island in a float32 model)."""
     from onnx import TensorProto
 
+    types = _inferred_types(model)
     doubles = {init.name for init in model.graph.initializer if init.data_type == TensorProto.DOUBLE}
-    doubles |= {node.output[0] for node in model.graph.node if node.op_type == "Constant"
-                and any(attr.name == "value" and attr.t.data_type == TensorProto.DOUBLE for attr in node.attribute)}
-    return [node for node in model.graph.node if node.op_type in LAYERS and doubles.intersection(node.input)]
+    return [node for node in model.graph.node if node.op_type in LAYERS
+            and (types.get(node.output[0]) == TensorProto.DOUBLE or doubles.intersection(node.input))]
 
 
-def float64_refusal(model, precision) -> str | None:
-    """Return why `model` has no `precision` (fp16, int8, ...) when a layer of it computes in float64, else None.
-    TensorRT has no float64: its ONNX parser casts such a model to float32 and builds it, so an engine said to be
-    FP16 computed in FP32 (trtpipe's passes retype float32 alone), and Q/DQ takes no float64 at all."""
+def refuse_float64(model, where) -> None:
+    """Raise naming `where` when a layer of `model` computes in float64. TensorRT has no float64: its ONNX parser
+    casts such a model to float32 and builds it, so an engine said to be FP16 computed in FP32 (trtpipe's passes
+    retype float32 alone), Q/DQ takes no float64, and the engine's float32 inputs are not what the model and its
+    data take. A model that reads and writes float64 through casts around float32 layers is not refused."""
     layers = float64_layers(model)
-    if not layers:
-        return None
-    total = sum(node.op_type in LAYERS for node in model.graph.node)
-    return (f"no {precision} of a model that computes in float64 ({len(layers)} of its {total} Conv, MatMul and Gemm "
-            f"layers, first '{toolkit.label(layers[0])}'): TensorRT has no float64 and its parser runs such a model in "
-            f"float32, so its {precision} engine would compute in float32; export the model in float32 (torch: "
-            "model.float() before torch.onnx.export) and give trtpipe that")
+    if layers:
+        total = sum(node.op_type in LAYERS for node in model.graph.node)
+        raise TrtpipeError(f"{where}: computes in float64 ({len(layers)} of its {total} Conv, MatMul and Gemm layers, "
+                           f"first '{toolkit.label(layers[0])}'), which TensorRT does not have: its parser casts the model "
+                           "to float32, so no engine of it is the model it says it is; export the model in float32 "
+                           "(torch: model.float() before torch.onnx.export, and no .double() in the model's code)")
 
 
-def load_float(path: str | os.PathLike, flag: str = "MODEL"):
+def load_float(path: str | os.PathLike, flag: str = "MODEL", built: bool = True):
     """Return the ModelProto at `path` (as `load`), refusing one that is already quantized: calibrating or
     typing it again would quantize twice, and the scales it carries are not the ones trtpipe would choose;
-    one that takes strings (refuse_strings); and one whose weights are not numbers (refuse_broken_weights)."""
+    one that takes strings (refuse_strings); one whose weights are not numbers (refuse_broken_weights); and,
+    where it is to be calibrated, typed or built (`built`; not a baseline ONNX Runtime only runs), one that
+    computes in float64 (refuse_float64)."""
     model = load(path, flag)
-    refuse_strings(model, path if flag == "MODEL" else f"{flag} {path}")
-    refuse_broken_weights(model, path if flag == "MODEL" else f"{flag} {path}")
+    where = path if flag == "MODEL" else f"{flag} {path}"
+    refuse_strings(model, where)
+    refuse_broken_weights(model, where)
+    if built:
+        refuse_float64(model, where)
     found: dict[str, int] = {}
     for node in model.graph.node:
         if node.op_type in QUANTIZED_OPS:

@@ -213,11 +213,8 @@ def no_layer_for(model, precision: Precision, exclude: Iterable[str] = (), min_w
                  quantize_depthwise: bool = False) -> str | None:
     """Return why `precision` has no layer of `model` to quantize by the graph alone: every Conv, MatMul and Gemm
     excluded, under `min_weights`, depthwise (unless `quantize_depthwise`) or too small for FP8 (its Conv rule does
-    not step aside: see the module's doc), or a layer in float64 (onnxio.float64_refusal); None where some layer is
-    one it quantizes. Found before calibration reads
+    not step aside: see the module's doc); None where some layer is one it quantizes. Found before calibration reads
     any data, and by build and deploy, which skip the precision."""
-    if (why64 := onnxio.float64_refusal(model, precision)) is not None:
-        return why64
     constants, values = constant_names(model), float_constants(model)
     exclude = list(exclude)
     why: dict[str, int] = {}

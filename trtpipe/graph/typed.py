@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtpipe.calibrators.cache import CalibrationTable
-from trtpipe.errors import NothingToQuantize, TrtpipeError
+from trtpipe.errors import TrtpipeError
 from trtpipe.graph import onnxio
 from trtpipe.graph.cleanup import CleanupReport, cleanup
 from trtpipe.graph.half import convert
@@ -95,8 +95,6 @@ def typed_graph(model, precision: Precision, table: CalibrationTable | None, exc
             onnxio.set_metadata(model, key, value)
     if precision in (Precision.FP32, Precision.TF32) or implicit:
         return TypedGraph(model, [], report)  # implicit INT8: TensorRT quantizes the FP32 graph itself
-    if (why := onnxio.float64_refusal(model, precision)) is not None:
-        raise NothingToQuantize(why)
     if precision in (Precision.FP16, Precision.BF16):
         half = convert(model, precision, keep=exclude, ranges=ranges)
         return TypedGraph(half.model, half.kept, report)

@@ -387,7 +387,7 @@ def tune(model_path, spec: ModelSpec, precision: Precision, target, calibration_
     graph = onnxio.load_float(model_path)
     spec = spec_for(spec, graph, model_path)  # a spec without [[inputs]] takes the model's, as every command's does
     model = calibrated_graph(graph, spec)  # the graph whose tensor names the typed passes and caches use
-    baseline = onnxio.load_float(options.baseline_path, "--baseline") if options.baseline_path else model
+    baseline = onnxio.load_float(options.baseline_path, "--baseline", built=False) if options.baseline_path else model
     thresholds = thresholds_for(precision, spec)
     # Before any data is read: a named metric no output's task judges (inferred or the spec's) is refused, as validate refuses it
     named = require_named(spec, precision, baseline, Path(options.baseline_path or model_path).name)

@@ -382,7 +382,7 @@ def validate(candidate: Path, baseline: Path, spec: ModelSpec | None = None, dat
     from trtpipe.runtime.onnxrt import OnnxRunner
     from trtpipe.spec import spec_for
 
-    baseline_model = onnxio.load_float(baseline, "--baseline")
+    baseline_model = onnxio.load_float(baseline, "--baseline", built=False)
     spec_path = spec.path if spec is not None else None
     spec = spec_for(spec, baseline_model, baseline)
     data_dir = data.chosen_directory(data_dir, spec.validation, "validation")

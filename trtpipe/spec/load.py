@@ -208,6 +208,9 @@ def check_padding(spec: ModelSpec, where: str) -> None:
         if output.padding_value is not None and output.judged_value is not None:
             raise TrtpipeError(f"{where}: {fix}: padding_value drops the steps of one id and judged_value keeps those "
                                "of one id alone; give one of them")
+        if output.judged_value is not None and output.decode == "viterbi":  # a path through the kept steps alone
+            raise TrtpipeError(f"{where}: [[outputs]] {output.name}: judged_value reads the tags at one id's steps, and "
+                               "viterbi's best path runs through every step; use decode = \"tags\", or padding_value")
         if output.task != "sequence" or output.decode not in ("tags", "viterbi"):
             raise TrtpipeError(f"{where}: {fix} is for a tagger (task = \"sequence\", decode = \"tags\" or \"viterbi\"); "
                                "a CTC recognizer's steps are not its input's; remove it or set decode = \"tags\"")

@@ -26,7 +26,7 @@ from trtpipe.spec.validators import (
     table,
 )
 
-DTYPES = ("float32", "float16", "int64", "int32", "int8", "uint8", "bool")
+DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
 
 
 def is_float(dtype: str) -> bool:

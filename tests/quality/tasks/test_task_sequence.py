@@ -214,8 +214,8 @@ def test_a_masked_language_model_is_judged_at_its_mask_id_alone(tmp_path, cli):
     masked = table.copy()
     masked[8] = np.roll(masked[8], 1)
     save(tagger(masked), tmp_path / "masked.onnx")
-    ids = rng.integers(1, 9, (64, 16)).astype(np.int32)
-    ids[:, 0] = 8  # every word has a masked letter
+    ids = rng.integers(1, 8, (64, 16)).astype(np.int32)
+    ids[:60, 0] = 8  # every word but the last four has a masked letter; those four no reader reads
     save_batches(tmp_path / "val", ids)
 
     def judged(candidate, keys):
@@ -228,6 +228,7 @@ def test_a_masked_language_model_is_judged_at_its_mask_id_alone(tmp_path, cli):
     at_mask = 'padding_input = "ids"\njudged_value = 8\n'
     code, tags_out = judged("others", at_mask)
     assert code == 0 and tags_out["baseline_characters"] == (ids == 8).sum() and tags_out["judged_value"] == "8"
+    assert tags_out["unjudged_samples"] == 4 and tags_out["changed_sequences"] == 0
     assert judged("others", "")[0] == 1
     code, tags_out = judged("masked", at_mask)
     assert code == 1 and tags_out["exact_match"] == 0.0
@@ -241,6 +242,7 @@ def test_a_masked_language_model_is_judged_at_its_mask_id_alone(tmp_path, cli):
     ('padding_input = "idz"\n', "'idz' is not an input"),
     ('judged_value = 30\n', "judged_value without padding_input"),
     ('padding_input = "ids"\npadding_value = 0\njudged_value = 30\n', "give one of them"),
+    ('padding_input = "ids"\njudged_value = 30\ndecode = "viterbi"\ntransitions = "t.npy"\n', "viterbi's best path"),
     ('padding_input = "ids"\ndecode = "ctc"\n', 'is for a tagger'),
     ('padding_value = 0\n', "padding_value without padding_input"),
 ])
@@ -255,9 +257,10 @@ def test_a_float_padding_input_is_refused_and_a_mask_needs_no_value(tmp_path):
     (tmp_path / "model.toml").write_text(TAGGER_SPEC.replace("int32", "float32") + 'padding_input = "ids"\n')
     with pytest.raises(TrtpipeError, match="is float32"):
         load_spec(tmp_path / "model.toml")
-    (tmp_path / "model.toml").write_text(TAGGER_SPEC.replace("int32", "bool") + 'padding_input = "ids"\npadding_value = 0\n')
-    with pytest.raises(TrtpipeError, match="remove padding_value"):
-        load_spec(tmp_path / "model.toml")
+    for key in ("padding_value", "judged_value"):
+        (tmp_path / "model.toml").write_text(TAGGER_SPEC.replace("int32", "bool") + f'padding_input = "ids"\n{key} = 0\n')
+        with pytest.raises(TrtpipeError, match=f"remove {key}"):
+            load_spec(tmp_path / "model.toml")
 
 
 def test_a_mask_marks_the_padding_where_it_is_false():

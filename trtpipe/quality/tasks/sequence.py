@@ -118,6 +118,7 @@ class SequenceTask(Task):
             raise TrtpipeError(f"--spec: [[outputs]] {self.output}: blank = \"none\" needs decode = \"tags\" or \"viterbi\" "
                                "(a CTC recognizer has a blank class); give its index, or set decode = \"tags\"")
         self.count = self.exact = self.edits = self.characters = 0
+        self.unjudged = 0  # judged_value: samples without a step of that id, which no reader reads
         self.changes: list[Change] = []
 
     def _steps(self, values: np.ndarray) -> np.ndarray:
@@ -149,7 +150,11 @@ class SequenceTask(Task):
         # Each run is cut at its own lengths, as the model's reader cuts it: a count that changed is a change.
         wanted = self._decoded(baseline, self._within(judged, want, inputs, baseline.shape[:2]))
         gotten = self._decoded(candidate, self._within(judged, got, inputs, candidate.shape[:2]))
-        for sample, base, cand in zip(ids, wanted, gotten):
+        with_steps = [True] * len(wanted) if judged is None or self.spec.judged_value is None else judged.any(axis=1)
+        for sample, base, cand, read in zip(ids, wanted, gotten, with_steps):
+            if not read:
+                self.unjudged += 1
+                continue
             distance = edit_distance(base, cand)
             self.count += 1
             self.exact += base == cand
@@ -211,8 +216,8 @@ class SequenceTask(Task):
 
     def finish(self) -> None:
         super().finish()
-        if self.count and not self.characters and self.spec.judged_value is not None:
-            raise Degenerate(f"output '{self.output}': no step of the {self.count} samples is judged: padding_input "
+        if self.unjudged and not self.count:
+            raise Degenerate(f"output '{self.output}': no step of the {self.unjudged} samples is judged: padding_input "
                              f"'{self.spec.padding_input}' never holds judged_value {self.spec.judged_value} in them; "
                              "set judged_value to the id the model's reader reads (a mask's id), or check the data")
         if self.count and not self.characters:
@@ -225,7 +230,8 @@ class SequenceTask(Task):
         errors = self.edits / max(self.characters, 1)
         return {"exact_match": self.exact / max(self.count, 1), "char_agreement": max(0.0, 1 - errors),
                 "char_error_rate": errors, "changed_sequences": self.count - self.exact,
-                "baseline_characters": self.characters, "blank": self.blank, "step_axis": self.step_axis}
+                "baseline_characters": self.characters, "blank": self.blank, "step_axis": self.step_axis,
+                **({"unjudged_samples": self.unjudged} if self.spec.judged_value is not None else {})}
 
     def described(self) -> dict[str, str]:
         padding = {} if self.spec.padding_input is None else {"padding_input": self.spec.padding_input}
