@@ -81,7 +81,16 @@ def judged_fingerprint(spec: ModelSpec | None) -> dict | None:
         return None
     judged = {"task": spec.task, "outputs": [asdict(o) for o in spec.outputs], "thresholds": spec.thresholds,
               "exclude": spec.exclude, "min_weights": spec.min_weights}
-    return json.loads(json.dumps(judged, default=str))
+    return settled(json.loads(json.dumps(judged, default=str)))
+
+
+def settled(fingerprint: dict | None) -> dict | None:
+    """Return `fingerprint` without the [[outputs]] keys a spec leaves unset: a key added to the schema since a
+    cache was made (judged_value) changes no choice, and must not make every cache stale."""
+    if not isinstance(fingerprint, dict) or not isinstance(fingerprint.get("outputs"), list):
+        return fingerprint
+    outputs = [{k: v for k, v in o.items() if v is not None} if isinstance(o, dict) else o for o in fingerprint["outputs"]]
+    return {**fingerprint, "outputs": outputs}
 
 
 def provenance(model_path, data_dir, options: CalibrationOptions, spec: ModelSpec | None = None,
@@ -146,7 +155,10 @@ def is_fresh(cache: str | os.PathLike, made_from: dict) -> bool:
         return False  # calibrating writes it anew
     if recorded_from is None or recorded_from.get("cache_sha256") != sha256(cache):
         return False
-    return {k: recorded_from.get(k) for k in made_from} == made_from
+    recorded = {k: recorded_from.get(k) for k in made_from}
+    if "auto_judged_by" in recorded:
+        recorded["auto_judged_by"] = settled(recorded["auto_judged_by"])
+    return recorded == made_from
 
 
 def calibrated_graph(model, spec: ModelSpec | None):

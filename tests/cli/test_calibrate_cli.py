@@ -77,6 +77,25 @@ def test_an_auto_cache_judged_on_other_outputs_or_layers_is_remade(tmp_path, cli
                              "-o", tmp_path / "m.cache")[1].startswith("up to date")
 
 
+def test_a_spec_key_added_since_and_left_unset_keeps_an_auto_cache_fresh(tmp_path, cli):
+    """A cache records the [[outputs]] it was judged by: one made before the schema gained a key (judged_value),
+    whose sidecar lists every other key and this one not, is still the same choice; setting the key remakes it."""
+    model = save(mlp(batch="N"), tmp_path / "mlp.onnx")
+    _data(tmp_path / "data")
+    spec = tmp_path / "model.toml"
+    spec.write_text('name = "mlp"\n[[inputs]]\nname = "x"\nshape = [-1, 16]\n[[outputs]]\nname = "probs"\ntask = "generic"\n')
+    args = ("calibrate", model, "--data", tmp_path / "data", "--spec", spec, "-o", tmp_path / "c.cache")
+    assert cli(*args)[0] == 0
+    sidecar = json.loads((tmp_path / "c.cache.json").read_text())
+    outputs = sidecar["auto_judged_by"]["outputs"]
+    assert "judged_value" not in outputs[0]  # unset keys are not recorded
+    outputs[0] |= {"judged_value": None, "padding_value": None}  # as a sidecar of session 32 listed every key
+    (tmp_path / "c.cache.json").write_text(json.dumps(sidecar))
+    assert cli(*args)[1].startswith("up to date")
+    spec.write_text(spec.read_text() + 'threshold = 0.5\n')
+    assert cli(*args)[1].startswith("wrote")
+
+
 def test_a_fresh_cache_is_reused_and_a_stale_one_recalibrated(tmp_path, cli):
     model = save(mlp(batch="N"), tmp_path / "mlp.onnx")
     _data(tmp_path / "data")
