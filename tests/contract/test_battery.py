@@ -78,7 +78,7 @@ HOSTILE_SPECS = {
     "unknown-input.toml": GOOD_SPEC.replace('name = "x"', 'name = "image"'),
     "bad-shapes.toml": GOOD_SPEC + "[shapes]\nx = \"1x16/8x16\"\n",
     "not-toml.toml": "name = \n[[",
-    "bad-dtype.toml": GOOD_SPEC.replace("shape = [-1, 16]", "shape = [-1, 16]\ndtype = \"float64\""),
+    "bad-dtype.toml": GOOD_SPEC.replace("shape = [-1, 16]", "shape = [-1, 16]\ndtype = \"complex64\""),
     "smooth-range.toml": GOOD_SPEC + "[quantize]\nsmooth = 2\n",
     "std-zero.toml": GOOD_SPEC + "[preprocess]\nstd = [0]\n",
     "top-key.toml": "nmae = \"mlp\"\n" + GOOD_SPEC.split("\n", 1)[1],
@@ -96,7 +96,7 @@ SPEC_NEEDLES = {
     "misspelt-table.toml": "did you mean [quantize]?", "misspelt-key.toml": "did you mean 'exclude'?",
     "string-list.toml": "must be a list, not a string", "threshold-type.toml": "must be a number",
     "unknown-input.toml": "'image'", "bad-shapes.toml": "MIN/OPT/MAX", "not-toml.toml": "not valid TOML",
-    "bad-dtype.toml": "float64", "smooth-range.toml": "between 0 and 1", "std-zero.toml": "must not be 0",
+    "bad-dtype.toml": "complex64", "smooth-range.toml": "between 0 and 1", "std-zero.toml": "must not be 0",
     "top-key.toml": "did you mean 'name'?", "exclude-nothing.toml": "no_such_node",
 }
 

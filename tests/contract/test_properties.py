@@ -204,7 +204,7 @@ MISTAKES = [
     ("[preprocess]", ["[preprocess]", 'colour = "RGB"'], "did you mean 'color'?"),
     ("[preprocess]", ["[preprocess]", "std = [0.5, 0]"], "must not be 0"),
     ("[[inputs]]", ["[[inputs]]", 'name = "x"', 'shape = [1, "a"]'], "must be an integer"),
-    ("[[inputs]]", ["[[inputs]]", 'name = "x"', "shape = [1]", 'dtype = "float64"'], "not one of"),
+    ("[[inputs]]", ["[[inputs]]", 'name = "x"', "shape = [1]", 'dtype = "complex64"'], "not one of"),
     ("[[inputs]]", ["[[inputs]]", "shape = [1]"], "needs a key 'name'"),
     ("[shapes]", ["[shapes]", 'x = "1x2"'], "[shapes] x:1x2: write NAME:MIN/OPT/MAX"),
     ("[dat]", ["[dat]", 'calibration = "c"'], "did you mean [data]?"),
