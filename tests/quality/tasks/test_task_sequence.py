@@ -170,6 +170,16 @@ def _tagger_table(rng, padding_tag: int) -> np.ndarray:
     return table
 
 
+def _validated_tags(cli, folder, candidate: str, keys: str):
+    """Validate `candidate`.onnx against fp32.onnx on val/ with TAGGER_SPEC and `keys`; return the exit code and the
+    report of the tags output."""
+    (folder / "model.toml").write_text(TAGGER_SPEC + keys)
+    code, out, err = cli("validate", folder / f"{candidate}.onnx", "--baseline", folder / "fp32.onnx",
+                         "--data", folder / "val", "--spec", folder / "model.toml", "--json")
+    assert code in (0, 1), err
+    return code, json.loads(out)["outputs"]["tags"]
+
+
 def test_a_tagger_is_judged_on_its_real_steps_only(tmp_path, cli):
     """slovorez: candidates that differ only in what they emit after the word pass with padding_input, and
     fail without it; one real id tagged otherwise fails either way."""
@@ -185,12 +195,8 @@ def test_a_tagger_is_judged_on_its_real_steps_only(tmp_path, cli):
     assert (ids == 5).any(axis=1).mean() > 0.3 and (ids == 0).any(axis=1).all()
     save_batches(tmp_path / "val", ids)
 
-    def judged(candidate, padding):
-        (tmp_path / "model.toml").write_text(TAGGER_SPEC + padding)
-        code, out, err = cli("validate", tmp_path / f"{candidate}.onnx", "--baseline", tmp_path / "fp32.onnx",
-                             "--data", tmp_path / "val", "--spec", tmp_path / "model.toml", "--json")
-        assert code in (0, 1), err
-        return code, json.loads(out)["outputs"]["tags"]
+    def judged(candidate, keys):
+        return _validated_tags(cli, tmp_path, candidate, keys)
 
     padding = 'padding_input = "ids"\npadding_value = 0\n'
     code, tags_out = judged("padding", padding)
@@ -219,11 +225,7 @@ def test_a_masked_language_model_is_judged_at_its_mask_id_alone(tmp_path, cli):
     save_batches(tmp_path / "val", ids)
 
     def judged(candidate, keys):
-        (tmp_path / "model.toml").write_text(TAGGER_SPEC + keys)
-        code, out, err = cli("validate", tmp_path / f"{candidate}.onnx", "--baseline", tmp_path / "fp32.onnx",
-                             "--data", tmp_path / "val", "--spec", tmp_path / "model.toml", "--json")
-        assert code in (0, 1), err
-        return code, json.loads(out)["outputs"]["tags"]
+        return _validated_tags(cli, tmp_path, candidate, keys)
 
     at_mask = 'padding_input = "ids"\njudged_value = 8\n'
     code, tags_out = judged("others", at_mask)
