@@ -353,8 +353,8 @@ def checked_at_outputs(model, spec: ModelSpec, data_dir, histograms, options: Ca
         for name in items:
             if name not in candidates:  # a method alone, computed only once auto's own choice has failed
                 uniform = uniform_amax(histograms, name, options.grid, options.percentile)
-                if options.grid == "fp8":  # as auto's own candidates: nothing calibration saw is clipped
-                    uniform = {t: covering(amax, histograms[t].max) for t, amax in uniform.items()}
+                # as auto's own candidates: in FP8 nothing calibration saw is clipped
+                uniform = {t: covering(amax, histograms[t].max, options.grid) for t, amax in uniform.items()}
                 candidates[name] = (uniform, {t: name for t in uniform})
             table = CalibrationTable(amax=candidates[name][0], weight_steps=dict(weight_steps or {}))
             typed = typed_model(model, precision, table, exclude=spec.exclude, min_weights=spec.min_weights)

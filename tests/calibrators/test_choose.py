@@ -134,8 +134,8 @@ def test_fp8_candidates_reach_past_the_tensors_max_and_round_inside_it_as_before
         inside = np.abs(x) <= amax
         np.testing.assert_array_equal(after[normal & inside], before[normal & inside])
         assert (np.abs(after[~inside] - x[~inside]) <= np.abs(before[~inside] - x[~inside])).all()
-    assert covering(3.0, 10.0 / FP8_HEADROOM) == 12.0 and covering(10.0, 10.0 / FP8_HEADROOM) == 10.0
-    assert covering(0.0, 1.0) == 0.0
+    assert covering(3.0, 10.0 / FP8_HEADROOM, "fp8") == 12.0 and covering(10.0, 10.0 / FP8_HEADROOM, "fp8") == 10.0
+    assert covering(0.0, 1.0, "fp8") == 0.0 and covering(3.0, 10.0, "int8") == 3.0  # INT8's amax is its own
 
 
 def test_a_tensor_feeding_two_layers_sums_their_errors():

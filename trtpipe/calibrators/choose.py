@@ -78,12 +78,13 @@ def candidate_amax(hist: StreamingHistogram, grid: str) -> dict[str, float]:
              "percentile 99.99": percentile_amax(hist.counts, hist.width, 99.99),
              "percentile 99.999": percentile_amax(hist.counts, hist.width, 99.999),
              "mse": compute_amax(hist, "mse", grid)}
-    return {name: covering(amax, hist.max) for name, amax in found.items()} if grid == "fp8" else found
+    return {name: covering(amax, hist.max, grid) for name, amax in found.items()}
 
 
-def covering(amax: float, top: float) -> float:
-    """Return `amax` times the least power of two that reaches FP8_HEADROOM times `top`, the tensor's max."""
-    if amax <= 0 or amax >= FP8_HEADROOM * top:
+def covering(amax: float, top: float, grid: str) -> float:
+    """Return `amax` times the least power of two that reaches FP8_HEADROOM times `top`, the tensor's max, on the
+    FP8 grid; `amax` itself on INT8's (its uniform grid has no free binade: see the module's doc)."""
+    if grid != "fp8" or amax <= 0 or amax >= FP8_HEADROOM * top:
         return amax
     return float(amax * 2.0 ** np.ceil(np.log2(FP8_HEADROOM * top / amax)))
 
