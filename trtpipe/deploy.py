@@ -354,7 +354,7 @@ def deploy(model_path: str | os.PathLike, output: str | os.PathLike, options: De
     try:
         inputs = _inputs(model, model_path, data_dir, validation_dir, Path(spec_path) if spec_path else None,
                          output, on_step)
-        return _run(model_path, output, options, precisions, inputs, deadline, on_step)
+        return _run(model, model_path, output, options, precisions, inputs, deadline, on_step)
     except (TrtpipeError, KeyboardInterrupt):
         # Bad input found late (a calibration sample the model cannot read, after FP16 and BF16 were
         # built), or a stop (Ctrl-C, SIGTERM): nothing this run wrote stays, a spec or split included.
@@ -385,10 +385,10 @@ def _remove_written(output: Path, before: dict[Path, tuple[int, int]], had_outpu
             os.rmdir(root)
 
 
-def _run(model_path: Path, output: Path, options: DeployOptions, precisions: list[Precision], inputs: _Inputs,
+def _run(model, model_path: Path, output: Path, options: DeployOptions, precisions: list[Precision], inputs: _Inputs,
          deadline: Deadline, on_step) -> DeployResult:
-    """The deploy after its input checks: calibrate, build, validate, tune, keep what passes; no step starts
-    once `deadline` has passed."""
+    """The deploy of `model` (loaded from `model_path`) after its input checks: calibrate, build, validate, tune, keep
+    what passes; no step starts once `deadline` has passed."""
     spec = inputs.spec
     build_options = BuildOptions(target=options.target, backend=options.backend, spec=spec,
                                  calibration_data=spec.calibration, exclude=list(spec.exclude),
@@ -407,8 +407,7 @@ def _run(model_path: Path, output: Path, options: DeployOptions, precisions: lis
     if options.precision in ("int8", "fp8"):  # asked for alone: a precision with no layer is refused, as build refuses it
         from trtpipe.calibrate import calibrated_graph, refuse_no_layer
 
-        refuse_no_layer(calibrated_graph(onnxio.load_float(model_path), spec), model_path, Precision(options.precision),
-                        spec)
+        refuse_no_layer(calibrated_graph(model, spec), model_path, Precision(options.precision), spec)
     if not deadline.passed():
         # Every build would observe the same ranges again: a minute of ppocr-det's, per precision.
         from trtpipe.calibrate import observe_data_ranges
