@@ -199,11 +199,11 @@ def check_padding(spec: ModelSpec, where: str) -> None:
                 raise TrtpipeError(f"{where}: [[outputs]] {output.name}: lengths '{output.lengths}' is {counts.dtype}; "
                                    "it counts each sample's steps: name an integer input or output [batch]")
         name, fix = output.padding_input, f"[[outputs]] {output.name}: padding_input"
+        given = next((key for key in ("padding_value", "judged_value") if getattr(output, key) is not None), None)
         if name is None:
-            for key in ("padding_value", "judged_value"):
-                if getattr(output, key) is not None:
-                    raise TrtpipeError(f"{where}: [[outputs]] {output.name}: {key} without padding_input; "
-                                       "name the input whose ids it is")
+            if given is not None:
+                raise TrtpipeError(f"{where}: [[outputs]] {output.name}: {given} without padding_input; "
+                                   "name the input whose ids it is")
             continue
         if output.padding_value is not None and output.judged_value is not None:
             raise TrtpipeError(f"{where}: {fix}: padding_value drops the steps of one id and judged_value keeps those "
@@ -223,9 +223,8 @@ def check_padding(spec: ModelSpec, where: str) -> None:
         if is_float(item.dtype):
             raise TrtpipeError(f"{where}: {fix} '{name}' is {item.dtype}; padding is marked by token ids "
                                "(an integer input) or a mask (bool): name one of those")
-        if item.dtype == "bool" and (key := "padding_value" if output.padding_value is not None else
-                                     "judged_value" if output.judged_value is not None else None):
-            raise TrtpipeError(f"{where}: {fix} '{name}' is a bool mask, padded where false; remove {key}")
+        if item.dtype == "bool" and given is not None:
+            raise TrtpipeError(f"{where}: {fix} '{name}' is a bool mask, padded where false; remove {given}")
         if item.batch_axis != 0 or len(item.shape) != 2:
             raise TrtpipeError(f"{where}: {fix} '{name}' has shape {item.shape}; padding is read from an input "
                                "[batch, steps]: name one of that shape")
